@@ -1,0 +1,142 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultQueue is the name of the dispatch queue when Config.Queue is empty.
+// Its dead-letter queue is DeadLetterQueue(DefaultQueue) =
+// "flowforge.dispatch.dead".
+const DefaultQueue = "flowforge.dispatch"
+
+// Defaults applied by Config when a field is zero.
+const (
+	// DefaultConfirmTimeout is the default Config.ConfirmTimeout.
+	DefaultConfirmTimeout = 10 * time.Second
+	// DefaultDialTimeout is the default Config.DialTimeout.
+	DefaultDialTimeout = 5 * time.Second
+	// DefaultHeartbeat is the default Config.Heartbeat.
+	DefaultHeartbeat = 10 * time.Second
+)
+
+// maxQueueNameLen is RabbitMQ's limit on queue names (a shortstr).
+const maxQueueNameLen = 255
+
+// Config says where the broker is and how FlowForge talks to it. The zero
+// value is not usable: URLs must hold at least one URL. Config is a plain
+// value; copies share only the Cursor pointer.
+type Config struct {
+	// URLs are the AMQP URLs of the broker, one per cluster node, e.g.
+	// "amqp://user:pass@rabbit-1:5672/vhost". Required (at least one). Each
+	// dial tries them in order, starting after the URL that last connected
+	// (see Cursor), and returns the first that connects; if all fail the
+	// error wraps every failure and names each URL with its password
+	// redacted.
+	URLs []string
+
+	// Queue is the name of the durable quorum dispatch queue. Its
+	// dead-letter queue is Queue + ".dead". Default DefaultQueue
+	// ("flowforge.dispatch"). Must not start with "amq." and must leave
+	// room for the ".dead" suffix within RabbitMQ's 255-byte limit.
+	Queue string
+
+	// ConfirmTimeout bounds one PublishBatch: publishing the batch and
+	// waiting for all its publisher confirms. When it elapses the connection
+	// is closed and PublishBatch returns an error wrapping ErrTimeout and
+	// ErrConnectionLost. Default DefaultConfirmTimeout (10s).
+	ConfirmTimeout time.Duration
+
+	// DialTimeout bounds one connection attempt to one URL (TCP connect plus
+	// AMQP handshake). Dial is additionally bounded by its ctx. Default
+	// DefaultDialTimeout (5s).
+	DialTimeout time.Duration
+
+	// Heartbeat is the AMQP heartbeat interval requested from the broker; a
+	// peer silent for about two intervals is considered dead. A heartbeat
+	// parameter in the URL takes precedence. Default DefaultHeartbeat (10s).
+	Heartbeat time.Duration
+
+	// Cursor remembers which URL connected last so that the next dial made
+	// with the same Cursor starts with the following URL (fail over away
+	// from the node that just dropped the connection). Optional: nil means
+	// every dial starts with URLs[0]. Share one Cursor across the redials of
+	// one component; it is safe for concurrent use.
+	Cursor *Cursor
+
+	// Logger receives connection lifecycle events (connect, dial failures,
+	// blocked/unblocked, unexpected close, consumer cancel). Nil discards.
+	Logger *slog.Logger
+}
+
+// DeadLetterQueue returns the name of the dead-letter queue that belongs to
+// dispatch queue queue: queue + ".dead".
+func DeadLetterQueue(queue string) string { return queue + ".dead" }
+
+// withDefaults returns a copy of c with defaults filled in, or an error if c
+// cannot work.
+func (c Config) withDefaults() (Config, error) {
+	if len(c.URLs) == 0 {
+		return c, errors.New("config: no broker urls")
+	}
+	if c.Queue == "" {
+		c.Queue = DefaultQueue
+	}
+	if strings.HasPrefix(c.Queue, "amq.") {
+		return c, fmt.Errorf("config: queue name %q uses the reserved prefix \"amq.\"", c.Queue)
+	}
+	if len(DeadLetterQueue(c.Queue)) > maxQueueNameLen {
+		return c, fmt.Errorf("config: queue name %q is too long (max %d bytes with the .dead suffix)", c.Queue, maxQueueNameLen)
+	}
+	if c.ConfirmTimeout < 0 || c.DialTimeout < 0 || c.Heartbeat < 0 {
+		return c, errors.New("config: negative duration")
+	}
+	if c.ConfirmTimeout == 0 {
+		c.ConfirmTimeout = DefaultConfirmTimeout
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Cursor remembers the index of the URL in Config.URLs that connected last.
+// The zero value is ready to use (nothing connected yet: start at URLs[0]).
+type Cursor struct {
+	mu    sync.Mutex
+	last  int
+	valid bool
+}
+
+// start returns the index the next dial over n URLs starts at.
+func (c *Cursor) start(n int) int {
+	if c == nil || n == 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.valid {
+		return 0
+	}
+	return (c.last + 1) % n
+}
+
+// record notes that URL index i connected.
+func (c *Cursor) record(i int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.last, c.valid = i, true
+	c.mu.Unlock()
+}

@@ -1,0 +1,120 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// DAGError reports a dependency graph that cannot run. Exactly one of its
+// fields explains why.
+type DAGError struct {
+	// Task is the task whose dependency is wrong (unknown or self).
+	Task string
+	// Unknown is the dependency that names no task of the workflow.
+	Unknown string
+	// Self is true when Task depends on itself.
+	Self bool
+	// Cycle lists the tasks of a cycle, first one repeated at the end.
+	Cycle []string
+}
+
+func (e *DAGError) Error() string {
+	switch {
+	case e.Self:
+		return fmt.Sprintf("task %q depends on itself", e.Task)
+	case e.Unknown != "":
+		return fmt.Sprintf("task %q depends on unknown task %q", e.Task, e.Unknown)
+	default:
+		return "dependency cycle: " + strings.Join(e.Cycle, " -> ")
+	}
+}
+
+// ValidateDAG checks that deps (task name -> names it depends on) names only
+// known tasks, has no self-dependency and no cycle. It returns a *DAGError
+// naming the first offender in task-name order, so the message is stable.
+func ValidateDAG(deps map[string][]string) error {
+	names := make([]string, 0, len(deps))
+	for n := range deps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for _, d := range deps[n] {
+			if d == n {
+				return &DAGError{Task: n, Self: true}
+			}
+			if _, ok := deps[d]; !ok {
+				return &DAGError{Task: n, Unknown: d}
+			}
+		}
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make(map[string]int, len(deps))
+	var stack []string
+	var visit func(n string) []string
+	visit = func(n string) []string {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, d := range deps[n] {
+			switch color[d] {
+			case grey:
+				i := len(stack) - 1
+				for stack[i] != d {
+					i--
+				}
+				cycle := append([]string(nil), stack[i:]...)
+				return append(cycle, d)
+			case white:
+				if c := visit(d); c != nil {
+					return c
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return nil
+	}
+	for _, n := range names {
+		if color[n] == white {
+			if c := visit(n); c != nil {
+				return &DAGError{Cycle: c}
+			}
+		}
+	}
+	return nil
+}
+
+// Depths returns each task's depth in a valid DAG: 0 for a task with no
+// dependencies, else one more than its deepest dependency. Callers validate
+// first; on a cycle the result is unspecified but finite.
+func Depths(deps map[string][]string) map[string]int {
+	depth := make(map[string]int, len(deps))
+	visiting := make(map[string]bool, len(deps))
+	var walk func(n string) int
+	walk = func(n string) int {
+		if d, ok := depth[n]; ok {
+			return d
+		}
+		if visiting[n] {
+			return 0
+		}
+		visiting[n] = true
+		best := 0
+		for _, p := range deps[n] {
+			if d := walk(p) + 1; d > best {
+				best = d
+			}
+		}
+		depth[n] = best
+		return best
+	}
+	for n := range deps {
+		walk(n)
+	}
+	return depth
+}

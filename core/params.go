@@ -1,0 +1,100 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MaxParamsBytes bounds a run's params document (1 MiB): larger payloads are
+// refused at trigger, before anything is written.
+const MaxParamsBytes = 1 << 20
+
+// ErrBadParams is matched (errors.Is) by every params validation failure.
+var ErrBadParams = errors.New("invalid params")
+
+// ValidateParams checks that raw is a JSON object that PostgreSQL's jsonb
+// will store unchanged: at most MaxParamsBytes, valid JSON, an object at the
+// top level, and free of the NUL character (a literal \u0000 escape anywhere,
+// which jsonb refuses). The error wraps ErrBadParams and says what is wrong.
+func ValidateParams(raw []byte) error {
+	if len(raw) > MaxParamsBytes {
+		return fmt.Errorf("%w: %d bytes exceeds the limit of %d bytes", ErrBadParams, len(raw), MaxParamsBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("%w: not JSON: %v", ErrBadParams, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON object", ErrBadParams)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return fmt.Errorf("%w: want a JSON object, got %s", ErrBadParams, jsonKind(v))
+	}
+	if path, ok := findNUL(v, "$"); ok {
+		return fmt.Errorf("%w: %s contains a NUL character (\\u0000), which PostgreSQL cannot store", ErrBadParams, path)
+	}
+	return nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "a value"
+}
+
+func findNUL(v any, path string) (string, bool) {
+	switch t := v.(type) {
+	case string:
+		return path, strings.ContainsRune(t, 0)
+	case []any:
+		for i, e := range t {
+			if p, ok := findNUL(e, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, true
+			}
+		}
+	case map[string]any:
+		for k, e := range t {
+			if strings.ContainsRune(k, 0) {
+				return path + " key", true
+			}
+			if p, ok := findNUL(e, path+"."+k); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// SanitizeText makes handler output safe for a PostgreSQL text or jsonb
+// column and bounds it: NUL bytes become U+FFFD, invalid UTF-8 is replaced,
+// and text longer than max bytes is cut (on a rune boundary) with a marker
+// saying how much was dropped.
+func SanitizeText(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if max > 0 && len(s) > max {
+		cut := max
+		for cut > 0 && !isRuneStart(s[cut]) {
+			cut--
+		}
+		s = fmt.Sprintf("%s… [%d bytes truncated]", s[:cut], len(s)-cut)
+	}
+	return s
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,51 @@
+package core
+
+// TaskCounts counts a run's tasks by state.
+type TaskCounts map[TaskState]int
+
+// Total returns the number of tasks counted.
+func (c TaskCounts) Total() int {
+	n := 0
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// DeriveRunState computes a run's state from its tasks; it never guesses.
+// Precedence, first match wins:
+//
+//  1. CANCELLED when the run's cancellation was requested;
+//  2. FAILED when any task is DEAD, even while siblings still run;
+//  3. SUCCEEDED when every task SUCCEEDED (and there is at least one);
+//  4. PENDING when nothing has started: every task PENDING (an empty run too);
+//  5. RUNNING otherwise.
+//
+// A requeued DEAD task therefore reopens a FAILED run by construction.
+func DeriveRunState(counts TaskCounts, cancelRequested bool) RunState {
+	total := counts.Total()
+	switch {
+	case cancelRequested:
+		return RunCancelled
+	case counts[TaskDead] > 0:
+		return RunFailed
+	case total > 0 && counts[TaskSucceeded] == total:
+		return RunSucceeded
+	case counts[TaskPending] == total:
+		return RunPending
+	default:
+		return RunRunning
+	}
+}
+
+// RunSettled reports whether no task of the run can still change by itself:
+// nothing is READY, RUNNING or RETRYING. Called after a promotion pass, the
+// PENDING tasks left are blocked by a DEAD or CANCELLED ancestor.
+func RunSettled(counts TaskCounts) bool {
+	for s, n := range counts {
+		if n > 0 && s.Active() {
+			return false
+		}
+	}
+	return true
+}

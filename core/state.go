@@ -1,0 +1,119 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// TaskState is the state of one task run. The values are stored verbatim in
+// task_runs.state.
+type TaskState string
+
+// Task states. PENDING waits for its dependencies; READY has an outbox row and
+// waits for a worker; RUNNING holds a lease; RETRYING waits for its backoff to
+// elapse; SUCCEEDED, DEAD and CANCELLED are terminal (DEAD can be requeued by
+// an operator).
+const (
+	TaskPending   TaskState = "PENDING"
+	TaskReady     TaskState = "READY"
+	TaskRunning   TaskState = "RUNNING"
+	TaskSucceeded TaskState = "SUCCEEDED"
+	TaskRetrying  TaskState = "RETRYING"
+	TaskDead      TaskState = "DEAD"
+	TaskCancelled TaskState = "CANCELLED"
+)
+
+// TaskStates lists every task state in lifecycle order.
+var TaskStates = []TaskState{TaskPending, TaskReady, TaskRunning, TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled}
+
+// Valid reports whether s is one of the task states.
+func (s TaskState) Valid() bool {
+	_, ok := legalTransitions[s]
+	return ok
+}
+
+// Terminal reports whether no automatic transition leaves s. DEAD is terminal
+// even though an operator may requeue it.
+func (s TaskState) Terminal() bool {
+	return s == TaskSucceeded || s == TaskDead || s == TaskCancelled
+}
+
+// Active reports whether a task in state s is queued, running or waiting to
+// retry: a run with an active task is not settled.
+func (s TaskState) Active() bool {
+	return s == TaskReady || s == TaskRunning || s == TaskRetrying
+}
+
+// legalTransitions is the state machine of DESIGN.md, as data. Every store
+// method that changes a task's state checks its edge here before any SQL
+// runs.
+var legalTransitions = map[TaskState][]TaskState{
+	TaskPending:   {TaskReady, TaskCancelled},
+	TaskReady:     {TaskRunning, TaskCancelled},
+	TaskRunning:   {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled},
+	TaskRetrying:  {TaskReady, TaskCancelled},
+	TaskDead:      {TaskPending},
+	TaskSucceeded: nil,
+	TaskCancelled: nil,
+}
+
+// ErrIllegalTransition is returned (wrapped in a *TransitionError) when code
+// asks for an edge the state machine does not have. It is a programming
+// error, never contention: losing a race is reported as false, not an error.
+var ErrIllegalTransition = errors.New("illegal task transition")
+
+// TransitionError names the refused edge.
+type TransitionError struct {
+	From, To TaskState
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("%s: %s -> %s", ErrIllegalTransition, e.From, e.To)
+}
+
+// Unwrap returns ErrIllegalTransition.
+func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
+
+// CheckTransition returns nil when from -> to is an edge of the task state
+// machine, and a *TransitionError (matching ErrIllegalTransition) otherwise,
+// including for unknown states and self-loops.
+func CheckTransition(from, to TaskState) error {
+	for _, s := range legalTransitions[from] {
+		if s == to {
+			return nil
+		}
+	}
+	return &TransitionError{From: from, To: to}
+}
+
+// RunState is the derived state of a workflow run, stored in
+// workflow_runs.state.
+type RunState string
+
+// Run states. See DeriveRunState for how they are computed.
+const (
+	RunPending   RunState = "PENDING"
+	RunRunning   RunState = "RUNNING"
+	RunSucceeded RunState = "SUCCEEDED"
+	RunFailed    RunState = "FAILED"
+	RunCancelled RunState = "CANCELLED"
+)
+
+// RunStates lists every run state.
+var RunStates = []RunState{RunPending, RunRunning, RunSucceeded, RunFailed, RunCancelled}
+
+// Terminal reports whether the run's outcome is decided. A FAILED run may
+// still have running tasks, and a requeue of its DEAD task reopens it.
+func (s RunState) Terminal() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+}
+
+// Valid reports whether s is one of the run states.
+func (s RunState) Valid() bool {
+	for _, r := range RunStates {
+		if r == s {
+			return true
+		}
+	}
+	return false
+}

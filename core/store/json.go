@@ -1,0 +1,47 @@
+package store
+
+import (
+	"database/sql/driver"
+	"fmt"
+)
+
+// JSON holds a json/jsonb column's value. SQL NULL scans as empty, and empty
+// marshals as JSON null, so it can sit in both query rows and CLI output.
+type JSON []byte
+
+// Scan implements sql.Scanner.
+func (j *JSON) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*j = nil
+	case []byte:
+		*j = append(JSON(nil), v...)
+	case string:
+		*j = JSON(v)
+	default:
+		return fmt.Errorf("scan JSON: unsupported type %T", src)
+	}
+	return nil
+}
+
+// Value implements driver.Valuer.
+func (j JSON) Value() (driver.Value, error) {
+	if len(j) == 0 {
+		return nil, nil
+	}
+	return string(j), nil
+}
+
+// MarshalJSON writes the stored document, or null.
+func (j JSON) MarshalJSON() ([]byte, error) {
+	if len(j) == 0 {
+		return []byte("null"), nil
+	}
+	return j, nil
+}
+
+// UnmarshalJSON keeps the raw document.
+func (j *JSON) UnmarshalJSON(b []byte) error {
+	*j = append(JSON(nil), b...)
+	return nil
+}

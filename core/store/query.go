@@ -1,0 +1,198 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Run is a workflow run as shown to operators. JSON field names are a
+// stable interface (README documents them).
+type Run struct {
+	ID                uuid.UUID  `db:"id" json:"id"`
+	Workflow          string     `db:"workflow_name" json:"workflow"`
+	WorkflowVersion   int        `db:"workflow_version" json:"workflow_version"`
+	State             string     `db:"state" json:"state"`
+	Params            JSON       `db:"params" json:"params"`
+	IdempotencyKey    *string    `db:"idempotency_key" json:"idempotency_key"`
+	FailFast          bool       `db:"fail_fast" json:"fail_fast"`
+	CancelRequestedAt *time.Time `db:"cancel_requested_at" json:"cancel_requested_at"`
+	CreatedAt         time.Time  `db:"created_at" json:"created_at"`
+	StartedAt         *time.Time `db:"started_at" json:"started_at"`
+	FinishedAt        *time.Time `db:"finished_at" json:"finished_at"`
+	TasksTotal        int        `db:"tasks_total" json:"tasks_total"`
+	TasksDone         int        `db:"tasks_done" json:"tasks_done"`
+	Tasks             []TaskRun  `db:"-" json:"tasks,omitempty"`
+}
+
+// TaskRun is one task of a run as shown to operators.
+type TaskRun struct {
+	ID             uuid.UUID  `db:"id" json:"id"`
+	RunID          uuid.UUID  `db:"run_id" json:"run_id"`
+	Name           string     `db:"task_name" json:"name"`
+	Handler        string     `db:"handler" json:"handler"`
+	State          string     `db:"state" json:"state"`
+	Attempt        int        `db:"attempt" json:"attempt"`
+	MaxAttempts    int        `db:"max_attempts" json:"max_attempts"`
+	FencingToken   int64      `db:"fencing_token" json:"fencing_token"`
+	DependsOn      JSON       `db:"depends_on" json:"depends_on"`
+	WorkerID       *string    `db:"worker_id" json:"worker_id"`
+	LeaseExpiresAt *time.Time `db:"lease_expires_at" json:"lease_expires_at"`
+	// LeaseSeconds is the lease time left on the database clock (negative:
+	// expired, not yet reaped); null when not RUNNING.
+	LeaseSeconds   *float64   `db:"lease_seconds" json:"lease_seconds_left"`
+	HeartbeatAt    *time.Time `db:"heartbeat_at" json:"heartbeat_at"`
+	NextAttemptAt  *time.Time `db:"next_attempt_at" json:"next_attempt_at"`
+	StartedAt      *time.Time `db:"started_at" json:"started_at"`
+	FinishedAt     *time.Time `db:"finished_at" json:"finished_at"`
+	Result         JSON       `db:"result" json:"result"`
+	Error          *string    `db:"error" json:"error"`
+	IdempotencyKey *string    `db:"idempotency_key" json:"idempotency_key"`
+	Workflow       string     `db:"workflow_name" json:"workflow,omitempty"`
+}
+
+const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
+       r.cancel_requested_at, r.created_at, r.started_at, r.finished_at,
+       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS tasks_total,
+       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED')) AS tasks_done`
+
+const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
+       to_jsonb(t.depends_on) AS depends_on, t.worker_id, t.lease_expires_at,
+       CASE WHEN t.state = 'RUNNING' THEN extract(epoch FROM t.lease_expires_at - now())::float8 END AS lease_seconds,
+       t.heartbeat_at, t.next_attempt_at, t.started_at, t.finished_at, t.result, t.error, t.idempotency_key`
+
+// GetRun returns the run with its tasks (in creation order), or ErrNotFound.
+func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
+	var r Run
+	err := s.db.GetContext(ctx, &r, `SELECT `+runColumns+` FROM workflow_runs r WHERE r.id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("read run %s: %w", id, err)
+	}
+	if err := s.db.SelectContext(ctx, &r.Tasks, `SELECT `+taskColumns+`, '' AS workflow_name FROM task_runs t WHERE t.run_id = $1 ORDER BY t.created_at, t.task_name`, id); err != nil {
+		return Run{}, fmt.Errorf("read tasks of run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// RunFilter narrows ListRuns. Zero values mean "any".
+type RunFilter struct {
+	Workflow string
+	State    string
+	Limit    int // 0 means 50
+	// Before pages backwards: only runs created before this time.
+	Before *time.Time
+}
+
+// ListRuns returns runs, newest first.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	var out []Run
+	err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+` FROM workflow_runs r
+ WHERE ($1 = '' OR r.workflow_name = $1) AND ($2 = '' OR r.state = $2) AND ($3::timestamptz IS NULL OR r.created_at < $3)
+ ORDER BY r.created_at DESC LIMIT $4`, f.Workflow, f.State, f.Before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}
+
+// RunStateCounts counts runs by state (for dashboards).
+func (s *Store) RunStateCounts(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		State string `db:"state"`
+		N     int64  `db:"n"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT state, count(*) AS n FROM workflow_runs GROUP BY state`); err != nil {
+		return nil, fmt.Errorf("count runs: %w", err)
+	}
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.State] = r.N
+	}
+	return out, nil
+}
+
+// TaskEvent is one row of a task's history.
+type TaskEvent struct {
+	ID           int64     `db:"id" json:"id"`
+	At           time.Time `db:"at" json:"at"`
+	FromState    *string   `db:"from_state" json:"from_state"`
+	ToState      string    `db:"to_state" json:"to_state"`
+	Attempt      int       `db:"attempt" json:"attempt"`
+	FencingToken int64     `db:"fencing_token" json:"fencing_token"`
+	WorkerID     *string   `db:"worker_id" json:"worker_id"`
+	Actor        string    `db:"actor" json:"actor"`
+	Reason       *string   `db:"reason" json:"reason"`
+}
+
+// TaskDetail is a task with its history.
+type TaskDetail struct {
+	TaskRun
+	Params JSON        `db:"params" json:"params"`
+	Events []TaskEvent `db:"-" json:"events"`
+}
+
+// GetTask returns a task with its whole history, or ErrNotFound.
+func (s *Store) GetTask(ctx context.Context, id uuid.UUID) (TaskDetail, error) {
+	var d TaskDetail
+	err := s.db.GetContext(ctx, &d, `SELECT `+taskColumns+`, t.params, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id WHERE t.id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return TaskDetail{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return TaskDetail{}, fmt.Errorf("read task %s: %w", id, err)
+	}
+	if err := s.db.SelectContext(ctx, &d.Events, `SELECT id, at, from_state, to_state, attempt, fencing_token, worker_id, actor, reason FROM task_events WHERE task_run_id = $1 ORDER BY id LIMIT 1000`, id); err != nil {
+		return TaskDetail{}, fmt.Errorf("read history of task %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// DeadFilter narrows ListDead. Zero values mean "any".
+type DeadFilter struct {
+	Workflow string
+	// OlderThan keeps tasks that died at least this long ago (database
+	// clock); 0 means any age.
+	OlderThan time.Duration
+	Limit     int // 0 means 100
+}
+
+// ListDead returns DEAD tasks, most recent death first.
+func (s *Store) ListDead(ctx context.Context, f DeadFilter) ([]TaskRun, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	var out []TaskRun
+	err := s.db.SelectContext(ctx, &out, `SELECT `+taskColumns+`, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+ WHERE t.state = 'DEAD' AND ($1 = '' OR r.workflow_name = $1)
+   AND t.finished_at <= now() - $2::bigint * interval '1 millisecond'
+ ORDER BY t.finished_at DESC LIMIT $3`, f.Workflow, f.OlderThan.Milliseconds(), f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list dead tasks: %w", err)
+	}
+	return out, nil
+}
+
+// ListLeases returns RUNNING tasks, soonest expiry first (expired ones
+// first of all), at most limit (0 means 200).
+func (s *Store) ListLeases(ctx context.Context, limit int) ([]TaskRun, error) {
+	if limit <= 0 {
+		limit = 200
+	}
+	var out []TaskRun
+	err := s.db.SelectContext(ctx, &out, `SELECT `+taskColumns+`, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+ WHERE t.state = 'RUNNING' ORDER BY t.lease_expires_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list leases: %w", err)
+	}
+	return out, nil
+}

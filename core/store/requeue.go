@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// ErrNotDead is returned by Requeue for a task that exists but is not DEAD
+// (or whose run was cancelled); the task is left unchanged.
+var ErrNotDead = errors.New("task is not DEAD")
+
+// qRequeue is DEAD -> PENDING in one statement: the fencing token is bumped,
+// the attempt counter is reset (the task gets a fresh budget of
+// max_attempts), the run is reopened, and the audit row is written.
+const qRequeue = `
+WITH rq AS (
+    UPDATE task_runs t
+       SET state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0,
+           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL
+      FROM workflow_runs r
+     WHERE t.id = $1 AND t.state = 'DEAD' AND r.id = t.run_id AND r.cancel_requested_at IS NULL
+ RETURNING t.id, t.run_id, t.fencing_token
+), reopen AS (
+    UPDATE workflow_runs r SET finished_at = NULL FROM rq WHERE r.id = rq.run_id
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT id, run_id, 'DEAD', 'PENDING', 0, fencing_token, $2, $3 FROM rq
+)
+SELECT count(*) FROM rq`
+
+// Requeue moves one DEAD task back to PENDING, audited with actor and
+// reason, and wakes the schedulers. Errors: ErrNotFound for an unknown id,
+// ErrNotDead (naming the current state) when it is not DEAD or its run was
+// cancelled; in both cases nothing changes. Concurrent requeues of one task:
+// exactly one succeeds, the others get ErrNotDead.
+func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string) error {
+	if err := mustEdge(core.TaskDead, core.TaskPending); err != nil {
+		return err
+	}
+	var n int
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &n, qRequeue, id, actor, reason); err != nil {
+			return fmt.Errorf("requeue task %s: %w", id, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		return notify(ctx, tx, TopicTasks)
+	})
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	state, _, err := s.TaskStateOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	if state == core.TaskDead {
+		return fmt.Errorf("task %s: %w: its run was cancelled", id, ErrNotDead)
+	}
+	return fmt.Errorf("task %s: %w (it is %s)", id, ErrNotDead, state)
+}
+
+// ErrRunFinished is returned by CancelRun for a run that already SUCCEEDED
+// or was already cancelled.
+var ErrRunFinished = errors.New("run already finished")
+
+const qCancelRun = `
+WITH run AS (
+    UPDATE workflow_runs
+       SET cancel_requested_at = now(), cancel_reason = $3, finished_at = NULL
+     WHERE id = $1 AND cancel_requested_at IS NULL AND state <> 'SUCCEEDED'
+ RETURNING id
+), cand AS (
+    SELECT t.id, t.state FROM task_runs t, run
+     WHERE t.run_id = run.id AND t.state IN ('PENDING', 'READY', 'RETRYING')
+), c AS (
+    UPDATE task_runs t SET state = 'CANCELLED', finished_at = now(), next_attempt_at = NULL
+      FROM cand WHERE t.id = cand.id AND t.state = cand.state
+ RETURNING t.id, t.run_id, cand.state AS from_state, t.attempt, t.fencing_token
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT id, run_id, from_state, 'CANCELLED', attempt, fencing_token, $2, 'run cancelled: ' || $3 FROM c
+)
+SELECT (SELECT count(*) FROM run) AS runs, (SELECT count(*) FROM c) AS tasks`
+
+// CancelResult says what CancelRun did.
+type CancelResult struct {
+	// TasksCancelled counts tasks that had not started (PENDING, READY,
+	// RETRYING) and are now CANCELLED. RUNNING tasks are signalled through
+	// their next heartbeat and end CANCELLED when their handler returns.
+	TasksCancelled int
+}
+
+// CancelRun persists the cancellation request first, cancels every task that
+// has not started, and wakes the schedulers; running tasks see the request
+// at their next heartbeat. Errors: ErrNotFound, ErrRunFinished (nothing
+// changed).
+func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason string) (CancelResult, error) {
+	for _, from := range []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRetrying} {
+		if err := mustEdge(from, core.TaskCancelled); err != nil {
+			return CancelResult{}, err
+		}
+	}
+	var row struct {
+		Runs  int `db:"runs"`
+		Tasks int `db:"tasks"`
+	}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &row, qCancelRun, id, actor, reason); err != nil {
+			return fmt.Errorf("cancel run %s: %w", id, err)
+		}
+		if row.Runs == 0 {
+			return nil
+		}
+		return notify(ctx, tx, TopicTasks)
+	})
+	if err != nil {
+		return CancelResult{}, err
+	}
+	if row.Runs == 1 {
+		return CancelResult{TasksCancelled: row.Tasks}, nil
+	}
+	var state string
+	if err := s.db.GetContext(ctx, &state, `SELECT state FROM workflow_runs WHERE id = $1`, id); err != nil {
+		return CancelResult{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	return CancelResult{}, fmt.Errorf("run %s: %w (it is %s)", id, ErrRunFinished, state)
+}

@@ -1,0 +1,288 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// BackoffFunc returns the delay before the retry that follows attempt under
+// policy p. The scheduler passes core.RetryPolicy.Backoff.
+type BackoffFunc func(p core.RetryPolicy, attempt int) time.Duration
+
+type expiredLease struct {
+	ID             uuid.UUID `db:"id"`
+	Token          int64     `db:"fencing_token"`
+	Attempt        int       `db:"attempt"`
+	MaxAttempts    int       `db:"max_attempts"`
+	InitialBackoff int64     `db:"initial_backoff_ms"`
+	MaxBackoff     int64     `db:"max_backoff_ms"`
+}
+
+const qExpiredLeases = `
+SELECT id, fencing_token, attempt, max_attempts, initial_backoff_ms, max_backoff_ms
+  FROM task_runs
+ WHERE state = 'RUNNING' AND lease_expires_at < now()
+ ORDER BY lease_expires_at
+ LIMIT $1`
+
+// qReap is RUNNING -> RETRYING | DEAD for expired leases, in one statement
+// guarded by state, fencing token and the (database-clock) expiry, bumping
+// the token so the lost worker's later writes match nothing.
+const qReap = `
+WITH reaped AS (
+    UPDATE task_runs t
+       SET state = CASE WHEN t.attempt >= t.max_attempts THEN 'DEAD' ELSE 'RETRYING' END,
+           fencing_token = t.fencing_token + 1,
+           lease_expires_at = NULL,
+           next_attempt_at = CASE WHEN t.attempt >= t.max_attempts THEN NULL
+                                  ELSE now() + u.delay_ms * interval '1 millisecond' END,
+           finished_at = CASE WHEN t.attempt >= t.max_attempts THEN now() END,
+           error = 'lease expired: worker ' || coalesce(t.worker_id, '?') || ' stopped renewing it (attempt ' || t.attempt || ')'
+      FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS u(id, tok, delay_ms)
+     WHERE t.id = u.id AND t.state = 'RUNNING' AND t.fencing_token = u.tok AND t.lease_expires_at < now()
+ RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.error, t.worker_id
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
+    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker_id, $4, error FROM reaped
+)
+SELECT count(*) FROM reaped`
+
+// ReapExpired routes up to limit RUNNING tasks whose lease has expired (on
+// the database clock) to RETRYING, with a backoff, or to DEAD when their
+// attempts are used up. It returns how many it reaped; a task renewed or
+// finished meanwhile is left alone.
+func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc, actor string) (int, error) {
+	if err := mustEdge(core.TaskRunning, core.TaskRetrying, core.TaskDead); err != nil {
+		return 0, err
+	}
+	var rows []expiredLease
+	if err := s.db.SelectContext(ctx, &rows, qExpiredLeases, limit); err != nil {
+		return 0, fmt.Errorf("find expired leases: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	ids := make([]uuid.UUID, len(rows))
+	toks := make([]int64, len(rows))
+	delays := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], toks[i] = r.ID, r.Token
+		p := core.RetryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: time.Duration(r.InitialBackoff) * time.Millisecond, MaxBackoff: time.Duration(r.MaxBackoff) * time.Millisecond}
+		delays[i] = backoff(p, r.Attempt).Milliseconds()
+	}
+	var n int
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &n, qReap, ids, toks, delays, actor); err != nil {
+			return fmt.Errorf("reap expired leases: %w", err)
+		}
+		if n > 0 {
+			return notify(ctx, tx, TopicTasks)
+		}
+		return nil
+	})
+	return n, err
+}
+
+// Cursor pages through open runs in creation order across passes.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        uuid.UUID
+}
+
+// AdvanceResult says what one Advance pass did.
+type AdvanceResult struct {
+	Runs              int // open runs examined (and locked) by this pass
+	Promoted          int // PENDING -> READY
+	RetriesDue        int // RETRYING -> READY
+	FailFastCancelled int // tasks cancelled because a fail_fast run failed
+	RunsChanged       int // runs whose derived state changed
+	RunsSettled       int // runs that settled (finished_at set)
+	// Next is where the following pass should start; nil when this pass
+	// reached the end of the open runs.
+	Next *Cursor
+}
+
+type openRun struct {
+	ID              uuid.UUID `db:"id"`
+	CreatedAt       time.Time `db:"created_at"`
+	State           string    `db:"state"`
+	CancelRequested bool      `db:"cancel_requested"`
+}
+
+const qLockOpenRuns = `
+SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested
+  FROM workflow_runs
+ WHERE finished_at IS NULL AND (created_at, id) > ($1, $2)
+ ORDER BY created_at, id
+ LIMIT $3
+   FOR UPDATE SKIP LOCKED`
+
+const qFailFast = `
+WITH cand AS (
+    SELECT t.id, t.state FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+     WHERE t.run_id = ANY ($1::uuid[]) AND r.fail_fast AND t.state IN ('PENDING', 'READY', 'RETRYING')
+       AND EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = t.run_id AND d.state = 'DEAD')
+), c AS (
+    UPDATE task_runs t SET state = 'CANCELLED', finished_at = now(), next_attempt_at = NULL
+      FROM cand WHERE t.id = cand.id AND t.state = cand.state
+ RETURNING t.id, t.run_id, cand.state AS from_state, t.attempt, t.fencing_token
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT id, run_id, from_state, 'CANCELLED', attempt, fencing_token, $2, 'fail_fast: a task of the run is DEAD' FROM c
+)
+SELECT count(*) FROM c`
+
+// qPromote makes eligible tasks READY and writes their outbox rows in one
+// statement: PENDING tasks whose dependencies all SUCCEEDED, and RETRYING
+// tasks whose backoff elapsed (database clock), of the locked, uncancelled
+// runs. Each promotion bumps the fencing token: the outbox row is unique per
+// (task run, token), and only a message carrying that token can claim.
+const qPromote = `
+WITH cand AS (
+    SELECT t.id, t.state FROM task_runs t
+     WHERE t.run_id = ANY ($1::uuid[]) AND t.state = 'PENDING'
+       AND NOT EXISTS (SELECT 1 FROM task_runs p
+                        WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on) AND p.state <> 'SUCCEEDED')
+    UNION ALL
+    SELECT t.id, t.state FROM task_runs t
+     WHERE t.run_id = ANY ($1::uuid[]) AND t.state = 'RETRYING' AND t.next_attempt_at <= now()
+), promoted AS (
+    UPDATE task_runs t
+       SET state = 'READY', fencing_token = t.fencing_token + 1, ready_at = now(), next_attempt_at = NULL
+      FROM cand
+     WHERE t.id = cand.id AND t.state = cand.state
+ RETURNING t.id, t.run_id, t.task_name, t.fencing_token, t.attempt, cand.state AS from_state
+), ob AS (
+    INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
+    SELECT id, fencing_token,
+           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name)
+      FROM promoted
+    ON CONFLICT (task_run_id, fencing_token_snapshot) DO NOTHING
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT id, run_id, from_state, 'READY', attempt, fencing_token, $2,
+           CASE from_state WHEN 'PENDING' THEN 'dependencies succeeded' ELSE 'retry due' END
+      FROM promoted
+)
+SELECT count(*) FILTER (WHERE from_state = 'PENDING') AS promoted,
+       count(*) FILTER (WHERE from_state = 'RETRYING') AS retries
+  FROM promoted`
+
+const qRunCounts = `
+SELECT run_id, state, count(*) AS n FROM task_runs WHERE run_id = ANY ($1::uuid[]) GROUP BY run_id, state`
+
+const qUpdateRuns = `
+UPDATE workflow_runs r
+   SET state = u.state,
+       started_at = CASE WHEN u.state <> 'PENDING' THEN coalesce(r.started_at, now()) ELSE r.started_at END,
+       finished_at = CASE WHEN u.settled THEN now() END
+  FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS u(id, state, settled)
+ WHERE r.id = u.id`
+
+// Advance runs one scheduler pass over up to limit open runs after cursor
+// (nil: from the start), in ONE transaction that begins after whatever woke
+// it committed: it locks the runs (FOR UPDATE SKIP LOCKED, so concurrent
+// schedulers divide them), cancels the unstarted tasks of failed fail_fast
+// runs, promotes eligible tasks with their outbox rows, derives each run's
+// state with core.DeriveRunState, and settles runs with no active task. It
+// notifies publishers once when it wrote outbox rows.
+func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor string) (AdvanceResult, error) {
+	if err := mustEdge(core.TaskPending, core.TaskReady); err != nil {
+		return AdvanceResult{}, err
+	}
+	if err := mustEdge(core.TaskRetrying, core.TaskReady); err != nil {
+		return AdvanceResult{}, err
+	}
+	cur := Cursor{}
+	if after != nil {
+		cur = *after
+	}
+	var res AdvanceResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var runs []openRun
+		if err := tx.SelectContext(ctx, &runs, qLockOpenRuns, cur.CreatedAt, cur.ID, limit); err != nil {
+			return fmt.Errorf("lock open runs: %w", err)
+		}
+		res.Runs = len(runs)
+		if len(runs) == limit {
+			last := runs[len(runs)-1]
+			res.Next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		}
+		if len(runs) == 0 {
+			return nil
+		}
+		ids := make([]uuid.UUID, 0, len(runs))
+		live := make([]uuid.UUID, 0, len(runs))
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+			if !r.CancelRequested {
+				live = append(live, r.ID)
+			}
+		}
+		if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
+			return fmt.Errorf("fail-fast cancel: %w", err)
+		}
+		var pr struct {
+			Promoted int `db:"promoted"`
+			Retries  int `db:"retries"`
+		}
+		if err := tx.GetContext(ctx, &pr, qPromote, live, actor); err != nil {
+			return fmt.Errorf("promote tasks: %w", err)
+		}
+		res.Promoted, res.RetriesDue = pr.Promoted, pr.Retries
+		var counts []struct {
+			RunID uuid.UUID `db:"run_id"`
+			State string    `db:"state"`
+			N     int       `db:"n"`
+		}
+		if err := tx.SelectContext(ctx, &counts, qRunCounts, ids); err != nil {
+			return fmt.Errorf("count task states: %w", err)
+		}
+		byRun := make(map[uuid.UUID]core.TaskCounts, len(runs))
+		for _, c := range counts {
+			if byRun[c.RunID] == nil {
+				byRun[c.RunID] = core.TaskCounts{}
+			}
+			byRun[c.RunID][core.TaskState(c.State)] = c.N
+		}
+		var uIDs []uuid.UUID
+		var uStates []string
+		var uSettled []bool
+		for _, r := range runs {
+			tc := byRun[r.ID]
+			state := core.DeriveRunState(tc, r.CancelRequested)
+			settled := core.RunSettled(tc)
+			if string(state) == r.State && !settled {
+				continue
+			}
+			if string(state) != r.State {
+				res.RunsChanged++
+			}
+			if settled {
+				res.RunsSettled++
+			}
+			uIDs = append(uIDs, r.ID)
+			uStates = append(uStates, string(state))
+			uSettled = append(uSettled, settled)
+		}
+		if len(uIDs) > 0 {
+			if _, err := tx.ExecContext(ctx, qUpdateRuns, uIDs, uStates, uSettled); err != nil {
+				return fmt.Errorf("update run states: %w", err)
+			}
+		}
+		if res.Promoted+res.RetriesDue > 0 {
+			return notify(ctx, tx, TopicOutbox)
+		}
+		return nil
+	})
+	if err != nil {
+		return AdvanceResult{}, err
+	}
+	return res, nil
+}

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jmoiron/sqlx"
+)
+
+// DefaultDatabaseURL is where FlowForge looks for PostgreSQL when no URL is
+// configured.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/flowforge?sslmode=disable"
+
+// Sentinel errors returned by Store methods.
+var (
+	// ErrNotFound: the workflow, run or task named does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request contradicts what is stored (for example an
+	// idempotency key reused with different params).
+	ErrConflict = errors.New("conflict")
+	// ErrSchemaOutdated: the database is not migrated to this binary's
+	// schema; run `ffctl migrate`.
+	ErrSchemaOutdated = errors.New("database schema is not up to date")
+	// ErrSchemaTooNew: the database was migrated by a newer ffctl.
+	ErrSchemaTooNew = errors.New("database schema is newer than this ffctl")
+)
+
+// Options tunes the connection pool.
+type Options struct {
+	// MaxConns bounds open connections; 0 means 10.
+	MaxConns int
+	// Logger receives nothing on the hot path; nil discards.
+	Logger *slog.Logger
+}
+
+// Store is a handle on FlowForge's database. It is safe for concurrent use.
+type Store struct {
+	db  *sqlx.DB
+	log *slog.Logger
+}
+
+// Open connects to url (a postgres:// URL) and pings it, bounded by ctx. It
+// does not check the schema: see CheckSchema.
+func Open(ctx context.Context, url string, opt Options) (*Store, error) {
+	db, err := sqlx.Open("pgx", url)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", RedactURL(url), err)
+	}
+	n := opt.MaxConns
+	if n <= 0 {
+		n = 10
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database %s: %w", RedactURL(url), err)
+	}
+	log := opt.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{db: db, log: log}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping checks that the database answers, bounded by ctx.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// Now returns the database's clock: FlowForge's only clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := s.db.QueryRowContext(ctx, `SELECT now()`).Scan(&t)
+	return t, err
+}
+
+// RedactURL hides the password of a connection URL for messages.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
+
+// pgCode returns the SQLSTATE of a PostgreSQL error, "" for others.
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
+)
+
+func TestSmokeTriggerClaimFinishAdvance(t *testing.T) {
+	ctx := context.Background()
+	s, _ := storetest.New(t)
+	def, err := core.ParseDefinition([]byte(`
+name: smoke
+tasks:
+  - {name: a, handler: noop}
+  - {name: b, handler: noop, depends_on: [a]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "smoke", Params: json.RawMessage(`{"x":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.LockOutbox(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 1 {
+		t.Fatalf("outbox rows = %d, want 1", len(b.Rows))
+	}
+	var msg struct {
+		TaskRunID string `json:"task_run_id"`
+		Token     int64  `json:"fencing_token"`
+	}
+	json.Unmarshal(b.Rows[0].Payload, &msg)
+	b.MarkPublished(ctx, []int64{b.Rows[0].ID})
+	b.Commit()
+	run, err := s.GetRun(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := run.Tasks[0]
+	c, ok, err := s.Claim(ctx, a.ID, msg.Token, "w1", 30*time.Second)
+	if err != nil || !ok {
+		t.Fatalf("claim: ok=%v err=%v", ok, err)
+	}
+	if _, ok, _ := s.Claim(ctx, a.ID, msg.Token, "w2", 30*time.Second); ok {
+		t.Fatal("second claim won")
+	}
+	st, ok, err := s.Finish(ctx, store.FinishRequest{ID: a.ID, Token: c.FencingToken, Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"n":1}`), WorkerID: "w1"})
+	if err != nil || !ok || st != core.TaskSucceeded {
+		t.Fatalf("finish: %v %v %v", st, ok, err)
+	}
+	adv, err := s.Advance(ctx, nil, 100, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adv.Promoted != 1 {
+		t.Fatalf("promoted = %d", adv.Promoted)
+	}
+	run, _ = s.GetRun(ctx, res.RunID)
+	if run.State != "RUNNING" || run.Tasks[1].State != "READY" {
+		t.Fatalf("run %s tasks %+v", run.State, run.Tasks)
+	}
+}

@@ -1,0 +1,257 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// mustEdge refuses, before any SQL runs, a transition the state machine does
+// not have. Each store method that moves a task names its edges here.
+func mustEdge(from core.TaskState, to ...core.TaskState) error {
+	for _, t := range to {
+		if err := core.CheckTransition(from, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ClaimedTask is what a successful claim returns: everything the worker
+// needs to run the attempt, and the fencing token that guards every later
+// write of this attempt.
+type ClaimedTask struct {
+	ID             uuid.UUID      `db:"id"`
+	RunID          uuid.UUID      `db:"run_id"`
+	Workflow       string         `db:"workflow_name"`
+	TaskName       string         `db:"task_name"`
+	Handler        string         `db:"handler"`
+	Params         JSON           `db:"params"`
+	RunParams      JSON           `db:"run_params"`
+	Upstream       JSON           `db:"upstream"`
+	Attempt        int            `db:"attempt"`
+	MaxAttempts    int            `db:"max_attempts"`
+	InitialBackoff int64          `db:"initial_backoff_ms"`
+	MaxBackoff     int64          `db:"max_backoff_ms"`
+	TimeoutMS      int64          `db:"timeout_ms"`
+	FencingToken   int64          `db:"fencing_token"`
+	IdempotencyKey sql.NullString `db:"idempotency_key"`
+	LeaseExpiresAt time.Time      `db:"lease_expires_at"`
+}
+
+// Policy returns the claimed task's retry policy.
+func (c ClaimedTask) Policy() core.RetryPolicy {
+	return core.RetryPolicy{
+		MaxAttempts:    c.MaxAttempts,
+		InitialBackoff: time.Duration(c.InitialBackoff) * time.Millisecond,
+		MaxBackoff:     time.Duration(c.MaxBackoff) * time.Millisecond,
+	}
+}
+
+// Timeout returns the handler's deadline, 0 meaning none.
+func (c ClaimedTask) Timeout() time.Duration { return time.Duration(c.TimeoutMS) * time.Millisecond }
+
+// UpstreamResults decodes Upstream into a map by task name.
+func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	if len(c.Upstream) > 0 {
+		_ = json.Unmarshal(c.Upstream, &out)
+	}
+	return out
+}
+
+// qClaim is READY -> RUNNING in one statement: it requires the fencing token
+// the dispatch message carries (so a message of an older generation can
+// never claim a newer one), bumps the token, counts the attempt, and sets the
+// lease on the database clock.
+const qClaim = `
+WITH claimed AS (
+    UPDATE task_runs t
+       SET state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
+           lease_expires_at = now() + $4::bigint * interval '1 millisecond', heartbeat_at = now(),
+           worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
+      FROM workflow_runs r
+     WHERE t.id = $1 AND t.state = 'READY' AND t.fencing_token = $2 AND r.id = t.run_id
+ RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
+           t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
+           t.fencing_token, t.idempotency_key, t.lease_expires_at
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
+    SELECT id, run_id, 'READY', 'RUNNING', attempt, fencing_token, $3, $3, 'claimed' FROM claimed
+)
+SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_params,
+       coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
+                   FROM task_runs p WHERE p.run_id = c.run_id AND p.task_name = ANY (c.depends_on)), '{}'::jsonb) AS upstream,
+       c.attempt, c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.timeout_ms, c.fencing_token,
+       c.idempotency_key, c.lease_expires_at
+  FROM claimed c`
+
+// Claim moves the task READY -> RUNNING for workerID if it is still READY
+// with the fencing token the dispatch carried. ok=false (nil error) means the
+// claim lost: a duplicate or stale delivery, a cancelled task, or an unknown
+// id; the caller acks the message and runs nothing. lease is the lease
+// duration (rounded to milliseconds).
+func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
+	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {
+		return ClaimedTask{}, false, err
+	}
+	var c ClaimedTask
+	err := s.db.GetContext(ctx, &c, qClaim, id, token, workerID, lease.Milliseconds())
+	if errors.Is(err, sql.ErrNoRows) {
+		return ClaimedTask{}, false, nil
+	}
+	if err != nil {
+		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, err)
+	}
+	return c, true, nil
+}
+
+// TaskStateOf returns a task's current state and fencing token, or
+// ErrNotFound. Workers use it to explain a lost claim in their logs.
+func (s *Store) TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error) {
+	var row struct {
+		State string `db:"state"`
+		Token int64  `db:"fencing_token"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT state, fencing_token FROM task_runs WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return core.TaskState(row.State), row.Token, nil
+}
+
+// RenewResult is the outcome of a heartbeat.
+type RenewResult struct {
+	// OK is false when the lease was lost: the task is no longer RUNNING
+	// with this token. The handler's context must be cancelled and its
+	// outcome discarded.
+	OK bool
+	// Stop is true when the run was cancelled (or failed under fail_fast):
+	// the handler's context should be cancelled with core.ErrRunCancelled.
+	Stop bool
+}
+
+const qRenew = `
+UPDATE task_runs t
+   SET lease_expires_at = now() + $3::bigint * interval '1 millisecond', heartbeat_at = now()
+  FROM workflow_runs r
+ WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND r.id = t.run_id
+RETURNING (r.cancel_requested_at IS NOT NULL OR (r.fail_fast AND r.state = 'FAILED')) AS stop`
+
+// Renew extends the lease of a RUNNING task held with token by lease,
+// measured from the database's now().
+func (s *Store) Renew(ctx context.Context, id uuid.UUID, token int64, lease time.Duration) (RenewResult, error) {
+	var stop bool
+	err := s.db.GetContext(ctx, &stop, qRenew, id, token, lease.Milliseconds())
+	if errors.Is(err, sql.ErrNoRows) {
+		return RenewResult{}, nil
+	}
+	if err != nil {
+		return RenewResult{}, fmt.Errorf("renew lease of task %s: %w", id, err)
+	}
+	return RenewResult{OK: true, Stop: stop}, nil
+}
+
+// Outcome is how an attempt ended, as reported to Finish.
+type Outcome string
+
+// Attempt outcomes.
+const (
+	OutcomeSucceeded Outcome = "SUCCEEDED"
+	OutcomeFailed    Outcome = "FAILED"
+	OutcomeCancelled Outcome = "CANCELLED"
+)
+
+// FinishRequest reports the end of one attempt.
+type FinishRequest struct {
+	ID    uuid.UUID
+	Token int64
+	// Outcome decides the next state: SUCCEEDED; CANCELLED; FAILED becomes
+	// DEAD when Permanent or the attempts are used up, RETRYING otherwise,
+	// due after RetryDelay (measured from the database's now()).
+	Outcome    Outcome
+	Result     json.RawMessage // stored on success; must be valid jsonb (see core.SanitizeResult)
+	Error      string          // stored on failure; sanitised by the caller
+	Permanent  bool
+	RetryDelay time.Duration
+	WorkerID   string
+	// IdempotencyKey, when set, records Result as the key's result in the
+	// same statement (only if this attempt owns the key).
+	IdempotencyKey string
+}
+
+const qFinish = `
+WITH fin AS (
+    UPDATE task_runs t
+       SET state = CASE WHEN $3 = 'SUCCEEDED' THEN 'SUCCEEDED'
+                        WHEN $3 = 'CANCELLED' THEN 'CANCELLED'
+                        WHEN $6 OR t.attempt >= t.max_attempts THEN 'DEAD'
+                        ELSE 'RETRYING' END,
+           result = CASE WHEN $3 = 'SUCCEEDED' THEN $4::jsonb ELSE NULL END,
+           error = CASE WHEN $3 = 'SUCCEEDED' THEN NULL ELSE $5 END,
+           lease_expires_at = NULL,
+           finished_at = CASE WHEN $3 <> 'FAILED' OR $6 OR t.attempt >= t.max_attempts THEN now() END,
+           next_attempt_at = CASE WHEN $3 = 'FAILED' AND NOT $6 AND t.attempt < t.max_attempts
+                                  THEN now() + $7::bigint * interval '1 millisecond' END
+     WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2
+ RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token
+), ik AS (
+    UPDATE idempotency_keys k SET result = $4::jsonb, completed_at = now()
+      FROM fin
+     WHERE fin.state = 'SUCCEEDED' AND $8 <> '' AND k.key = $8
+       AND k.task_run_id = fin.id AND k.fencing_token = fin.fencing_token
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
+    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, $9, $9, $5 FROM fin
+), n AS (
+    SELECT pg_notify('` + NotifyChannel + `', '` + TopicTasks + `') FROM fin
+)
+SELECT fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
+
+// Finish records an attempt's outcome if the task is still RUNNING with
+// token. ok=false (nil error) means the lease was lost to the reaper or a
+// newer claim: the outcome is discarded, and the caller acks and counts a
+// stale write. On success it returns the task's new state.
+func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, bool, error) {
+	if err := mustEdge(core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled); err != nil {
+		return "", false, err
+	}
+	switch req.Outcome {
+	case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled:
+	default:
+		return "", false, fmt.Errorf("finish task %s: unknown outcome %q", req.ID, req.Outcome)
+	}
+	result := req.Result
+	if req.Outcome != OutcomeSucceeded {
+		result = nil
+	} else if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	var resultArg any
+	if result != nil {
+		resultArg = string(result)
+	}
+	var row struct {
+		State    string `db:"state"`
+		Notified int    `db:"notified"`
+	}
+	err := s.db.GetContext(ctx, &row, qFinish, req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
+		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("finish task %s: %w", req.ID, err)
+	}
+	return core.TaskState(row.State), true, nil
+}

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// TriggerRequest asks for a new run of a workflow.
+type TriggerRequest struct {
+	// Workflow is the workflow's name; Version 0 means the newest.
+	Workflow string
+	Version  int
+	// Params is the run's params, a JSON object (nil means {}); checked with
+	// core.ValidateParams before anything is written.
+	Params json.RawMessage
+	// IdempotencyKey, when not empty, de-duplicates triggers: the same key
+	// with the same workflow and params returns the existing run; with
+	// different ones it is refused with ErrConflict.
+	IdempotencyKey string
+	// Actor is recorded in the history (OS user or process id).
+	Actor string
+}
+
+// TriggerResult says which run the trigger produced.
+type TriggerResult struct {
+	RunID uuid.UUID
+	// Existing is true when an earlier trigger with the same idempotency key
+	// created the run.
+	Existing bool
+}
+
+const qInsertRun = `
+INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (idempotency_key) DO NOTHING`
+
+// Root tasks are inserted READY with fencing token 1 and get their outbox
+// rows in the same transaction: no scheduler hop before the first dispatch.
+const qInsertTasks = `
+INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
+                       initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
+                       fencing_token, ready_at)
+SELECT u.id, $1, u.name, u.handler, u.params, ARRAY(SELECT jsonb_array_elements_text(u.deps)),
+       CASE WHEN jsonb_array_length(u.deps) = 0 THEN 'READY' ELSE 'PENDING' END,
+       u.max_attempts, u.initial_ms, u.max_ms, u.timeout_ms, NULLIF(u.ikey, ''),
+       CASE WHEN jsonb_array_length(u.deps) = 0 THEN 1 ELSE 0 END,
+       CASE WHEN jsonb_array_length(u.deps) = 0 THEN now() END
+  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
+       AS u(id, name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ikey)`
+
+const qInsertRootOutbox = `
+INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
+SELECT id, fencing_token, jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name)
+  FROM task_runs WHERE run_id = $1 AND state = 'READY'`
+
+// Trigger validates the request, then in ONE transaction creates the run,
+// its task runs (roots READY with their outbox rows) and notifies the
+// publishers. Errors: core.ErrBadParams for bad params, ErrNotFound for an
+// unknown workflow, ErrConflict for an idempotency key reused with other
+// params, core.ErrBadWorkflow when a task's idempotency_key template cannot
+// be rendered from the params.
+func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
+	params := req.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	if err := core.ValidateParams(params); err != nil {
+		return TriggerResult{}, err
+	}
+	var pmap map[string]any
+	if err := json.Unmarshal(params, &pmap); err != nil {
+		return TriggerResult{}, fmt.Errorf("%w: %v", core.ErrBadParams, err)
+	}
+	wf, err := s.GetWorkflow(ctx, req.Workflow, req.Version)
+	if err != nil {
+		return TriggerResult{}, err
+	}
+	def := wf.Definition
+	n := len(def.Tasks)
+	ids := make([]string, n)
+	names := make([]string, n)
+	handlers := make([]string, n)
+	tparams := make([]string, n)
+	deps := make([]string, n)
+	maxAttempts := make([]int64, n)
+	initial := make([]int64, n)
+	maxB := make([]int64, n)
+	timeouts := make([]int64, n)
+	keys := make([]string, n)
+	for i, t := range def.Tasks {
+		ids[i] = uuid.NewString()
+		names[i] = t.Name
+		handlers[i] = t.Handler
+		tparams[i] = "{}"
+		if len(t.Params) > 0 && string(t.Params) != "null" {
+			tparams[i] = string(t.Params)
+		}
+		d := t.DependsOn
+		if d == nil {
+			d = []string{}
+		}
+		db, _ := json.Marshal(d)
+		deps[i] = string(db)
+		p := t.Policy()
+		maxAttempts[i] = int64(p.MaxAttempts)
+		initial[i] = p.InitialBackoff.Milliseconds()
+		maxB[i] = p.MaxBackoff.Milliseconds()
+		timeouts[i] = t.TimeoutOrZero().Milliseconds()
+		key, err := core.RenderIdempotencyKey(t.IdempotencyKey, core.KeyData{Params: pmap, Workflow: def.Name, Task: t.Name})
+		if err != nil {
+			return TriggerResult{}, fmt.Errorf("%w: %v", core.ErrBadParams, err)
+		}
+		keys[i] = core.SanitizeText(key, 1024)
+	}
+	runID := uuid.New()
+	var ikey sql.NullString
+	if req.IdempotencyKey != "" {
+		ikey = sql.NullString{String: req.IdempotencyKey, Valid: true}
+	}
+	res := TriggerResult{RunID: runID}
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		r, err := tx.ExecContext(ctx, qInsertRun, runID, wf.ID, wf.Name, wf.Version, string(params), ikey, def.FailFast)
+		if err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		if k, _ := r.RowsAffected(); k == 0 {
+			var existing struct {
+				ID       uuid.UUID `db:"id"`
+				Workflow string    `db:"workflow_name"`
+				Same     bool      `db:"same"`
+			}
+			err := tx.GetContext(ctx, &existing, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1`, req.IdempotencyKey, string(params))
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("idempotency key %q: the run holding it vanished; retry", req.IdempotencyKey)
+			}
+			if err != nil {
+				return fmt.Errorf("read run by idempotency key: %w", err)
+			}
+			if existing.Workflow != wf.Name || !existing.Same {
+				return fmt.Errorf("%w: idempotency key %q already belongs to run %s (workflow %s) with different params", ErrConflict, req.IdempotencyKey, existing.ID, existing.Workflow)
+			}
+			res = TriggerResult{RunID: existing.ID, Existing: true}
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, qInsertTasks, runID, ids, names, handlers, tparams, deps, maxAttempts, initial, maxB, timeouts, keys); err != nil {
+			return fmt.Errorf("insert task runs: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qInsertRootOutbox, runID); err != nil {
+			return fmt.Errorf("insert outbox rows: %w", err)
+		}
+		return notify(ctx, tx, TopicOutbox, TopicTasks)
+	})
+	if err != nil {
+		return TriggerResult{}, err
+	}
+	return res, nil
+}

@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// Workflow is one stored version of a workflow definition.
+type Workflow struct {
+	ID         int64           `db:"id" json:"-"`
+	Name       string          `db:"name" json:"name"`
+	Version    int             `db:"version" json:"version"`
+	Definition core.Definition `db:"-" json:"definition"`
+	CreatedAt  time.Time       `db:"created_at" json:"created_at"`
+	RawDef     []byte          `db:"definition" json:"-"`
+}
+
+func (w *Workflow) decode() error {
+	if err := json.Unmarshal(w.RawDef, &w.Definition); err != nil {
+		return fmt.Errorf("decode stored definition of %s v%d: %w", w.Name, w.Version, err)
+	}
+	return nil
+}
+
+const qLatestWorkflow = `
+SELECT id, name, version, definition, created_at
+  FROM workflows WHERE name = $1 ORDER BY version DESC LIMIT 1`
+
+const qInsertWorkflow = `
+INSERT INTO workflows (name, version, definition) VALUES ($1, $2, $3)
+RETURNING id, name, version, definition, created_at`
+
+// ApplyWorkflow stores def (already validated) as the workflow's newest
+// version. An unchanged definition (equal as jsonb) is a no-op and returns
+// the existing version with created=false; a changed one becomes version
+// n+1. Concurrent applies of one name are serialised by an advisory lock.
+func (s *Store) ApplyWorkflow(ctx context.Context, def *core.Definition) (Workflow, bool, error) {
+	if err := def.Validate(); err != nil {
+		return Workflow{}, false, err
+	}
+	raw, err := json.Marshal(def)
+	if err != nil {
+		return Workflow{}, false, fmt.Errorf("encode definition: %w", err)
+	}
+	var wf Workflow
+	created := false
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('flowforge.workflow.' || $1))`, def.Name); err != nil {
+			return fmt.Errorf("lock workflow %q: %w", def.Name, err)
+		}
+		var cur Workflow
+		err := tx.GetContext(ctx, &cur, qLatestWorkflow, def.Name)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			cur.Version = 0
+		case err != nil:
+			return fmt.Errorf("read workflow %q: %w", def.Name, err)
+		default:
+			var same bool
+			if err := tx.GetContext(ctx, &same, `SELECT $1::jsonb = $2::jsonb`, cur.RawDef, raw); err != nil {
+				return fmt.Errorf("compare workflow %q: %w", def.Name, err)
+			}
+			if same {
+				wf = cur
+				return nil
+			}
+		}
+		if err := tx.GetContext(ctx, &wf, qInsertWorkflow, def.Name, cur.Version+1, raw); err != nil {
+			return fmt.Errorf("insert workflow %q: %w", def.Name, err)
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return Workflow{}, false, err
+	}
+	return wf, created, wf.decode()
+}
+
+// GetWorkflow returns version of the named workflow, the newest when
+// version is 0. It returns ErrNotFound when there is none.
+func (s *Store) GetWorkflow(ctx context.Context, name string, version int) (Workflow, error) {
+	return getWorkflow(ctx, s.db, name, version)
+}
+
+func getWorkflow(ctx context.Context, q sqlx.QueryerContext, name string, version int) (Workflow, error) {
+	var wf Workflow
+	var err error
+	if version == 0 {
+		err = sqlx.GetContext(ctx, q, &wf, qLatestWorkflow, name)
+	} else {
+		err = sqlx.GetContext(ctx, q, &wf, `SELECT id, name, version, definition, created_at FROM workflows WHERE name = $1 AND version = $2`, name, version)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return Workflow{}, fmt.Errorf("workflow %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Workflow{}, fmt.Errorf("read workflow %q: %w", name, err)
+	}
+	return wf, wf.decode()
+}
+
+// WorkflowSummary is one line of ListWorkflows.
+type WorkflowSummary struct {
+	Name      string    `db:"name" json:"name"`
+	Version   int       `db:"version" json:"version"`
+	Tasks     int       `db:"tasks" json:"tasks"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	Runs      int64     `db:"runs" json:"runs"`
+}
+
+// ListWorkflows returns the newest version of every workflow, by name, at
+// most limit (0 means 100).
+func (s *Store) ListWorkflows(ctx context.Context, limit int) ([]WorkflowSummary, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []WorkflowSummary
+	err := s.db.SelectContext(ctx, &out, `
+SELECT DISTINCT ON (w.name) w.name, w.version, jsonb_array_length(w.definition->'tasks') AS tasks, w.created_at,
+       (SELECT count(*) FROM workflow_runs r WHERE r.workflow_name = w.name) AS runs
+  FROM workflows w ORDER BY w.name, w.version DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,292 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"text/template"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxNameLength bounds workflow and task names (characters).
+const MaxNameLength = 128
+
+// MaxTasks bounds the number of tasks of one workflow.
+const MaxTasks = 1000
+
+// MaxAttemptsLimit bounds retry.max_attempts.
+const MaxAttemptsLimit = 1000
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+
+// ErrBadWorkflow is matched (errors.Is) by every workflow definition error.
+var ErrBadWorkflow = errors.New("invalid workflow")
+
+// Duration is a time.Duration written as a Go duration string ("30s",
+// "1m30s") in workflow files and stored definitions.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON accepts only a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("unparseable duration %q (use Go syntax such as \"30s\" or \"5m\")", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Definition is a workflow as written in a workflow file (YAML or JSON) and
+// stored in workflows.definition.
+type Definition struct {
+	Name        string    `json:"name"`
+	Description string    `json:"description,omitempty"`
+	FailFast    bool      `json:"fail_fast,omitempty"`
+	Tasks       []TaskDef `json:"tasks"`
+}
+
+// TaskDef is one task of a Definition.
+type TaskDef struct {
+	Name           string          `json:"name"`
+	Handler        string          `json:"handler"`
+	Params         json.RawMessage `json:"params,omitempty"`
+	DependsOn      []string        `json:"depends_on,omitempty"`
+	Retry          *RetrySpec      `json:"retry,omitempty"`
+	Timeout        *Duration       `json:"timeout,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+}
+
+// RetrySpec is the retry block of a task; absent fields take the defaults of
+// DefaultRetryPolicy.
+type RetrySpec struct {
+	MaxAttempts    *int      `json:"max_attempts,omitempty"`
+	InitialBackoff *Duration `json:"initial_backoff,omitempty"`
+	MaxBackoff     *Duration `json:"max_backoff,omitempty"`
+}
+
+// Policy resolves the task's retry policy with defaults filled in.
+func (t TaskDef) Policy() RetryPolicy {
+	p := DefaultRetryPolicy()
+	if t.Retry == nil {
+		return p
+	}
+	if t.Retry.MaxAttempts != nil {
+		p.MaxAttempts = *t.Retry.MaxAttempts
+	}
+	if t.Retry.InitialBackoff != nil {
+		p.InitialBackoff = time.Duration(*t.Retry.InitialBackoff)
+		if p.MaxBackoff < p.InitialBackoff && t.Retry.MaxBackoff == nil {
+			p.MaxBackoff = p.InitialBackoff
+		}
+	}
+	if t.Retry.MaxBackoff != nil {
+		p.MaxBackoff = time.Duration(*t.Retry.MaxBackoff)
+	}
+	return p
+}
+
+// TimeoutOrZero returns the task's timeout, 0 meaning none.
+func (t TaskDef) TimeoutOrZero() time.Duration {
+	if t.Timeout == nil {
+		return 0
+	}
+	return time.Duration(*t.Timeout)
+}
+
+// ParseDefinition decodes a workflow file. YAML is accepted (JSON is YAML);
+// unknown fields are an error naming the field, as are trailing documents.
+// The result is validated (see Definition.Validate). Every error wraps
+// ErrBadWorkflow.
+func ParseDefinition(data []byte) (*Definition, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%w: the file is empty", ErrBadWorkflow)
+	}
+	var doc any
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: not YAML or JSON: %v", ErrBadWorkflow, err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("%w: the file holds more than one YAML document", ErrBadWorkflow)
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, fmt.Errorf("%w: want a mapping with name and tasks at the top level", ErrBadWorkflow)
+	}
+	js, err := json.Marshal(jsonable(doc))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadWorkflow, err)
+	}
+	jd := json.NewDecoder(bytes.NewReader(js))
+	jd.DisallowUnknownFields()
+	var def Definition
+	if err := jd.Decode(&def); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrBadWorkflow, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if err := def.Validate(); err != nil {
+		return nil, err
+	}
+	return &def, nil
+}
+
+// jsonable converts YAML's decoded maps (which may have non-string keys)
+// into values encoding/json accepts.
+func jsonable(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = jsonable(e)
+		}
+		return t
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range t {
+			t[i] = jsonable(e)
+		}
+		return t
+	}
+	return v
+}
+
+// ValidateName checks a workflow or task name: [a-z0-9][a-z0-9._-]*, at most
+// MaxNameLength characters. what names the thing in the error ("workflow").
+func ValidateName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: %s name is missing", ErrBadWorkflow, what)
+	}
+	if len(name) > MaxNameLength {
+		return fmt.Errorf("%w: %s name %q is longer than %d characters", ErrBadWorkflow, what, name, MaxNameLength)
+	}
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: %s name %q must match [a-z0-9][a-z0-9._-]*", ErrBadWorkflow, what, name)
+	}
+	return nil
+}
+
+// Validate checks the whole definition and returns the first problem,
+// naming the offending workflow, task, dependency or field. Errors wrap
+// ErrBadWorkflow.
+func (d *Definition) Validate() error {
+	if err := ValidateName("workflow", d.Name); err != nil {
+		return err
+	}
+	if len(d.Tasks) == 0 {
+		return fmt.Errorf("%w: workflow %q has no tasks", ErrBadWorkflow, d.Name)
+	}
+	if len(d.Tasks) > MaxTasks {
+		return fmt.Errorf("%w: workflow %q has %d tasks, more than the limit of %d", ErrBadWorkflow, d.Name, len(d.Tasks), MaxTasks)
+	}
+	deps := make(map[string][]string, len(d.Tasks))
+	for _, t := range d.Tasks {
+		if err := ValidateName("task", t.Name); err != nil {
+			return err
+		}
+		if _, dup := deps[t.Name]; dup {
+			return fmt.Errorf("%w: duplicate task name %q", ErrBadWorkflow, t.Name)
+		}
+		deps[t.Name] = t.DependsOn
+		if err := t.validate(); err != nil {
+			return fmt.Errorf("%w: task %q: %v", ErrBadWorkflow, t.Name, err)
+		}
+	}
+	if err := ValidateDAG(deps); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadWorkflow, err)
+	}
+	return nil
+}
+
+func (t TaskDef) validate() error {
+	if strings.TrimSpace(t.Handler) == "" {
+		return errors.New("handler is missing")
+	}
+	if len(t.Params) > 0 && string(t.Params) != "null" {
+		if err := ValidateParams(t.Params); err != nil {
+			return fmt.Errorf("params: %v", err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range t.DependsOn {
+		if seen[d] {
+			return fmt.Errorf("depends_on lists %q twice", d)
+		}
+		seen[d] = true
+	}
+	if t.Retry != nil && t.Retry.MaxAttempts != nil {
+		if n := *t.Retry.MaxAttempts; n < 1 || n > MaxAttemptsLimit {
+			return fmt.Errorf("retry.max_attempts must be between 1 and %d, got %d", MaxAttemptsLimit, n)
+		}
+	}
+	if err := t.Policy().Validate(); err != nil {
+		return fmt.Errorf("retry: %v", err)
+	}
+	if t.Timeout != nil && *t.Timeout <= 0 {
+		return fmt.Errorf("timeout must be positive, got %s", time.Duration(*t.Timeout))
+	}
+	if t.IdempotencyKey != "" {
+		if _, err := parseKeyTemplate(t.IdempotencyKey); err != nil {
+			return fmt.Errorf("idempotency_key: %v", err)
+		}
+	}
+	return nil
+}
+
+// Deps returns the dependency map (task name -> names it depends on).
+func (d *Definition) Deps() map[string][]string {
+	deps := make(map[string][]string, len(d.Tasks))
+	for _, t := range d.Tasks {
+		deps[t.Name] = t.DependsOn
+	}
+	return deps
+}
+
+func parseKeyTemplate(s string) (*template.Template, error) {
+	return template.New("idempotency_key").Option("missingkey=error").Parse(s)
+}
+
+// KeyData is what an idempotency_key template sees: {{ .Params.date }},
+// {{ .Workflow }}, {{ .Task }}.
+type KeyData struct {
+	Params   map[string]any
+	Workflow string
+	Task     string
+}
+
+// RenderIdempotencyKey expands a task's idempotency_key template over the
+// run's params. An empty template yields "" (no key). A missing param is an
+// error naming it; an empty result is an error too.
+func RenderIdempotencyKey(tmpl string, data KeyData) (string, error) {
+	if tmpl == "" {
+		return "", nil
+	}
+	t, err := parseKeyTemplate(tmpl)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
+		return "", fmt.Errorf("render idempotency_key of task %q: %w", data.Task, err)
+	}
+	if strings.TrimSpace(buf.String()) == "" {
+		return "", fmt.Errorf("idempotency_key of task %q renders empty", data.Task)
+	}
+	return buf.String(), nil
+}
