@@ -98,3 +98,56 @@ func SanitizeText(s string, max int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// MaxResultBytes bounds a stored task result (256 KiB); MaxErrorBytes a
+// stored error message (8 KiB).
+const (
+	MaxResultBytes = 256 << 10
+	MaxErrorBytes  = 8 << 10
+)
+
+// SanitizeResult turns whatever a handler returned into a JSON document
+// PostgreSQL's jsonb accepts, bounded by MaxResultBytes: empty becomes null;
+// text that is not JSON becomes a JSON string; NUL characters and invalid
+// UTF-8 inside strings are replaced with U+FFFD; a document still too large
+// becomes {"truncated": true, "bytes": n, "head": "<first bytes>"}.
+func SanitizeResult(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("null")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		v = string(raw)
+	}
+	v = cleanStrings(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		out, _ = json.Marshal(SanitizeText(string(raw), MaxResultBytes))
+	}
+	if len(out) > MaxResultBytes {
+		head := SanitizeText(string(out), MaxResultBytes/2)
+		out, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(out), "head": head})
+	}
+	return out
+}
+
+func cleanStrings(v any) any {
+	switch t := v.(type) {
+	case string:
+		return SanitizeText(t, 0)
+	case []any:
+		for i, e := range t {
+			t[i] = cleanStrings(e)
+		}
+		return t
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[SanitizeText(k, 0)] = cleanStrings(e)
+		}
+		return m
+	}
+	return v
+}

@@ -44,8 +44,8 @@ type TopologyMismatchError struct {
 	// Queue is the name of the mismatching queue (the dispatch queue or its
 	// dead-letter queue).
 	Queue string
-	// Required lists the properties and arguments FlowForge declares the
-	// queue with, e.g. `durable, x-queue-type="quorum"`.
+	// Required lists the arguments FlowForge declares the (durable, quorum)
+	// queue with, e.g. `x-queue-type="quorum"`.
 	Required string
 	// Detail is the broker's reply text, e.g. "PRECONDITION_FAILED -
 	// inequivalent arg 'x-queue-type' for queue ...".
@@ -55,7 +55,7 @@ type TopologyMismatchError struct {
 // Error explains the mismatch and how to migrate.
 func (e *TopologyMismatchError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "queue %q exists with different arguments than FlowForge needs (a %s queue)", e.Queue, e.Required)
+	fmt.Fprintf(&b, "queue %q exists with different arguments than FlowForge needs: a durable quorum queue with %s", e.Queue, e.Required)
 	if e.Detail != "" {
 		fmt.Fprintf(&b, "; broker said: %s", e.Detail)
 	}

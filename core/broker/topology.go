@@ -24,7 +24,7 @@ func topology(queue string) []queueSpec {
 		{
 			name:     dead,
 			args:     amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum},
-			required: `durable quorum: x-queue-type="quorum"`,
+			required: `x-queue-type="quorum"`,
 		},
 		{
 			name: queue,
@@ -33,7 +33,7 @@ func topology(queue string) []queueSpec {
 				"x-dead-letter-exchange":    "",
 				"x-dead-letter-routing-key": dead,
 			},
-			required: fmt.Sprintf(`durable quorum: x-queue-type="quorum", x-dead-letter-exchange="", x-dead-letter-routing-key=%q`, dead),
+			required: fmt.Sprintf(`x-queue-type="quorum", x-dead-letter-exchange="", x-dead-letter-routing-key=%q`, dead),
 		},
 	}
 }

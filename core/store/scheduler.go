@@ -174,8 +174,18 @@ SELECT count(*) FILTER (WHERE from_state = 'PENDING') AS promoted,
        count(*) FILTER (WHERE from_state = 'RETRYING') AS retries
   FROM promoted`
 
+// qRunCounts counts each run's tasks by state, in one snapshot, and also
+// counts PENDING tasks whose dependencies all SUCCEEDED ("eligible"): the
+// promotion statement ran on an earlier snapshot, so a parent that finished
+// in between leaves an eligible child that the next pass (woken by that
+// finish's NOTIFY) promotes. Such a run must not be settled now.
 const qRunCounts = `
-SELECT run_id, state, count(*) AS n FROM task_runs WHERE run_id = ANY ($1::uuid[]) GROUP BY run_id, state`
+SELECT t.run_id, t.state,
+       count(*) AS n,
+       count(*) FILTER (WHERE t.state = 'PENDING' AND NOT EXISTS (
+           SELECT 1 FROM task_runs p
+            WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on) AND p.state <> 'SUCCEEDED')) AS eligible
+  FROM task_runs t WHERE t.run_id = ANY ($1::uuid[]) GROUP BY t.run_id, t.state`
 
 const qUpdateRuns = `
 UPDATE workflow_runs r
@@ -237,15 +247,18 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		}
 		res.Promoted, res.RetriesDue = pr.Promoted, pr.Retries
 		var counts []struct {
-			RunID uuid.UUID `db:"run_id"`
-			State string    `db:"state"`
-			N     int       `db:"n"`
+			RunID    uuid.UUID `db:"run_id"`
+			State    string    `db:"state"`
+			N        int       `db:"n"`
+			Eligible int       `db:"eligible"`
 		}
 		if err := tx.SelectContext(ctx, &counts, qRunCounts, ids); err != nil {
 			return fmt.Errorf("count task states: %w", err)
 		}
 		byRun := make(map[uuid.UUID]core.TaskCounts, len(runs))
+		eligible := make(map[uuid.UUID]int, len(runs))
 		for _, c := range counts {
+			eligible[c.RunID] += c.Eligible
 			if byRun[c.RunID] == nil {
 				byRun[c.RunID] = core.TaskCounts{}
 			}
@@ -257,7 +270,7 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		for _, r := range runs {
 			tc := byRun[r.ID]
 			state := core.DeriveRunState(tc, r.CancelRequested)
-			settled := core.RunSettled(tc)
+			settled := core.RunSettled(tc) && (eligible[r.ID] == 0 || r.CancelRequested)
 			if string(state) == r.State && !settled {
 				continue
 			}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// DefaultAMQPURL is where FlowForge looks for RabbitMQ when no URL is
+// configured.
+const DefaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "database-url", Usage: "PostgreSQL URL", Value: store.DefaultDatabaseURL, EnvVars: []string{"FLOWFORGE_DATABASE_URL"}},
+		&cli.StringFlag{Name: "amqp-url", Usage: "RabbitMQ URL; several (cluster nodes) separated by commas", Value: DefaultAMQPURL, EnvVars: []string{"FLOWFORGE_AMQP_URL"}},
+		&cli.StringFlag{Name: "queue", Usage: "dispatch queue name", Value: broker.DefaultQueue, EnvVars: []string{"FLOWFORGE_QUEUE"}},
+		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", EnvVars: []string{"FLOWFORGE_LOG_LEVEL"}},
+	}
+}
+
+func databaseURL(c *cli.Context) string { return c.String("database-url") }
+
+func brokerConfig(c *cli.Context, log *slog.Logger) broker.Config {
+	var urls []string
+	for _, u := range strings.Split(c.String("amqp-url"), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return broker.Config{URLs: urls, Queue: c.String("queue"), Logger: log, Cursor: &broker.Cursor{}}
+}
+
+func logger(c *cli.Context, env *Env) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, usageError("--log-level: %v", err)
+	}
+	return slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+// openStore connects to the database for a one-shot command and checks the
+// schema.
+func openStore(c *cli.Context) (*store.Store, error) {
+	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, databaseURL(c), store.Options{MaxConns: 4})
+	if err != nil {
+		return nil, failure(err)
+	}
+	if err := s.CheckSchema(ctx); err != nil {
+		s.Close()
+		return nil, failure(err)
+	}
+	return s, nil
+}
+
+// actor names the person or process behind a CLI action in the audit trail:
+// the OS user, and the host.
+func actor() string {
+	user := os.Getenv("USER")
+	if user == "" {
+		user = fmt.Sprintf("uid:%d", os.Getuid())
+	}
+	host, _ := os.Hostname()
+	return "cli:" + user + "@" + host
+}

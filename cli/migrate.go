@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/core/store"
+)
+
+func migrateCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:      "migrate",
+		Usage:     "create or upgrade FlowForge's schema (safe to re-run)",
+		UsageText: "ffctl migrate\n\nExample:\n  FLOWFORGE_DATABASE_URL=postgres://postgres@db:5432/flowforge ffctl migrate",
+		Action: func(c *cli.Context) error {
+			ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
+			defer cancel()
+			s, err := store.Open(ctx, databaseURL(c), store.Options{MaxConns: 2})
+			if err != nil {
+				return failure(err)
+			}
+			defer s.Close()
+			res, err := s.Migrate(ctx)
+			if err != nil {
+				return failure(err)
+			}
+			if len(res.Applied) == 0 {
+				fmt.Fprintf(env.Stdout, "schema is up to date (version %d)\n", res.To)
+				return nil
+			}
+			fmt.Fprintf(env.Stdout, "migrated schema from version %d to %d (%d migrations)\n", res.From, res.To, len(res.Applied))
+			return nil
+		},
+	}
+}
+
+func versionCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:      "version",
+		Usage:     "print ffctl's version",
+		UsageText: "ffctl version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(env.Stdout, "ffctl %s\n", Version)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,126 @@
+// Package handlers holds FlowForge's built-in task handlers: noop, sleep,
+// fail, shell (only when allowed) and http. Register adds them to a
+// core.Registry without replacing handlers a program registered itself.
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// Options selects and configures the built-ins.
+type Options struct {
+	// AllowShell enables the shell handler (off by default: it runs
+	// arbitrary commands as the worker's user).
+	AllowShell bool
+	// HTTPClient is used by the http handler; nil means a client with a
+	// 30 s timeout.
+	HTTPClient *http.Client
+}
+
+// Register adds the built-in handlers to reg, skipping any name reg already
+// has (a program's own handler wins).
+func Register(reg *core.Registry, opt Options) {
+	client := opt.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 30 * time.Second}
+	}
+	builtins := map[string]core.Handler{
+		"noop":  Noop,
+		"sleep": Sleep,
+		"fail":  Fail,
+		"http":  HTTP(client),
+	}
+	if opt.AllowShell {
+		builtins["shell"] = Shell
+	}
+	for name, h := range builtins {
+		if !reg.Has(name) {
+			_ = reg.Register(name, h)
+		}
+	}
+}
+
+// decodeParams decodes a task's params strictly into v: unknown fields are
+// a permanent error (no retry can fix a typo in the workflow file).
+func decodeParams(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return core.Permanent(fmt.Errorf("params: %w", err))
+	}
+	return nil
+}
+
+// Noop succeeds at once with {}. Params: none.
+func Noop(ctx context.Context, t core.Task) (json.RawMessage, error) {
+	if err := decodeParams(t.Params, &struct{}{}); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+// SleepParams are the sleep handler's params.
+type SleepParams struct {
+	// Duration is a Go duration string ("2s").
+	Duration core.Duration `json:"duration"`
+}
+
+// Sleep waits params.duration (or until its context ends, returning the
+// context's cause) and returns {"slept": "<duration>"}.
+func Sleep(ctx context.Context, t core.Task) (json.RawMessage, error) {
+	var p SleepParams
+	if err := decodeParams(t.Params, &p); err != nil {
+		return nil, err
+	}
+	d := time.Duration(p.Duration)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("sleep interrupted: %w", context.Cause(ctx))
+	case <-timer.C:
+	}
+	return json.Marshal(map[string]string{"slept": d.String()})
+}
+
+// FailParams are the fail handler's params.
+type FailParams struct {
+	// Times is how many first attempts fail; absent means every attempt.
+	Times *int `json:"times"`
+	// Permanent makes the failure permanent (no retry).
+	Permanent bool `json:"permanent"`
+	// Message is the error text (default "fail handler: planned failure").
+	Message string `json:"message"`
+}
+
+// Fail fails its first params.times attempts (all when absent), then
+// succeeds with {"attempt": n}. For demos and tests.
+func Fail(ctx context.Context, t core.Task) (json.RawMessage, error) {
+	var p FailParams
+	if err := decodeParams(t.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.Times == nil || t.Attempt <= *p.Times {
+		msg := p.Message
+		if msg == "" {
+			msg = fmt.Sprintf("fail handler: planned failure of attempt %d", t.Attempt)
+		}
+		err := errors.New(msg)
+		if p.Permanent {
+			return nil, core.Permanent(err)
+		}
+		return nil, err
+	}
+	return json.Marshal(map[string]int{"attempt": t.Attempt})
+}

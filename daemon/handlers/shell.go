@@ -1,0 +1,154 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// OutputTailBytes bounds the stdout and stderr tails a shell result keeps.
+const OutputTailBytes = 4096
+
+// ShellParams are the shell handler's params.
+type ShellParams struct {
+	// Command is the argv to run (no shell unless argv[0] is one).
+	Command []string `json:"command"`
+	// Env adds variables to the command's environment.
+	Env map[string]string `json:"env"`
+	// Dir is the working directory (default: the worker's).
+	Dir string `json:"dir"`
+}
+
+// ShellResult is the shell handler's result.
+type ShellResult struct {
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+}
+
+// tail keeps the last n bytes written to it.
+type tail struct {
+	n       int
+	buf     []byte
+	dropped int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.n; over > 0 {
+		t.dropped += over
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	s := core.SanitizeText(string(t.buf), 0)
+	if t.dropped > 0 {
+		return fmt.Sprintf("[%d bytes dropped] %s", t.dropped, s)
+	}
+	return s
+}
+
+// Shell runs params.command. Its environment is the worker's plus
+// FLOWFORGE_RUN_ID, FLOWFORGE_TASK_RUN_ID, FLOWFORGE_TASK_NAME,
+// FLOWFORGE_ATTEMPT, FLOWFORGE_WORKFLOW, FLOWFORGE_PARAMS (the run's params
+// as JSON), FLOWFORGE_UPSTREAM (upstream results as JSON), one
+// FLOWFORGE_PARAM_<KEY> per top-level scalar run param (key upper-cased,
+// non-alphanumerics as _), and params.env. A zero exit succeeds with
+// ShellResult; a non-zero exit fails (retryable) with the stderr tail; a
+// missing command is permanent. On cancellation the whole process group is
+// killed.
+func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
+	var p ShellParams
+	if err := decodeParams(t.Params, &p); err != nil {
+		return nil, err
+	}
+	if len(p.Command) == 0 {
+		return nil, core.Permanent(errors.New("shell: params.command is empty"))
+	}
+	cmd := exec.CommandContext(ctx, p.Command[0], p.Command[1:]...)
+	cmd.Dir = p.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = append(os.Environ(), shellEnv(t)...)
+	keys := make([]string, 0, len(p.Env))
+	for k := range p.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cmd.Env = append(cmd.Env, k+"="+p.Env[k])
+	}
+	stdout, stderr := &tail{n: OutputTailBytes}, &tail{n: OutputTailBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+	if err != nil {
+		var ee *exec.ExitError
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("shell: %s stopped: %w", p.Command[0], context.Cause(ctx))
+		case errors.As(err, &ee):
+			return nil, fmt.Errorf("shell: %s exited with code %d: %s", p.Command[0], res.ExitCode, strings.TrimSpace(res.Stderr))
+		case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+			return nil, core.Permanent(fmt.Errorf("shell: %w", err))
+		default:
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+	}
+	return json.Marshal(res)
+}
+
+func shellEnv(t core.Task) []string {
+	env := []string{
+		"FLOWFORGE_RUN_ID=" + t.RunID,
+		"FLOWFORGE_TASK_RUN_ID=" + t.TaskRunID,
+		"FLOWFORGE_TASK_NAME=" + t.TaskName,
+		"FLOWFORGE_WORKFLOW=" + t.Workflow,
+		"FLOWFORGE_ATTEMPT=" + strconv.Itoa(t.Attempt),
+		"FLOWFORGE_PARAMS=" + string(t.RunParams),
+	}
+	if up, err := json.Marshal(t.Upstream); err == nil {
+		env = append(env, "FLOWFORGE_UPSTREAM="+string(up))
+	}
+	var params map[string]any
+	if json.Unmarshal(t.RunParams, &params) == nil {
+		for k, v := range params {
+			var s string
+			switch x := v.(type) {
+			case string:
+				s = x
+			case float64, bool:
+				s = fmt.Sprint(x)
+			default:
+				continue
+			}
+			env = append(env, "FLOWFORGE_PARAM_"+envName(k)+"="+s)
+		}
+	}
+	return env
+}
+
+func envName(k string) string {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(k) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}

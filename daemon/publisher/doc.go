@@ -1,0 +1,21 @@
+// Package publisher is the daemon that drains the transactional outbox into
+// RabbitMQ. One cycle, in ONE database transaction:
+//
+//	lock up to BatchSize pending rows (FOR UPDATE SKIP LOCKED)
+//	publish each (persistent, mandatory, quorum queue) and wait for all confirms
+//	stamp published_at on the rows the broker confirmed and did not return
+//	record the attempt and last_error on the others (they stay pending)
+//	commit
+//
+// Nothing is stamped before the broker confirmed it, so a crash, a lost
+// confirm, a nack, a return or a timeout leaves the row pending and a later
+// cycle publishes it again (at least once; the duplicate is harmless because
+// a claim needs the READY row with the message's fencing token).
+//
+// Faults: a broker failure closes the connection; the publisher re-dials
+// (trying every configured URL) with capped, jittered backoff and logs
+// "publisher: recovered". A resource alarm (connection.blocked) stops
+// publishing without hanging: rows stay pending and readiness reports it. A
+// database failure rolls the batch back. The loop never exits on a transient
+// fault; a queue declared with other arguments is fatal at start.
+package publisher

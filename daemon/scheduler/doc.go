@@ -1,0 +1,22 @@
+// Package scheduler is the daemon that moves work forward. Each pass, in
+// its own transactions:
+//
+//	reap:    RUNNING --lease expired (db clock)--> RETRYING | DEAD   (token bumped)
+//	advance: lock open runs (FOR UPDATE SKIP LOCKED)
+//	         fail_fast: PENDING|READY|RETRYING --a task DEAD--> CANCELLED
+//	         PENDING --deps SUCCEEDED--> READY  + outbox row (same statement)
+//	         RETRYING --backoff elapsed--> READY + outbox row
+//	         derive run state (core.DeriveRunState); settle runs with no active task
+//
+// A pass runs when a NOTIFY on topic "tasks" arrives (a finish, requeue or
+// cancel committed) and on every SweepInterval tick, so a lost notification
+// delays work by at most one sweep. Promotion runs in a transaction that
+// begins after the upstream finish committed, so two parents finishing at
+// once cannot both miss each other.
+//
+// Faults: a database error fails the pass; it is retried with capped
+// exponential backoff and full jitter, never exiting, and "scheduler:
+// recovered" is logged when a pass succeeds again. The scheduler never talks
+// to RabbitMQ. Any number of schedulers may run: locks and conditional
+// updates, not being alone, make them correct.
+package scheduler

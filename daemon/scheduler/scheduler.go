@@ -1,0 +1,178 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
+	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// Defaults for Config.
+const (
+	SweepIntervalDefault = time.Second
+	BatchSizeDefault     = 500
+	ReapLimitDefault     = 500
+)
+
+// Store is what the scheduler needs from the database.
+type Store interface {
+	ReapExpired(ctx context.Context, limit int, backoff store.BackoffFunc, actor string) (int, error)
+	Advance(ctx context.Context, after *store.Cursor, limit int, actor string) (store.AdvanceResult, error)
+}
+
+// Config configures a Scheduler.
+type Config struct {
+	Store Store
+	// DatabaseURL is used for the LISTEN connection; empty disables
+	// NOTIFY wake-ups (the sweep still runs).
+	DatabaseURL string
+	// ID names this process in task history (actor).
+	ID string
+	// SweepInterval is the period of the pass that runs even without a
+	// NOTIFY (default SweepIntervalDefault).
+	SweepInterval time.Duration
+	// BatchSize is how many open runs one transaction handles.
+	BatchSize int
+	// ReapLimit bounds expired leases handled per pass.
+	ReapLimit int
+	Logger    *slog.Logger
+	Metrics   *metrics.Metrics
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("scheduler: Store is required")
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = SweepIntervalDefault
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = BatchSizeDefault
+	}
+	if c.ReapLimit <= 0 {
+		c.ReapLimit = ReapLimitDefault
+	}
+	if c.ID == "" {
+		c.ID = "scheduler"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
+	}
+	return nil
+}
+
+// Scheduler promotes, retries, reaps and derives run states.
+type Scheduler struct {
+	cfg      Config
+	log      *slog.Logger
+	lastPass atomic.Int64 // unix nanos of the last completed pass
+	healthy  atomic.Bool
+}
+
+// New validates cfg and returns a Scheduler.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler")}, nil
+}
+
+// Run loops until ctx ends, then returns nil. A database fault never ends
+// it: the pass is retried with capped, jittered backoff, and "scheduler:
+// recovered" is logged when a pass succeeds again.
+func (s *Scheduler) Run(ctx context.Context) error {
+	var wake <-chan struct{}
+	if s.cfg.DatabaseURL != "" {
+		wake = daemon.Wakeups(ctx, s.cfg.DatabaseURL, store.TopicTasks, s.log)
+	}
+	tick := time.NewTicker(s.cfg.SweepInterval)
+	defer tick.Stop()
+	var bo backoff.Backoff
+	s.log.Info("scheduler: started", "sweep_interval", s.cfg.SweepInterval.String())
+	for {
+		err := s.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			s.log.Info("scheduler: stopped")
+			return nil
+		case err != nil:
+			s.healthy.Store(false)
+			d := bo.Fail()
+			s.log.Error("scheduler: pass failed", "err", err, "failures", bo.Failures(), "retry_in", d.String())
+			if backoff.Sleep(ctx, d) != nil {
+				s.log.Info("scheduler: stopped")
+				return nil
+			}
+			continue
+		}
+		s.healthy.Store(true)
+		if bo.Reset() {
+			s.cfg.Metrics.Reconnects.WithLabelValues("postgres").Inc()
+			s.log.Info("scheduler: recovered")
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Info("scheduler: stopped")
+			return nil
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// RunOnce reaps expired leases, then advances every open run (in pages of
+// BatchSize runs, one transaction each).
+func (s *Scheduler) RunOnce(ctx context.Context) error {
+	reaped, err := s.cfg.Store.ReapExpired(ctx, s.cfg.ReapLimit, func(p core.RetryPolicy, attempt int) time.Duration {
+		return p.Backoff(attempt, nil)
+	}, s.cfg.ID)
+	if err != nil {
+		return fmt.Errorf("reap: %w", err)
+	}
+	if reaped > 0 {
+		s.cfg.Metrics.LeasesReaped.Add(float64(reaped))
+		s.log.Warn("scheduler: reaped expired leases", "count", reaped)
+	}
+	var cur *store.Cursor
+	for {
+		res, err := s.cfg.Store.Advance(ctx, cur, s.cfg.BatchSize, s.cfg.ID)
+		if err != nil {
+			return fmt.Errorf("advance: %w", err)
+		}
+		s.cfg.Metrics.TasksPromoted.Add(float64(res.Promoted + res.RetriesDue))
+		if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.RunsChanged > 0 {
+			s.log.Debug("scheduler: pass", "promoted", res.Promoted, "retries_due", res.RetriesDue,
+				"fail_fast_cancelled", res.FailFastCancelled, "runs_changed", res.RunsChanged, "runs_settled", res.RunsSettled)
+		}
+		if res.Next == nil {
+			break
+		}
+		cur = res.Next
+	}
+	s.lastPass.Store(time.Now().UnixNano())
+	return nil
+}
+
+// Live reports an error when no pass completed for a long time while the
+// scheduler believes it is healthy (a stuck loop).
+func (s *Scheduler) Live() error {
+	last := s.lastPass.Load()
+	if last == 0 || !s.healthy.Load() {
+		return nil
+	}
+	if age := time.Since(time.Unix(0, last)); age > 10*s.cfg.SweepInterval+time.Minute {
+		return fmt.Errorf("no scheduler pass for %s", age.Round(time.Second))
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Dispatch is the body of a dispatch message, as written by the store into
+// outbox.payload: {"task_run_id": uuid, "run_id": uuid, "fencing_token": n,
+// "task": name}.
+type Dispatch struct {
+	TaskRunID    uuid.UUID `json:"task_run_id"`
+	RunID        uuid.UUID `json:"run_id"`
+	FencingToken int64     `json:"fencing_token"`
+	Task         string    `json:"task"`
+}
+
+// ErrBadDispatch is matched by every decoding failure of DecodeDispatch.
+var ErrBadDispatch = errors.New("not a valid dispatch message")
+
+// DecodeDispatch parses a message body strictly: JSON object, known fields
+// only, a non-nil task_run_id and a positive fencing_token.
+func DecodeDispatch(body []byte) (Dispatch, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var d Dispatch
+	if err := dec.Decode(&d); err != nil {
+		return Dispatch{}, fmt.Errorf("%w: %v", ErrBadDispatch, err)
+	}
+	if dec.More() {
+		return Dispatch{}, fmt.Errorf("%w: trailing data", ErrBadDispatch)
+	}
+	if d.TaskRunID == uuid.Nil {
+		return Dispatch{}, fmt.Errorf("%w: task_run_id is missing", ErrBadDispatch)
+	}
+	if d.FencingToken <= 0 {
+		return Dispatch{}, fmt.Errorf("%w: fencing_token must be positive", ErrBadDispatch)
+	}
+	return d, nil
+}

@@ -1,0 +1,33 @@
+// Package worker is the daemon that runs tasks. For each delivery from the
+// dispatch queue:
+//
+//	decode        not a valid dispatch         -> log, count, Reject (dead-letter queue)
+//	take a slot   none free within SlotWait    -> Requeue (another worker may take it)
+//	claim         READY+token -> RUNNING, new token, attempt+1, lease on the db clock
+//	              lost (duplicate, stale, cancelled, unknown) -> Ack, run nothing
+//	ack           right after the claim commits: from here the database lease,
+//	              not broker redelivery, governs retries
+//	run           handler(ctx) with timeout; heartbeat every Lease/3 renews the
+//	              lease and cancels ctx when the lease is lost or the run cancelled
+//	finish        RUNNING+token -> SUCCEEDED | RETRYING | DEAD | CANCELLED
+//	              rejected (token moved on) -> logged and counted as a stale write
+//
+// Why ack after claim: a handler may run longer than RabbitMQ's
+// consumer_timeout (30 min by default), which closes the channel of a
+// delivery left unacked that long. Acking once the claim commits means no
+// delivery stays unacked while its handler runs; the worker bounds its own
+// concurrency with slots (prefetch = concurrency) and hands a delivery back
+// when no slot frees within SlotWait (keep it below consumer_timeout). A
+// crash after the ack loses nothing: the lease expires and the scheduler's
+// reaper retries the task.
+//
+// Faults: a broker failure ends the consumer; the worker re-dials with
+// capped, jittered backoff (all configured URLs), re-declares the topology
+// and consumes again, logging "worker: recovered". A server-side consumer
+// cancel (queue deleted) is treated the same way. A database failure during
+// a claim requeues the delivery after a backoff; during a finish the worker
+// retries until the lease would have expired. A handler panic is recovered
+// and recorded as a failed attempt. On shutdown (ctx cancelled) it stops
+// consuming, requeues deliveries it has not claimed, lets in-flight handlers
+// finish, then returns; Abort cancels the handlers instead.
+package worker

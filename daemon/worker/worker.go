@@ -1,0 +1,500 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// Defaults for Config.
+const (
+	ConcurrencyDefault = 4
+	LeaseDefault       = 30 * time.Second
+	SlotWaitDefault    = time.Minute
+)
+
+// ErrTimeout is the cause of a handler context whose task timeout elapsed.
+var ErrTimeout = errors.New("task timeout")
+
+// Store is what the worker needs from the database.
+type Store interface {
+	Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (store.ClaimedTask, bool, error)
+	TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error)
+	Finish(ctx context.Context, req store.FinishRequest) (core.TaskState, bool, error)
+	ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (store.KeyClaim, error)
+}
+
+// Renewer renews leases. The worker renews through its own small pool so
+// that handlers or claims that exhaust the main pool cannot starve
+// heartbeats.
+type Renewer interface {
+	Renew(ctx context.Context, id uuid.UUID, token int64, lease time.Duration) (store.RenewResult, error)
+}
+
+// Config configures a Worker.
+type Config struct {
+	Store Store
+	// Renewer defaults to Store when it implements Renewer.
+	Renewer  Renewer
+	Broker   broker.Config
+	Registry *core.Registry
+	// Concurrency is the number of handlers run at once and the consumer's
+	// prefetch (default ConcurrencyDefault).
+	Concurrency int
+	// Lease is how long a claim is valid without a heartbeat; heartbeats
+	// run every Lease/3 (default LeaseDefault).
+	Lease time.Duration
+	// SlotWait bounds how long a delivery waits, unacked, for a free slot
+	// before it is handed back to the queue. Keep it well below the
+	// broker's consumer_timeout (default SlotWaitDefault).
+	SlotWait time.Duration
+	// ID names this process in leases and history (worker_id).
+	ID      string
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("worker: Store is required")
+	}
+	if c.Renewer == nil {
+		r, ok := c.Store.(Renewer)
+		if !ok {
+			return errors.New("worker: Renewer is required")
+		}
+		c.Renewer = r
+	}
+	if c.Registry == nil {
+		return errors.New("worker: Registry is required")
+	}
+	if len(c.Broker.URLs) == 0 {
+		return errors.New("worker: at least one broker URL is required")
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = ConcurrencyDefault
+	}
+	if c.Lease <= 0 {
+		c.Lease = LeaseDefault
+	}
+	if c.Lease < 30*time.Millisecond {
+		return fmt.Errorf("worker: lease %s is too short", c.Lease)
+	}
+	if c.SlotWait <= 0 {
+		c.SlotWait = SlotWaitDefault
+	}
+	if c.ID == "" {
+		c.ID = "worker-" + uuid.NewString()[:8]
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
+	}
+	if c.Broker.Cursor == nil {
+		c.Broker.Cursor = &broker.Cursor{}
+	}
+	return nil
+}
+
+// Worker consumes dispatches and runs handlers.
+type Worker struct {
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{}
+	wg    sync.WaitGroup
+
+	abortCtx context.Context
+	abort    context.CancelFunc
+
+	consuming atomic.Bool
+	first     *broker.Consumer
+}
+
+// New validates cfg and returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Broker.Logger == nil {
+		cfg.Broker.Logger = cfg.Logger
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Worker{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "worker", "worker_id", cfg.ID),
+		slots:    make(chan struct{}, cfg.Concurrency),
+		abortCtx: ctx,
+		abort:    cancel,
+	}, nil
+}
+
+// ID returns the worker's id (worker_id in leases and history).
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Start dials the broker once so that a dispatch queue declared with other
+// arguments fails the process at start with a clear error. Transient
+// failures are left to Run.
+func (w *Worker) Start(ctx context.Context) error {
+	c, err := broker.DialConsumer(ctx, w.cfg.Broker, w.cfg.Concurrency, w.cfg.ID)
+	var mismatch *broker.TopologyMismatchError
+	if errors.As(err, &mismatch) {
+		return err
+	}
+	if err != nil {
+		w.log.Warn("worker: broker not reachable at start; will retry", "err", err)
+		return nil
+	}
+	w.first = c
+	return nil
+}
+
+// BrokerReady is the readiness check of the broker dependency.
+func (w *Worker) BrokerReady(ctx context.Context) error {
+	if !w.consuming.Load() {
+		return errors.New("not consuming")
+	}
+	return nil
+}
+
+// Abort cancels the contexts of in-flight handlers (a hard stop). Their
+// attempts are recorded as failures if the database still answers.
+func (w *Worker) Abort() { w.abort() }
+
+// Run consumes until ctx ends; then it stops consuming, hands back the
+// deliveries it has not claimed, waits for in-flight handlers (see Abort)
+// and returns nil. Broker and database faults never end it.
+func (w *Worker) Run(ctx context.Context) error {
+	var bo backoff.Backoff
+	w.log.Info("worker: started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease.String(), "handlers", w.cfg.Registry.Names())
+	cons := w.first
+	w.first = nil
+	for ctx.Err() == nil {
+		if cons == nil {
+			var err error
+			cons, err = broker.DialConsumer(ctx, w.cfg.Broker, w.cfg.Concurrency, w.cfg.ID)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				d := bo.Fail()
+				w.log.Error("worker: connect to broker", "err", err, "failures", bo.Failures(), "retry_in", d.String())
+				_ = backoff.Sleep(ctx, d)
+				continue
+			}
+		}
+		if bo.Reset() {
+			w.cfg.Metrics.Reconnects.WithLabelValues("rabbitmq").Inc()
+			w.log.Info("worker: recovered", "dependency", "rabbitmq")
+		}
+		w.consuming.Store(true)
+		w.consume(ctx, cons)
+		w.consuming.Store(false)
+		if ctx.Err() != nil {
+			break
+		}
+		err := cons.Err()
+		cons.Close()
+		cons = nil
+		d := bo.Fail()
+		if errors.Is(err, broker.ErrConsumerCancelled) {
+			w.log.Warn("worker: the broker cancelled the consumer (queue deleted?); re-declaring and re-subscribing", "err", err, "retry_in", d.String())
+		} else {
+			w.log.Warn("worker: broker connection lost; reconnecting", "err", err, "retry_in", d.String())
+		}
+		_ = backoff.Sleep(ctx, d)
+	}
+	w.log.Info("worker: stopping; waiting for in-flight tasks")
+	if cons != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cons.Cancel(cctx)
+		cancel()
+	}
+	w.wg.Wait()
+	if cons != nil {
+		cons.Close()
+	}
+	w.abort()
+	w.log.Info("worker: stopped")
+	return nil
+}
+
+func (w *Worker) consume(ctx context.Context, cons *broker.Consumer) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d, ok := <-cons.Deliveries():
+			if !ok {
+				return
+			}
+			w.wg.Add(1)
+			go w.handle(ctx, d)
+		}
+	}
+}
+
+// handle settles one delivery exactly once.
+func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
+	defer w.wg.Done()
+	disp, err := DecodeDispatch(d.Body)
+	if err != nil {
+		w.cfg.Metrics.PoisonMessages.Inc()
+		w.log.Error("worker: rejected a message that is not a dispatch (sent to the dead-letter queue)",
+			"message_id", d.MessageID, "err", err, "body_prefix", core.SanitizeText(string(d.Body), 200))
+		if err := d.Reject(); err != nil {
+			w.log.Warn("worker: reject poison message", "err", err)
+		}
+		return
+	}
+	log := w.log.With("task_run_id", disp.TaskRunID, "run_id", disp.RunID, "fencing_token", disp.FencingToken)
+	timer := time.NewTimer(w.cfg.SlotWait)
+	defer timer.Stop()
+	select {
+	case w.slots <- struct{}{}:
+	case <-timer.C:
+		log.Info("worker: no free slot; handing the delivery back", "slot_wait", w.cfg.SlotWait.String())
+		_ = d.Requeue()
+		return
+	case <-ctx.Done():
+		_ = d.Requeue()
+		return
+	}
+	defer func() { <-w.slots }()
+	if ctx.Err() != nil {
+		_ = d.Requeue()
+		return
+	}
+	claimed, ok, err := w.cfg.Store.Claim(ctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, w.cfg.Lease)
+	if err != nil {
+		log.Error("worker: claim failed; requeueing the delivery", "err", err)
+		_ = backoff.Sleep(ctx, time.Second)
+		_ = d.Requeue()
+		return
+	}
+	if !ok {
+		reason := w.explainLostClaim(ctx, disp)
+		w.cfg.Metrics.ClaimsLost.WithLabelValues(reason).Inc()
+		log.Info("worker: claim lost; acking without running", "reason", reason, "redelivered", d.Redelivered)
+		if err := d.Ack(); err != nil {
+			log.Warn("worker: ack", "err", err)
+		}
+		return
+	}
+	w.cfg.Metrics.TasksClaimed.Inc()
+	if err := d.Ack(); err != nil {
+		// The claim committed: the lease, not the broker, now governs this
+		// task. A redelivery will lose its claim.
+		log.Warn("worker: ack after claim failed; the lease governs the task", "err", err)
+	}
+	w.execute(claimed)
+}
+
+func (w *Worker) explainLostClaim(ctx context.Context, disp Dispatch) string {
+	state, token, err := w.cfg.Store.TaskStateOf(ctx, disp.TaskRunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "unknown_task"
+	case err != nil:
+		return "unknown"
+	case state == core.TaskReady && token != disp.FencingToken:
+		return "stale"
+	case state == core.TaskCancelled:
+		return "cancelled"
+	default:
+		return "duplicate"
+	}
+}
+
+// execute runs one claimed attempt and records its outcome.
+func (w *Worker) execute(c store.ClaimedTask) {
+	w.cfg.Metrics.InFlight.Inc()
+	defer w.cfg.Metrics.InFlight.Dec()
+	log := w.log.With("task_run_id", c.ID, "run_id", c.RunID, "task", c.TaskName, "attempt", c.Attempt, "fencing_token", c.FencingToken)
+	log.Info("worker: running task", "handler", c.Handler)
+
+	hctx, cancel := context.WithCancelCause(w.abortCtx)
+	defer cancel(nil)
+	runCtx := hctx
+	if t := c.Timeout(); t > 0 {
+		var cancelT context.CancelFunc
+		runCtx, cancelT = context.WithTimeoutCause(hctx, t, fmt.Errorf("%w after %s", ErrTimeout, t))
+		defer cancelT()
+	}
+	stopHB := w.heartbeat(c, cancel, log)
+	result, runErr := w.invoke(runCtx, c, log)
+	stopHB()
+
+	cause := context.Cause(runCtx)
+	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
+	switch {
+	case runErr == nil:
+		req.Outcome = store.OutcomeSucceeded
+		req.Result = core.SanitizeResult(result)
+		if c.IdempotencyKey.Valid {
+			req.IdempotencyKey = c.IdempotencyKey.String
+		}
+	case errors.Is(cause, core.ErrRunCancelled):
+		req.Outcome = store.OutcomeCancelled
+		req.Error = "cancelled: " + core.SanitizeText(runErr.Error(), core.MaxErrorBytes)
+	default:
+		req.Outcome = store.OutcomeFailed
+		msg := runErr.Error()
+		if cause != nil && !errors.Is(runErr, cause) {
+			msg = fmt.Sprintf("%s (%v)", msg, cause)
+		}
+		req.Error = core.SanitizeText(msg, core.MaxErrorBytes)
+		req.Permanent = core.IsPermanent(runErr)
+		req.RetryDelay = c.Policy().Backoff(c.Attempt, nil)
+	}
+	state, ok, err := w.finish(req, log)
+	switch {
+	case err != nil:
+		log.Error("worker: could not record the outcome; the lease will expire and the task will be retried", "err", err)
+	case !ok:
+		w.cfg.Metrics.StaleWrites.WithLabelValues("finish").Inc()
+		log.Warn("worker: stale finish rejected by fencing token (lease lost); outcome discarded", "outcome", req.Outcome)
+	default:
+		w.cfg.Metrics.TasksFinished.WithLabelValues(string(state)).Inc()
+		if req.Outcome == store.OutcomeSucceeded {
+			log.Info("worker: task finished", "state", state)
+		} else {
+			log.Warn("worker: task finished", "state", state, "err", req.Error, "retry_in", req.RetryDelay.String())
+		}
+	}
+}
+
+// finish records the outcome, retrying database errors for up to one lease:
+// past that the reaper owns the task anyway.
+func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskState, bool, error) {
+	deadline := time.Now().Add(w.cfg.Lease)
+	var bo backoff.Backoff
+	bo.Min, bo.Max = 50*time.Millisecond, 2*time.Second
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		state, ok, err := w.cfg.Store.Finish(ctx, req)
+		cancel()
+		if err == nil {
+			if bo.Reset() {
+				log.Info("worker: recovered", "dependency", "postgres")
+			}
+			return state, ok, nil
+		}
+		if time.Now().After(deadline) {
+			return "", false, err
+		}
+		d := bo.Fail()
+		log.Warn("worker: finish failed; retrying", "err", err, "retry_in", d.String())
+		time.Sleep(d)
+	}
+}
+
+// heartbeat renews the lease every Lease/3 until stopped. It cancels the
+// handler's context with core.ErrLeaseLost when the renewal matches nothing,
+// and with core.ErrRunCancelled when the run was cancelled.
+func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		interval := w.cfg.Lease / 3
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			ctx, cc := context.WithTimeout(context.Background(), interval)
+			res, err := w.cfg.Renewer.Renew(ctx, c.ID, c.FencingToken, w.cfg.Lease)
+			cc()
+			switch {
+			case err != nil:
+				log.Warn("worker: heartbeat failed", "err", err)
+			case !res.OK:
+				w.cfg.Metrics.StaleWrites.WithLabelValues("renew").Inc()
+				log.Warn("worker: heartbeat rejected by fencing token: lease lost; cancelling the handler")
+				cancel(core.ErrLeaseLost)
+				return
+			case res.Stop:
+				log.Info("worker: run cancelled; cancelling the handler")
+				cancel(core.ErrRunCancelled)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// invoke resolves the idempotency key, then runs the handler, turning a
+// panic into an error.
+func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, error) {
+	if c.IdempotencyKey.Valid && c.IdempotencyKey.String != "" {
+		res, reused, err := w.awaitKey(ctx, c, log)
+		if err != nil || reused {
+			return res, err
+		}
+	}
+	h, ok := w.cfg.Registry.Lookup(c.Handler)
+	if !ok {
+		return nil, core.Permanent(fmt.Errorf("unknown handler %q (this worker registers %v)", c.Handler, w.cfg.Registry.Names()))
+	}
+	task := core.Task{
+		RunID: c.RunID.String(), TaskRunID: c.ID.String(), Workflow: c.Workflow, TaskName: c.TaskName,
+		Attempt: c.Attempt, MaxAttempts: c.MaxAttempts,
+		RunParams: json.RawMessage(c.RunParams), Params: json.RawMessage(c.Params),
+		Upstream: c.UpstreamResults(), IdempotencyKey: c.IdempotencyKey.String,
+	}
+	return w.call(ctx, h, task, log)
+}
+
+func (w *Worker) call(ctx context.Context, h core.Handler, task core.Task, log *slog.Logger) (res json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.cfg.Metrics.HandlerPanics.Inc()
+			log.Error("worker: handler panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res, err = nil, fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h(ctx, task)
+}
+
+// awaitKey makes this attempt the key's owner, or waits for the owner's
+// result. reused=true means the result is another task run's.
+func (w *Worker) awaitKey(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, bool, error) {
+	bo := backoff.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	for {
+		kc, err := w.cfg.Store.ClaimIdempotencyKey(ctx, c.IdempotencyKey.String, c.ID, c.FencingToken)
+		switch {
+		case err != nil:
+			return nil, false, fmt.Errorf("idempotency key %q: %w", c.IdempotencyKey.String, err)
+		case kc.Owned:
+			return nil, false, nil
+		case kc.Done:
+			log.Info("worker: reusing the result recorded for the idempotency key", "idempotency_key", c.IdempotencyKey.String)
+			return json.RawMessage(kc.Result), true, nil
+		}
+		if err := backoff.Sleep(ctx, bo.Fail()); err != nil {
+			return nil, false, fmt.Errorf("waiting for idempotency key %q: %w", c.IdempotencyKey.String, context.Cause(ctx))
+		}
+	}
+}
