@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxParamsBytes bounds a run's params document (1 MiB): larger payloads are
@@ -29,14 +32,78 @@ func ValidateParams(raw []byte) error {
 	if err := dec.Decode(&v); err != nil {
 		return fmt.Errorf("%w: not JSON: %v", ErrBadParams, err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: trailing data after the JSON object", ErrBadParams)
+	}
+	if !utf8.Valid(raw) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrBadParams)
+	}
+	if err := checkSurrogates(raw); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadParams, err)
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return fmt.Errorf("%w: want a JSON object, got %s", ErrBadParams, jsonKind(v))
 	}
 	if path, ok := findNUL(v, "$"); ok {
 		return fmt.Errorf("%w: %s contains a NUL character (\\u0000), which PostgreSQL cannot store", ErrBadParams, path)
+	}
+	return nil
+}
+
+// checkSurrogates refuses \uD800-\uDFFF escapes that are not a valid
+// high-low pair: Go's decoder quietly replaces them, PostgreSQL's jsonb
+// refuses them. raw must be syntactically valid JSON.
+func checkSurrogates(raw []byte) error {
+	inString := false
+	pendingHigh := false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if !inString {
+			if c == '"' {
+				inString = true
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			if pendingHigh {
+				return errors.New("an unpaired UTF-16 surrogate escape, which PostgreSQL cannot store")
+			}
+			inString = false
+		case '\\':
+			if i+1 < len(raw) && raw[i+1] == 'u' && i+5 < len(raw) {
+				v, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 32)
+				if err != nil {
+					return errors.New("a malformed \\u escape")
+				}
+				switch {
+				case v >= 0xD800 && v <= 0xDBFF:
+					if pendingHigh {
+						return errors.New("an unpaired UTF-16 surrogate escape, which PostgreSQL cannot store")
+					}
+					pendingHigh = true
+				case v >= 0xDC00 && v <= 0xDFFF:
+					if !pendingHigh {
+						return errors.New("an unpaired UTF-16 surrogate escape, which PostgreSQL cannot store")
+					}
+					pendingHigh = false
+				default:
+					if pendingHigh {
+						return errors.New("an unpaired UTF-16 surrogate escape, which PostgreSQL cannot store")
+					}
+				}
+				i += 5
+				continue
+			}
+			if pendingHigh {
+				return errors.New("an unpaired UTF-16 surrogate escape, which PostgreSQL cannot store")
+			}
+			i++ // skip the escaped character
+		default:
+			if pendingHigh {
+				return errors.New("an unpaired UTF-16 surrogate escape, which PostgreSQL cannot store")
+			}
+		}
 	}
 	return nil
 }

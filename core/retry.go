@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -71,8 +72,12 @@ func (p RetryPolicy) Backoff(attempt int, rnd *rand.Rand) time.Duration {
 	if ceiling <= 0 {
 		return 0
 	}
-	if rnd == nil {
-		return time.Duration(rand.Int64N(int64(ceiling) + 1))
+	n := int64(ceiling)
+	if n < math.MaxInt64 {
+		n++ // the draw includes the ceiling itself
 	}
-	return time.Duration(rnd.Int64N(int64(ceiling) + 1))
+	if rnd == nil {
+		return time.Duration(rand.Int64N(n))
+	}
+	return time.Duration(rnd.Int64N(n))
 }

@@ -19,7 +19,10 @@ func (c TaskCounts) Total() int {
 //  2. FAILED when any task is DEAD, even while siblings still run;
 //  3. SUCCEEDED when every task SUCCEEDED (and there is at least one);
 //  4. PENDING when nothing has started: every task PENDING (an empty run too);
-//  5. RUNNING otherwise.
+//  5. CANCELLED when nothing can run any more (RunSettled) and some task was
+//     CANCELLED: a fail_fast run whose DEAD task was requeued and succeeded
+//     still had its other tasks cancelled, so it did not complete;
+//  6. RUNNING otherwise.
 //
 // A requeued DEAD task therefore reopens a FAILED run by construction.
 func DeriveRunState(counts TaskCounts, cancelRequested bool) RunState {
@@ -33,6 +36,8 @@ func DeriveRunState(counts TaskCounts, cancelRequested bool) RunState {
 		return RunSucceeded
 	case counts[TaskPending] == total:
 		return RunPending
+	case counts[TaskCancelled] > 0 && RunSettled(counts):
+		return RunCancelled
 	default:
 		return RunRunning
 	}

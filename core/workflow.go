@@ -95,6 +95,9 @@ func (t TaskDef) Policy() RetryPolicy {
 	}
 	if t.Retry.MaxBackoff != nil {
 		p.MaxBackoff = time.Duration(*t.Retry.MaxBackoff)
+		if t.Retry.InitialBackoff == nil && p.InitialBackoff > p.MaxBackoff {
+			p.InitialBackoff = p.MaxBackoff
+		}
 	}
 	return p
 }

@@ -45,6 +45,11 @@ func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string)
 	}
 	var n int
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// Lock the run row before the task row, in the same order as the
+		// scheduler's pass and CancelRun, so they cannot deadlock.
+		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM workflow_runs r JOIN task_runs t ON t.run_id = r.id WHERE t.id = $1 FOR UPDATE OF r`, id); err != nil {
+			return fmt.Errorf("requeue task %s: lock run: %w", id, err)
+		}
 		if err := tx.GetContext(ctx, &n, qRequeue, id, actor, reason); err != nil {
 			return fmt.Errorf("requeue task %s: %w", id, err)
 		}
@@ -73,24 +78,31 @@ func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string)
 // or was already cancelled.
 var ErrRunFinished = errors.New("run already finished")
 
-const qCancelRun = `
-WITH run AS (
-    UPDATE workflow_runs
-       SET cancel_requested_at = now(), cancel_reason = $3, finished_at = NULL
-     WHERE id = $1 AND cancel_requested_at IS NULL AND state <> 'SUCCEEDED'
- RETURNING id
-), cand AS (
-    SELECT t.id, t.state FROM task_runs t, run
-     WHERE t.run_id = run.id AND t.state IN ('PENDING', 'READY', 'RETRYING')
+// qRequestCancel persists the cancellation on the run row first; its row
+// lock also waits out a scheduler pass that holds the run.
+const qRequestCancel = `
+UPDATE workflow_runs
+   SET cancel_requested_at = now(), cancel_reason = $2, finished_at = NULL
+ WHERE id = $1 AND cancel_requested_at IS NULL AND state <> 'SUCCEEDED'
+RETURNING id`
+
+// qCancelTasks cancels every task of the given runs that has not started
+// (PENDING, READY, RETRYING), with its audit rows. It runs as its own
+// statement after the run rows are locked, so its snapshot includes
+// whatever a concurrent scheduler pass promoted before it released them.
+const qCancelTasks = `
+WITH cand AS (
+    SELECT t.id, t.state FROM task_runs t
+     WHERE t.run_id = ANY ($1::uuid[]) AND t.state IN ('PENDING', 'READY', 'RETRYING')
 ), c AS (
     UPDATE task_runs t SET state = 'CANCELLED', finished_at = now(), next_attempt_at = NULL
       FROM cand WHERE t.id = cand.id AND t.state = cand.state
  RETURNING t.id, t.run_id, cand.state AS from_state, t.attempt, t.fencing_token
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
-    SELECT id, run_id, from_state, 'CANCELLED', attempt, fencing_token, $2, 'run cancelled: ' || $3 FROM c
+    SELECT id, run_id, from_state, 'CANCELLED', attempt, fencing_token, $2, $3 FROM c
 )
-SELECT (SELECT count(*) FROM run) AS runs, (SELECT count(*) FROM c) AS tasks`
+SELECT count(*) FROM c`
 
 // CancelResult says what CancelRun did.
 type CancelResult struct {
@@ -111,15 +123,20 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason strin
 		}
 	}
 	var row struct {
-		Runs  int `db:"runs"`
-		Tasks int `db:"tasks"`
+		Runs  int
+		Tasks int
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := tx.GetContext(ctx, &row, qCancelRun, id, actor, reason); err != nil {
+		var ids []uuid.UUID
+		if err := tx.SelectContext(ctx, &ids, qRequestCancel, id, reason); err != nil {
 			return fmt.Errorf("cancel run %s: %w", id, err)
 		}
+		row.Runs = len(ids)
 		if row.Runs == 0 {
 			return nil
+		}
+		if err := tx.GetContext(ctx, &row.Tasks, qCancelTasks, ids, actor, "run cancelled: "+reason); err != nil {
+			return fmt.Errorf("cancel tasks of run %s: %w", id, err)
 		}
 		return notify(ctx, tx, TopicTasks)
 	})

@@ -238,6 +238,22 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
 			return fmt.Errorf("fail-fast cancel: %w", err)
 		}
+		if cancelled := len(ids) - len(live); cancelled > 0 {
+			// A cancelled run's task that was running when the run was
+			// cancelled may since have gone RETRYING (its handler failed or
+			// its lease was reaped), and a promotion may have raced the
+			// cancel: nothing of a cancelled run may start again.
+			var dead []uuid.UUID
+			for _, r := range runs {
+				if r.CancelRequested {
+					dead = append(dead, r.ID)
+				}
+			}
+			var n int
+			if err := tx.GetContext(ctx, &n, qCancelTasks, dead, actor, "run cancelled"); err != nil {
+				return fmt.Errorf("cancel tasks of cancelled runs: %w", err)
+			}
+		}
 		var pr struct {
 			Promoted int `db:"promoted"`
 			Retries  int `db:"retries"`

@@ -79,6 +79,7 @@ WITH claimed AS (
            worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
       FROM workflow_runs r
      WHERE t.id = $1 AND t.state = 'READY' AND t.fencing_token = $2 AND r.id = t.run_id
+       AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED')
  RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
            t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
            t.fencing_token, t.idempotency_key, t.lease_expires_at
@@ -95,8 +96,8 @@ SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_
 
 // Claim moves the task READY -> RUNNING for workerID if it is still READY
 // with the fencing token the dispatch carried. ok=false (nil error) means the
-// claim lost: a duplicate or stale delivery, a cancelled task, or an unknown
-// id; the caller acks the message and runs nothing. lease is the lease
+// claim lost: a duplicate or stale delivery, a cancelled task or run (or a
+// failed fail_fast run), or an unknown id; the caller acks the message and runs nothing. lease is the lease
 // duration (rounded to milliseconds).
 func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
 	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {

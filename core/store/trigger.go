@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -65,8 +66,8 @@ SELECT id, fencing_token, jsonb_build_object('task_run_id', id, 'run_id', run_id
 // its task runs (roots READY with their outbox rows) and notifies the
 // publishers. Errors: core.ErrBadParams for bad params, ErrNotFound for an
 // unknown workflow, ErrConflict for an idempotency key reused with other
-// params, core.ErrBadWorkflow when a task's idempotency_key template cannot
-// be rendered from the params.
+// params, core.ErrBadParams also when a task's idempotency_key template
+// cannot be rendered from the params (a missing param).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
 	params := req.Params
 	if len(params) == 0 {
@@ -76,7 +77,9 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		return TriggerResult{}, err
 	}
 	var pmap map[string]any
-	if err := json.Unmarshal(params, &pmap); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber() // numbers render verbatim in idempotency keys
+	if err := dec.Decode(&pmap); err != nil {
 		return TriggerResult{}, fmt.Errorf("%w: %v", core.ErrBadParams, err)
 	}
 	wf, err := s.GetWorkflow(ctx, req.Workflow, req.Version)

@@ -1,0 +1,133 @@
+package core_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+func TestValidateParams(t *testing.T) {
+	big := `{"x":"` + strings.Repeat("a", core.MaxParamsBytes) + `"}`
+	for _, tc := range []struct {
+		name string
+		raw  string
+		want string // "" means valid; else a substring of the error
+	}{
+		{"empty object", `{}`, ""},
+		{"nested object", `{"a":{"b":[1,2,{"c":"d"}],"e":null,"f":true,"g":1.5e300}}`, ""},
+		{"escaped backslash u0000 is text, not NUL", `{"a":"\\u0000"}`, ""},
+		{"surrounding whitespace", " \n{\"a\":1}\n ", ""},
+		{"invalid JSON", `{"a":`, "not JSON"},
+		{"not JSON at all", `date=2024-01-01`, "not JSON"},
+		{"empty", ``, "not JSON"},
+		{"array", `[1,2]`, "an array"},
+		{"string", `"x"`, "a string"},
+		{"number", `42`, "a number"},
+		{"boolean", `true`, "a boolean"},
+		{"null", `null`, "null"},
+		{"NUL at the top", `{"a":"x\u0000y"}`, "$.a"},
+		{"NUL in a nested value", `{"a":{"b":["ok","x\u0000"]}}`, "$.a.b[1]"},
+		{"NUL in a key", `{"a":{"k\u0000":1}}`, "key"},
+		{"over MaxParamsBytes", big, "exceeds"},
+		{"trailing object", `{"a":1} {"b":2}`, "trailing"},
+		{"trailing garbage", `{"a":1} x`, "trailing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := core.ValidateParams([]byte(tc.raw))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("ValidateParams = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, core.ErrBadParams) {
+				t.Fatalf("ValidateParams = %v, want an error wrapping ErrBadParams", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestValidateParamsRejectsTrailingCloseBracket: json.Decoder.More reports
+// false when the next byte is '}' or ']', so these trailing bytes slip past
+// the "trailing data" check.
+func TestValidateParamsRejectsTrailingCloseBracket(t *testing.T) {
+	for _, raw := range []string{`{"a":1}}`, `{"a":1}]`} {
+		if err := core.ValidateParams([]byte(raw)); !errors.Is(err, core.ErrBadParams) {
+			t.Errorf("ValidateParams(%s) = %v, want ErrBadParams", raw, err)
+		}
+	}
+}
+
+// TestValidateParamsRejectsWhatJSONBRefuses: ValidateParams promises a
+// document jsonb stores unchanged, but Go's decoder silently replaces
+// invalid UTF-8 and lone surrogate escapes with U+FFFD, which PostgreSQL
+// then refuses (see store's TestTriggerRefusesParamsJSONBCannotStore).
+func TestValidateParamsRejectsWhatJSONBRefuses(t *testing.T) {
+	for _, raw := range []string{"{\"a\":\"\xff\"}", `{"a":"\ud800"}`, `{"a":"\udc00x"}`} {
+		if err := core.ValidateParams([]byte(raw)); !errors.Is(err, core.ErrBadParams) {
+			t.Errorf("ValidateParams(%q) = %v, want ErrBadParams", raw, err)
+		}
+	}
+}
+
+func TestSanitizeText(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		max      int
+		want     string
+	}{
+		{"plain", "hello", 0, "hello"},
+		{"NUL replaced", "a\x00b", 0, "a\uFFFDb"},
+		{"invalid UTF-8 replaced", "a\xff\xfeb", 0, "a\uFFFDb"},
+		{"under the bound", "héllo", 100, "héllo"},
+		{"cut on a rune boundary", "aé", 2, "a… [2 bytes truncated]"},
+		{"cut at an exact boundary", "abcdef", 3, "abc… [3 bytes truncated]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := core.SanitizeText(tc.in, tc.max); got != tc.want {
+				t.Fatalf("SanitizeText(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSanitizeTextOutputIsValidAndBounded(t *testing.T) {
+	const marker = len("… [9999999 bytes truncated]")
+	inputs := []string{
+		strings.Repeat("é", 500),
+		strings.Repeat("日本語", 300),
+		strings.Repeat("🙂\x00\xff", 200),
+		strings.Repeat("a", 1000) + "\xc3",
+		string([]byte{0xf0, 0x9f, 0x99}) + strings.Repeat("x", 50),
+	}
+	for _, in := range inputs {
+		for max := 1; max <= 64; max++ {
+			got := core.SanitizeText(in, max)
+			if !utf8.ValidString(got) {
+				t.Fatalf("SanitizeText(%q, %d) = %q: invalid UTF-8", in, max, got)
+			}
+			if strings.ContainsRune(got, 0) {
+				t.Fatalf("SanitizeText(%q, %d) kept a NUL", in, max)
+			}
+			if len(got) > max+marker {
+				t.Fatalf("SanitizeText(.., %d) is %d bytes, more than max plus the marker", max, len(got))
+			}
+			if clean := core.SanitizeText(in, 0); len(clean) <= max {
+				if got != clean {
+					t.Fatalf("SanitizeText(.., %d) = %q, want the whole %q", max, got, clean)
+				}
+			} else if !strings.Contains(got, "bytes truncated]") {
+				t.Fatalf("SanitizeText(.., %d) = %q: no truncation marker", max, got)
+			}
+		}
+	}
+}

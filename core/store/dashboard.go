@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// This file holds the read-only queries that only the dashboard (ffctl tui)
+// needs. Each is bounded (LIMIT) and backed by an index, so its cost does not
+// grow with history: the dashboard runs them every second or two.
+
+// RunStates lists the states a workflow run can be in, in display order.
+var RunStates = []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}
+
+// qRunStateCountsBounded counts runs per state, each count stopping at $1:
+// an index-only scan of workflow_runs_state_created reads at most $1 entries
+// per state, where RunStateCounts' GROUP BY reads the whole table.
+const qRunStateCountsBounded = `
+SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'PENDING' LIMIT $1) x) AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'RUNNING' LIMIT $1) x) AS running,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'SUCCEEDED' LIMIT $1) x) AS succeeded,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'FAILED' LIMIT $1) x) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'CANCELLED' LIMIT $1) x) AS cancelled`
+
+// RunStateCountsBounded counts runs per state like RunStateCounts, but each
+// count stops at limit (a count equal to limit means "limit or more"), so
+// its cost is bounded whatever the history. limit <= 0 means 10000.
+func (s *Store) RunStateCountsBounded(ctx context.Context, limit int64) (map[string]int64, error) {
+	if limit <= 0 {
+		limit = 10000
+	}
+	var row struct {
+		Pending   int64 `db:"pending"`
+		Running   int64 `db:"running"`
+		Succeeded int64 `db:"succeeded"`
+		Failed    int64 `db:"failed"`
+		Cancelled int64 `db:"cancelled"`
+	}
+	if err := s.db.GetContext(ctx, &row, qRunStateCountsBounded, limit); err != nil {
+		return nil, fmt.Errorf("count runs by state: %w", err)
+	}
+	return map[string]int64{
+		"PENDING":   row.Pending,
+		"RUNNING":   row.Running,
+		"SUCCEEDED": row.Succeeded,
+		"FAILED":    row.Failed,
+		"CANCELLED": row.Cancelled,
+	}, nil
+}
+
+// PendingDispatch is one outbox row not yet confirmed by the broker, with
+// the task it dispatches.
+type PendingDispatch struct {
+	ID           int64     `db:"id" json:"id"`
+	TaskRunID    uuid.UUID `db:"task_run_id" json:"task_run_id"`
+	FencingToken int64     `db:"fencing_token_snapshot" json:"fencing_token"`
+	TaskName     string    `db:"task_name" json:"task"`
+	Workflow     string    `db:"workflow_name" json:"workflow"`
+	CreatedAt    time.Time `db:"created_at" json:"created_at"`
+	// AgeSeconds is measured on the database clock.
+	AgeSeconds float64 `db:"age_seconds" json:"age_seconds"`
+	Attempts   int     `db:"publish_attempts" json:"publish_attempts"`
+	LastError  *string `db:"last_error" json:"last_error"`
+}
+
+// qOldestPending walks outbox_pending (the partial index on pending rows) in
+// id order, so it reads at most $1 rows whatever was published before.
+const qOldestPending = `
+SELECT o.id, o.task_run_id, o.fencing_token_snapshot, t.task_name, r.workflow_name, o.created_at,
+       extract(epoch FROM now() - o.created_at)::float8 AS age_seconds, o.publish_attempts, o.last_error
+  FROM (SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1) o
+  JOIN task_runs t ON t.id = o.task_run_id
+  JOIN workflow_runs r ON r.id = t.run_id
+ ORDER BY o.id`
+
+// OldestPendingDispatches returns up to limit pending outbox rows, oldest
+// first. limit <= 0 means 20.
+func (s *Store) OldestPendingDispatches(ctx context.Context, limit int) ([]PendingDispatch, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	var out []PendingDispatch
+	if err := s.db.SelectContext(ctx, &out, qOldestPending, limit); err != nil {
+		return nil, fmt.Errorf("list pending dispatches: %w", err)
+	}
+	return out, nil
+}

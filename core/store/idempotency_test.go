@@ -1,0 +1,159 @@
+package store_test
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+const keyed = `
+name: keyed
+tasks:
+  - {name: report, handler: noop, idempotency_key: "k-{{ .Params.day }}"}
+`
+
+// claimedKeyedTasks triggers n runs of keyed with the same day and claims
+// each run's task.
+func (f *fixture) claimedKeyedTasks(n int) []store.ClaimedTask {
+	f.t.Helper()
+	f.apply(keyed)
+	out := make([]store.ClaimedTask, n)
+	for i := range out {
+		runID := f.trigger("keyed", `{"day":"2024-01-01"}`)
+		out[i] = f.claim(f.taskID(runID, "report"), "w", time.Minute)
+		if out[i].IdempotencyKey.String != "k-2024-01-01" {
+			f.t.Fatalf("rendered key %v", out[i].IdempotencyKey)
+		}
+	}
+	return out
+}
+
+func TestExactlyOneTaskRunOwnsAnIdempotencyKey(t *testing.T) {
+	f := newFixture(t)
+	cs := f.claimedKeyedTasks(20)
+	const key = "k-2024-01-01"
+	claims := make([]store.KeyClaim, len(cs))
+	together(len(cs), func(i int) {
+		kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, cs[i].ID, cs[i].FencingToken)
+		if err != nil {
+			t.Errorf("claim key %d: %v", i, err)
+		}
+		claims[i] = kc
+	})
+	owner := -1
+	for i, kc := range claims {
+		switch {
+		case kc.Owned && owner >= 0:
+			t.Fatalf("task runs %d and %d both own the key", owner, i)
+		case kc.Owned:
+			owner = i
+		case kc.Done:
+			t.Fatalf("claim %d reports the key done before anyone finished", i)
+		}
+	}
+	if owner < 0 {
+		t.Fatal("nobody owns the key")
+	}
+	// The owner finishes; every other attempt reuses its result.
+	f.finish(cs[owner], store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"rows":99}`), IdempotencyKey: key})
+	var mu sync.Mutex
+	done := 0
+	together(len(cs), func(i int) {
+		if i == owner {
+			return
+		}
+		kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, cs[i].ID, cs[i].FencingToken)
+		if err != nil {
+			t.Errorf("claim key %d: %v", i, err)
+			return
+		}
+		if kc.Owned || !kc.Done || string(kc.Result) != `{"rows": 99}` {
+			t.Errorf("claim %d after the owner finished: %+v (result %s)", i, kc, kc.Result)
+			return
+		}
+		mu.Lock()
+		done++
+		mu.Unlock()
+	})
+	if done != len(cs)-1 {
+		t.Fatalf("%d attempts reused the result, want %d", done, len(cs)-1)
+	}
+}
+
+func TestAFailedOwnerReleasesTheIdempotencyKey(t *testing.T) {
+	f := newFixture(t)
+	cs := f.claimedKeyedTasks(3)
+	const key = "k-2024-01-01"
+	first, err := f.s.ClaimIdempotencyKey(f.ctx, key, cs[0].ID, cs[0].FencingToken)
+	if err != nil || !first.Owned {
+		t.Fatalf("first claim: %+v %v", first, err)
+	}
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, cs[1].ID, cs[1].FencingToken); err != nil || kc.Owned || kc.Done {
+		t.Fatalf("claim while the owner runs: %+v %v; want wait", kc, err)
+	}
+	f.finish(cs[0], store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", RetryDelay: time.Hour, IdempotencyKey: key})
+	kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, cs[1].ID, cs[1].FencingToken)
+	if err != nil || !kc.Owned {
+		t.Fatalf("claim after the owner failed: %+v %v; want Owned", kc, err)
+	}
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, cs[2].ID, cs[2].FencingToken); err != nil || kc.Owned || kc.Done {
+		t.Fatalf("third claim: %+v %v; want wait", kc, err)
+	}
+	// The first owner's late success (stale token) records nothing.
+	if _, ok, _ := f.s.Finish(f.ctx, store.FinishRequest{ID: cs[0].ID, Token: cs[0].FencingToken, Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`"stale"`), IdempotencyKey: key}); ok {
+		t.Fatal("a stale finish was recorded")
+	}
+	f.finish(cs[1], store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`"fresh"`), IdempotencyKey: key})
+	kc, err = f.s.ClaimIdempotencyKey(f.ctx, key, cs[2].ID, cs[2].FencingToken)
+	if err != nil || !kc.Done || string(kc.Result) != `"fresh"` {
+		t.Fatalf("claim after the second owner succeeded: %+v %v", kc, err)
+	}
+}
+
+func TestAReapedOwnerReleasesTheIdempotencyKey(t *testing.T) {
+	f := newFixture(t)
+	f.apply(keyed)
+	r1 := f.trigger("keyed", `{"day":"d"}`)
+	r2 := f.trigger("keyed", `{"day":"d"}`)
+	c1 := f.claim(f.taskID(r1, "report"), "w1", time.Millisecond)
+	c2 := f.claim(f.taskID(r2, "report"), "w2", time.Minute)
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, "k-d", c1.ID, c1.FencingToken); err != nil || !kc.Owned {
+		t.Fatalf("%+v %v", kc, err)
+	}
+	f.waitLeaseExpired(c1.ID)
+	if n, err := f.s.ReapExpired(f.ctx, 10, zeroBackoff, "reaper"); n != 1 || err != nil {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, "k-d", c2.ID, c2.FencingToken); err != nil || !kc.Owned {
+		t.Fatalf("claim after the owner's lease was reaped: %+v %v", kc, err)
+	}
+	f.wantState(c1.ID, core.TaskRetrying)
+}
+
+// TestIdempotencyKeyRendersNumbersVerbatim: Trigger decodes the params
+// with json.Unmarshal into map[string]any, so a number becomes a float64 and
+// the template prints it in %v form: {"day": 20240101} gives the key
+// "k-2.0240101e+07", and two ids that differ past float64's precision
+// share one key (and so one result).
+func TestIdempotencyKeyRendersNumbersVerbatim(t *testing.T) {
+	f := newFixture(t)
+	f.apply(keyed)
+	for params, want := range map[string]string{
+		`{"day": 20240101}`:         "k-20240101",
+		`{"day": 9007199254740993}`: "k-9007199254740993",
+	} {
+		runID := f.trigger("keyed", params)
+		d := f.task(f.taskID(runID, "report"))
+		got := "<none>"
+		if d.IdempotencyKey != nil {
+			got = *d.IdempotencyKey
+		}
+		if got != want {
+			t.Errorf("params %s: key %q, want %q", params, got, want)
+		}
+	}
+}
