@@ -1,0 +1,223 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
+)
+
+// DefaultTestAMQPURL is used when FLOWFORGE_TEST_AMQP_URL is unset.
+const DefaultTestAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// TestAMQPURL returns the broker tests use when they do not start their own.
+func TestAMQPURL() string {
+	if u := os.Getenv("FLOWFORGE_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return DefaultTestAMQPURL
+}
+
+// StackOptions configures NewStack. Zero values pick the shared services.
+type StackOptions struct {
+	// DatabaseURL of an existing (empty or migrated) database; empty means
+	// a throwaway database from storetest on the shared server.
+	DatabaseURL string
+	// AMQPURLs of the broker (several for a cluster); empty means
+	// TestAMQPURL().
+	AMQPURLs []string
+}
+
+// Stack is one isolated FlowForge installation for a test: its own
+// database, its own dispatch queue name, and the real ffctl binary. It
+// starts no daemon by itself: see Daemon.
+type Stack struct {
+	Bin         string
+	DatabaseURL string
+	AMQPURLs    []string
+	Queue       string
+	Store       *store.Store
+}
+
+// NewStack builds ffctl, prepares and migrates the database (with `ffctl
+// migrate`), picks a unique queue name (deleted with its dead-letter queue
+// in t.Cleanup) and opens a store for assertions.
+func NewStack(t testing.TB, opt StackOptions) *Stack {
+	t.Helper()
+	s := &Stack{Bin: BuildFFCTL(t), DatabaseURL: opt.DatabaseURL, AMQPURLs: opt.AMQPURLs}
+	if s.DatabaseURL == "" {
+		s.DatabaseURL = storetest.NewDatabase(t)
+	}
+	if len(s.AMQPURLs) == 0 {
+		s.AMQPURLs = []string{TestAMQPURL()}
+	}
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	s.Queue = "fftest." + hex.EncodeToString(b)
+	t.Cleanup(func() { s.deleteQueues() })
+	s.MustCLI(t, "migrate")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, s.DatabaseURL, store.Options{MaxConns: 8})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s.Store = st
+	return s
+}
+
+func (s *Stack) deleteQueues() {
+	for _, u := range s.AMQPURLs {
+		conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+		if err != nil {
+			continue
+		}
+		ch, err := conn.Channel()
+		if err == nil {
+			_, _ = ch.QueueDelete(s.Queue, false, false, false)
+			_, _ = ch.QueueDelete(s.Queue+".dead", false, false, false)
+		}
+		conn.Close()
+		return
+	}
+}
+
+// Env returns the environment that points ffctl at this stack (health
+// servers disabled unless a test passes --health-addr).
+func (s *Stack) Env() []string {
+	return []string{
+		"FLOWFORGE_DATABASE_URL=" + s.DatabaseURL,
+		"FLOWFORGE_AMQP_URL=" + strings.Join(s.AMQPURLs, ","),
+		"FLOWFORGE_QUEUE=" + s.Queue,
+		"FLOWFORGE_HEALTH_ADDR=",
+		"FLOWFORGE_LOG_LEVEL=debug",
+	}
+}
+
+// Daemon starts `ffctl daemon ROLE args...` as a subprocess named name.
+func (s *Stack) Daemon(t testing.TB, name, role string, args ...string) *Process {
+	t.Helper()
+	return StartProcess(t, name, s.Bin, append([]string{"daemon", role}, args...), s.Env())
+}
+
+// CLI runs ffctl with args against this stack and returns its stdout,
+// stderr and exit code (bounded by one minute).
+func (s *Stack) CLI(t testing.TB, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return s.CLIWithInput(t, "", args...)
+}
+
+// CLIWithInput is CLI with standard input.
+func (s *Stack) CLIWithInput(t testing.TB, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.Bin, args...)
+	cmd.Env = append(os.Environ(), s.Env()...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("ffctl %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return o.String(), e.String(), code
+}
+
+// MustCLI runs ffctl and fails the test unless it exits 0; it returns
+// stdout.
+func (s *Stack) MustCLI(t testing.TB, args ...string) string {
+	t.Helper()
+	out, errOut, code := s.CLI(t, args...)
+	if code != 0 {
+		t.Fatalf("ffctl %v: exit %d\nstdout: %s\nstderr: %s", args, code, out, errOut)
+	}
+	return out
+}
+
+// Apply applies a workflow file given as YAML text.
+func (s *Stack) Apply(t testing.TB, yaml string) {
+	t.Helper()
+	out, errOut, code := s.CLIWithInput(t, yaml, "workflow", "apply", "-f", "-")
+	if code != 0 {
+		t.Fatalf("workflow apply: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// Trigger starts a run of workflow with params ("k=v") and returns its id.
+func (s *Stack) Trigger(t testing.TB, workflow string, params ...string) string {
+	t.Helper()
+	args := []string{"run", "trigger", workflow}
+	for _, p := range params {
+		args = append(args, "--param", p)
+	}
+	return strings.TrimSpace(s.MustCLI(t, args...))
+}
+
+// RunJSON is the subset of `ffctl run show -o json` tests assert on.
+type RunJSON struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Tasks []struct {
+		ID          string          `json:"id"`
+		Name        string          `json:"name"`
+		State       string          `json:"state"`
+		Attempt     int             `json:"attempt"`
+		MaxAttempts int             `json:"max_attempts"`
+		Result      json.RawMessage `json:"result"`
+		Error       *string         `json:"error"`
+	} `json:"tasks"`
+}
+
+// Task returns the named task of the run (failing the test if absent).
+func (r RunJSON) Task(t testing.TB, name string) (id, state string, attempt int) {
+	t.Helper()
+	for _, x := range r.Tasks {
+		if x.Name == name {
+			return x.ID, x.State, x.Attempt
+		}
+	}
+	t.Fatalf("run %s has no task %q", r.ID, name)
+	return "", "", 0
+}
+
+// ShowRun reads a run through `ffctl run show -o json`.
+func (s *Stack) ShowRun(t testing.TB, id string) RunJSON {
+	t.Helper()
+	var r RunJSON
+	out := s.MustCLI(t, "run", "show", id, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("decode run show: %v\n%s", err, out)
+	}
+	return r
+}
+
+// WaitRunTerminal polls (through the store) until the run's state is
+// terminal and the run settled, or fails the test after timeout; it returns
+// the run as `ffctl run show -o json` reports it.
+func (s *Stack) WaitRunTerminal(t testing.TB, id string, timeout time.Duration) RunJSON {
+	t.Helper()
+	Eventually(t, timeout, "run "+id+" to finish", func() (bool, error) {
+		r := s.ShowRun(t, id)
+		return core.RunState(r.State).Terminal(), nil
+	})
+	return s.ShowRun(t, id)
+}
