@@ -163,7 +163,7 @@ WITH cand AS (
     SELECT id, fencing_token,
            jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name)
       FROM promoted
-    ON CONFLICT (task_run_id, fencing_token_snapshot) DO NOTHING
+    ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'READY', attempt, fencing_token, $2,

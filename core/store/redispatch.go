@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// qRedispatch writes a new outbox row (same fencing token, next dispatch
+// number) for READY tasks that nobody claimed although their last dispatch
+// was confirmed more than $1 ms ago and none is pending. The earlier
+// message may be lost (its queue deleted, its broker node gone); if it is
+// merely slow, the two copies carry the same token and the first to arrive
+// claims while the other loses. The task's state does not change; the
+// history records the redispatch.
+const qRedispatch = `
+WITH stale AS (
+    SELECT t.id, t.run_id, t.task_name, t.fencing_token, t.attempt,
+           (SELECT max(o.dispatch) FROM outbox o
+             WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
+      FROM task_runs t
+     WHERE t.state = 'READY' AND t.ready_at < now() - $1::bigint * interval '1 millisecond'
+       AND NOT EXISTS (SELECT 1 FROM outbox o
+                        WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token
+                          AND (o.published_at IS NULL OR o.published_at > now() - $1::bigint * interval '1 millisecond'))
+     ORDER BY t.ready_at
+     LIMIT $2
+       FOR UPDATE OF t SKIP LOCKED
+), ins AS (
+    INSERT INTO outbox (task_run_id, fencing_token_snapshot, dispatch, payload)
+    SELECT id, fencing_token, coalesce(last_dispatch, 0) + 1,
+           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name)
+      FROM stale
+    ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
+ RETURNING task_run_id, dispatch
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT s.id, s.run_id, 'READY', 'READY', s.attempt, s.fencing_token, $3,
+           'redispatched (dispatch ' || i.dispatch || '): no worker claimed it since its last dispatch was confirmed'
+      FROM stale s JOIN ins i ON i.task_run_id = s.id
+)
+SELECT count(*) FROM ins`
+
+// Redispatch re-sends up to limit READY tasks that no worker claimed within
+// after of their last confirmed dispatch (see qRedispatch), and wakes the
+// publishers. It returns how many it re-sent. after should be far longer
+// than a normal queueing delay: a slow copy costs only a lost claim.
+func (s *Store) Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &n, qRedispatch, after.Milliseconds(), limit, actor); err != nil {
+			return fmt.Errorf("redispatch stale READY tasks: %w", err)
+		}
+		if n > 0 {
+			return notify(ctx, tx, TopicOutbox)
+		}
+		return nil
+	})
+	return n, err
+}
