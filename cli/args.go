@@ -11,7 +11,8 @@ import (
 // command named by args it moves every flag (with its value) ahead of the
 // positional arguments. "--" ends flag handling.
 func interspersed(app *cli.App, args []string) []string {
-	if len(args) < 2 {
+	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
+		// Shell completion needs its flag last and no "--": leave it be.
 		return args
 	}
 	cmds := app.Commands
@@ -44,6 +45,11 @@ func interspersed(app *cli.App, args []string) []string {
 			break
 		}
 	}
+	if i > len(args) {
+		// A value-taking flag was last, without its value: the parser
+		// reports it.
+		return args
+	}
 	head := append([]string(nil), args[:i]...)
 	var fl, pos []string
 	for j := i; j < len(args); j++ {
@@ -72,9 +78,8 @@ func interspersed(app *cli.App, args []string) []string {
 
 func isBoolFlag(flags []cli.Flag, arg string) bool {
 	name := strings.TrimLeft(arg, "-")
-	if name == "h" || name == "help" || name == "v" || name == "version" || name == "generate-bash-completion" {
-		return true
-	}
+	// The command's own flags first: `run trigger --version N` takes a value
+	// even though the global --version does not.
 	for _, f := range flags {
 		for _, n := range f.Names() {
 			if n == name {
@@ -83,5 +88,5 @@ func isBoolFlag(flags []cli.Flag, arg string) bool {
 			}
 		}
 	}
-	return false
+	return name == "h" || name == "help" || name == "v" || name == "version" || name == "generate-bash-completion"
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"strings"
 	"time"
 
@@ -64,12 +65,19 @@ func openStore(c *cli.Context) (*store.Store, error) {
 }
 
 // actor names the person or process behind a CLI action in the audit trail:
-// the OS user, and the host.
+// the OS user (from the user database, else $USER, else the uid), and the
+// host.
 func actor() string {
-	user := os.Getenv("USER")
-	if user == "" {
-		user = fmt.Sprintf("uid:%d", os.Getuid())
+	name := ""
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	if name == "" {
+		name = fmt.Sprintf("uid:%d", os.Getuid())
 	}
 	host, _ := os.Hostname()
-	return "cli:" + user + "@" + host
+	return "cli:" + name + "@" + host
 }

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/clock"
+	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/health"
 	"github.com/flowforge/flowforge/daemon/metrics"
@@ -38,9 +42,11 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.BoolFlag{Name: "allow-shell", Usage: "worker: enable the shell handler (runs commands as this user)", EnvVars: []string{"FLOWFORGE_ALLOW_SHELL"}},
 		&cli.DurationFlag{Name: "lease", Usage: "worker: lease duration; heartbeats every lease/3", Value: worker.LeaseDefault, EnvVars: []string{"FLOWFORGE_LEASE"}},
 		&cli.DurationFlag{Name: "slot-wait", Usage: "worker: how long a delivery may wait for a free slot before it is handed back (keep below the broker's consumer_timeout)", Value: worker.SlotWaitDefault, EnvVars: []string{"FLOWFORGE_SLOT_WAIT"}},
+		&cli.DurationFlag{Name: "redispatch-after", Usage: "scheduler: dispatch a READY task again when no worker claimed it this long after its dispatch was confirmed (a lost message)", Value: scheduler.RedispatchAfterDefault, EnvVars: []string{"FLOWFORGE_REDISPATCH_AFTER"}},
 		&cli.DurationFlag{Name: "sweep-interval", Usage: "scheduler: period of the pass that runs without a notification", Value: scheduler.SweepIntervalDefault, EnvVars: []string{"FLOWFORGE_SWEEP_INTERVAL"}},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "publisher: period of the outbox poll that runs without a notification", Value: publisher.PollIntervalDefault, EnvVars: []string{"FLOWFORGE_POLL_INTERVAL"}},
 		&cli.StringFlag{Name: "id", Usage: "process id recorded in leases and history (default role-host-pid-random)", EnvVars: []string{"FLOWFORGE_ID"}},
+		&cli.StringFlag{Name: "debug-clock-skew", Hidden: true, Usage: "testing aid: shift every wall-clock reading of the scheduler and worker by this much (+3h, -3h)", EnvVars: []string{"FLOWFORGE_DEBUG_CLOCK_SKEW"}},
 	}
 	sub := func(role, usage string) *cli.Command {
 		return &cli.Command{
@@ -52,8 +58,9 @@ func daemonCommand(env *Env) *cli.Command {
 		}
 	}
 	return &cli.Command{
-		Name:  "daemon",
-		Usage: "run a FlowForge daemon: scheduler, publisher, worker, or all three in one process",
+		Name:      "daemon",
+		Usage:     "run a FlowForge daemon: scheduler, publisher, worker, or all three in one process",
+		UsageText: "ffctl daemon all|scheduler|publisher|worker [command options]\n\nExample:\n  ffctl daemon all --allow-shell\n  ffctl daemon worker --concurrency 32 --health-addr 127.0.0.1:9093",
 		Subcommands: []*cli.Command{
 			sub("all", "run scheduler, publisher and worker in one process (development default)"),
 			sub("scheduler", "promote ready tasks into the outbox, retry, reap expired leases, derive run states"),
@@ -88,6 +95,57 @@ func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.
 		log.Error("daemon: database not available; retrying", "err", err, "retry_in", d.String())
 		if backoff.Sleep(ctx, d) != nil {
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// DependencyWatchInterval is how often a daemon checks its dependencies
+// for flowforge_dependency_up and the "dependency lost/recovered" log lines.
+const DependencyWatchInterval = time.Second
+
+// watchDependencies runs every readiness check each DependencyWatchInterval
+// until ctx ends. It sets flowforge_dependency_up, logs "daemon: dependency
+// lost" when a dependency that answered stops answering and "daemon:
+// dependency recovered" when it answers again, and counts the recovery in
+// flowforge_reconnects_total for the dependencies in countReconnects (those
+// no loop of this process counts itself).
+func watchDependencies(ctx context.Context, checks map[string]health.Check, countReconnects []string, m *metrics.Metrics, log *slog.Logger) {
+	down := map[string]time.Time{}
+	t := time.NewTicker(DependencyWatchInterval)
+	defer t.Stop()
+	for {
+		for name, check := range checks {
+			cctx, cancel := context.WithTimeout(ctx, health.CheckTimeout)
+			err := check(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			dep := name
+			if name == "rabbitmq_consumer" {
+				dep = "rabbitmq"
+			}
+			since, wasDown := down[name]
+			switch {
+			case err != nil && !wasDown:
+				down[name] = time.Now()
+				m.DependencyUp.WithLabelValues(name).Set(0)
+				log.Warn("daemon: dependency lost", "dependency", name, "err", err)
+			case err == nil && wasDown:
+				delete(down, name)
+				m.DependencyUp.WithLabelValues(name).Set(1)
+				if slices.Contains(countReconnects, dep) {
+					m.Reconnects.WithLabelValues(dep).Inc()
+				}
+				log.Info("daemon: dependency recovered", "dependency", name, "down_for", time.Since(since).Round(time.Millisecond).String())
+			case err == nil:
+				m.DependencyUp.WithLabelValues(name).Set(1)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -134,80 +192,59 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		}
 	}()
 
-	dbURL := databaseURL(c)
-	st, err := openStoreRetrying(ctx, dbURL, 10+c.Int("concurrency"), log)
+	// Failpoints are a testing aid (package failpoint), read once here.
+	fps, err := failpoint.Parse(env.env(failpoint.EnvVar))
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return failure(err)
+		return usageError("%s: %v", failpoint.EnvVar, err)
 	}
-	defer st.Close()
+	// Clock skew is a testing aid too (package clock): every wall-clock
+	// reading of the scheduler and worker is shifted by it.
+	skew, err := clock.ParseSkew(c.String("debug-clock-skew"))
+	if err != nil {
+		return usageError("--debug-clock-skew: %v", err)
+	}
+	var clk clock.Clock = clock.System{}
+	if skew != 0 {
+		clk = clock.Skewed{Skew: skew}
+		log.Warn("daemon: DEBUG process clock skewed", "skew", skew.String(), "process_clock", clk.Now().UTC().Format(time.RFC3339))
+	}
 
-	m := metrics.New()
-	hs := health.New(m.Registry, log)
-	hs.AddReadiness("postgres", st.Ping)
 	bcfg := brokerConfig(c, log)
 	if len(bcfg.URLs) == 0 && role != "scheduler" {
 		return usageError("--amqp-url is empty")
 	}
 
-	type runner struct {
-		name string
-		run  func(context.Context) error
+	// The health server comes up before any dependency is reached, so that
+	// /health/live answers and /health/ready reports 503 while the daemon
+	// is still waiting for its database or broker at start.
+	m := metrics.New()
+	hs := health.New(m.Registry, log)
+	checks := map[string]health.Check{}
+	setCheck := func(name string, c health.Check) {
+		checks[name] = c
+		hs.AddReadiness(name, c)
 	}
-	var runners []runner
-	if role == "scheduler" || role == "all" {
-		s, err := scheduler.New(scheduler.Config{Store: st, DatabaseURL: dbURL, ID: id, SweepInterval: c.Duration("sweep-interval"), Logger: log, Metrics: m})
-		if err != nil {
-			return failure(err)
+	var stRef atomic.Pointer[store.Store]
+	setCheck("postgres", func(ctx context.Context) error {
+		if s := stRef.Load(); s != nil {
+			return s.Ping(ctx)
 		}
-		hs.AddLiveness("scheduler", s.Live)
-		runners = append(runners, runner{"scheduler", s.Run})
+		return errors.New("not connected yet")
+	})
+	deps := []string{"postgres"}
+	brokerCheck := "rabbitmq"
+	if role == "all" {
+		brokerCheck = "rabbitmq_consumer"
 	}
-	if role == "publisher" || role == "all" {
-		p, err := publisher.New(publisher.Config{Store: st, DatabaseURL: dbURL, Broker: bcfg, PollInterval: c.Duration("poll-interval"), Logger: log, Metrics: m})
-		if err != nil {
-			return failure(err)
+	if role != "scheduler" {
+		notYet := func(context.Context) error { return errors.New("not connected yet") }
+		if role == "all" {
+			setCheck("rabbitmq", notYet)
 		}
-		if err := p.Start(ctx); err != nil {
-			return failure(err)
-		}
-		hs.AddReadiness("rabbitmq", p.BrokerReady)
-		runners = append(runners, runner{"publisher", p.Run})
+		setCheck(brokerCheck, notYet)
+		deps = append(deps, "rabbitmq")
 	}
-	if role == "worker" || role == "all" {
-		hbStore, err := openStoreRetrying(ctx, dbURL, 3, log)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return failure(err)
-		}
-		defer hbStore.Close()
-		reg := env.Registry
-		handlers.Register(reg, handlers.Options{AllowShell: c.Bool("allow-shell")})
-		wcfg := worker.Config{Store: st, Renewer: hbStore, Broker: brokerConfig(c, log), Registry: reg,
-			Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"), SlotWait: c.Duration("slot-wait"),
-			ID: id, Logger: log, Metrics: m}
-		w, err := worker.New(wcfg)
-		if err != nil {
-			return failure(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			return failure(err)
-		}
-		abortMu.Lock()
-		abort = w.Abort
-		abortMu.Unlock()
-		if role == "worker" {
-			hs.AddReadiness("rabbitmq", w.BrokerReady)
-		} else {
-			hs.AddReadiness("rabbitmq_consumer", w.BrokerReady)
-		}
-		runners = append(runners, runner{"worker", w.Run})
-	}
-
+	m.InitDependencies(deps...)
 	addr := c.String("health-addr")
 	if !c.IsSet("health-addr") {
 		addr = defaultHealthAddr[role]
@@ -224,6 +261,84 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 			_ = hs.Stop(sctx)
 		}()
 	}
+
+	dbURL := databaseURL(c)
+	st, err := openStoreRetrying(ctx, dbURL, 10+c.Int("concurrency"), log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return failure(err)
+	}
+	defer st.Close()
+	stRef.Store(st)
+	m.SetOutboxSource(func(ctx context.Context) (float64, float64, error) {
+		o, err := st.OutboxStatus(ctx)
+		return float64(o.Pending), o.OldestPendingSeconds, err
+	})
+
+	type runner struct {
+		name string
+		run  func(context.Context) error
+	}
+	var runners []runner
+	if role == "scheduler" || role == "all" {
+		s, err := scheduler.New(scheduler.Config{Store: st, DatabaseURL: dbURL, ID: id, SweepInterval: c.Duration("sweep-interval"), RedispatchAfter: c.Duration("redispatch-after"), Logger: log, Metrics: m, Clock: clk})
+		if err != nil {
+			return failure(err)
+		}
+		hs.AddLiveness("scheduler", s.Live)
+		runners = append(runners, runner{"scheduler", s.Run})
+	}
+	if role == "publisher" || role == "all" {
+		p, err := publisher.New(publisher.Config{Store: st, DatabaseURL: dbURL, Broker: bcfg, PollInterval: c.Duration("poll-interval"), Logger: log, Metrics: m, Failpoints: fps})
+		if err != nil {
+			return failure(err)
+		}
+		if err := p.Start(ctx); err != nil {
+			return failure(fmt.Errorf("publisher: %w", err))
+		}
+		setCheck("rabbitmq", p.BrokerReady)
+		runners = append(runners, runner{"publisher", p.Run})
+	}
+	if role == "worker" || role == "all" {
+		hbStore, err := openStoreRetrying(ctx, dbURL, 3, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return failure(err)
+		}
+		defer hbStore.Close()
+		reg := env.Registry
+		handlers.Register(reg, handlers.Options{AllowShell: c.Bool("allow-shell")})
+		wcfg := worker.Config{Store: st, Renewer: hbStore, Broker: brokerConfig(c, log), Registry: reg,
+			Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"), SlotWait: c.Duration("slot-wait"),
+			ID: id, Logger: log, Metrics: m, Clock: clk}
+		w, err := worker.New(wcfg)
+		if err != nil {
+			return failure(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			return failure(fmt.Errorf("worker: %w", err))
+		}
+		abortMu.Lock()
+		abort = w.Abort
+		abortMu.Unlock()
+		setCheck(brokerCheck, w.BrokerReady)
+		runners = append(runners, runner{"worker", w.Run})
+	}
+
+	if ctx.Err() != nil {
+		return nil // stopped while connecting
+	}
+	// The worker touches the database only when work arrives; the watcher
+	// is what notices (and counts) its database outages.
+	var countReconnects []string
+	if role == "worker" {
+		countReconnects = []string{"postgres"}
+	}
+	go watchDependencies(ctx, checks, countReconnects, m, log)
 
 	// Presence for the dashboard's Workers screen; failures are ignored (the
 	// loops report database trouble themselves).

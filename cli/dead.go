@@ -1,125 +1,309 @@
 package cli
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
+// maxReasonBytes bounds --reason (it is stored in the audit trail).
+const maxReasonBytes = 1024
+
 func deadCommand(env *Env) *cli.Command {
 	return &cli.Command{
-		Name:  "dead",
-		Usage: "list and requeue DEAD tasks",
+		Name:      "dead",
+		Usage:     "list and requeue DEAD tasks",
+		UsageText: "ffctl dead list|requeue [command options]\n\nExample:\n  ffctl dead list --workflow nightly-report --older-than 1h\n  ffctl dead requeue --all --workflow nightly-report --reason 'API key rotated' --yes",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "list",
 				Usage:     "list DEAD tasks, most recent first",
-				UsageText: "ffctl dead list [--workflow W] [--older-than D] [--limit N] [-o json]",
+				UsageText: "ffctl dead list [--workflow W] [--run RUN_ID] [--older-than D] [--limit N] [-o json]\n\nExample:\n  ffctl dead list --workflow nightly-report --older-than 30m -o json",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "workflow", Usage: "only tasks of this workflow"},
-					&cli.DurationFlag{Name: "older-than", Usage: "only tasks dead for at least this long"},
-					&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many"},
+					&cli.StringFlag{Name: "run", Usage: "only tasks of this run"},
+					&cli.DurationFlag{Name: "older-than", Usage: "only tasks dead for at least this long (database clock)"},
+					limitFlag(100),
 					outputFlag(),
 				},
-				Action: func(c *cli.Context) error {
-					format, err := outputFormat(c)
-					if err != nil {
-						return err
-					}
-					s, err := openStore(c)
-					if err != nil {
-						return err
-					}
-					defer s.Close()
-					tasks, err := s.ListDead(c.Context, store.DeadFilter{Workflow: c.String("workflow"), OlderThan: c.Duration("older-than"), Limit: c.Int("limit")})
-					if err != nil {
-						return failure(err)
-					}
-					if format == "json" {
-						if tasks == nil {
-							tasks = []store.TaskRun{}
-						}
-						return writeJSON(env.Stdout, tasks)
-					}
-					tw := newTable(env.Stdout)
-					fmt.Fprintln(tw, "TASK ID\tWORKFLOW\tTASK\tATTEMPTS\tDIED\tERROR")
-					for _, t := range tasks {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", t.ID, t.Workflow, sanitizeCell(t.Name), t.Attempt, t.MaxAttempts, fmtTime(t.FinishedAt), firstLine(t.Error, 60))
-					}
-					return tw.Flush()
-				},
+				Action: func(c *cli.Context) error { return deadList(c, env) },
 			},
 			{
-				Name:      "requeue",
-				Usage:     "move DEAD tasks back to PENDING with a fresh attempt budget (audited)",
-				UsageText: "ffctl dead requeue TASK_ID... --reason R\n\nExample:\n  ffctl dead requeue 3f1f8e2b-... --reason 'upstream API fixed'",
+				Name:  "requeue",
+				Usage: "move DEAD tasks back to PENDING with a fresh attempt budget (audited)",
+				UsageText: "ffctl dead requeue TASK_ID... --reason R [-o json]\n" +
+					"ffctl dead requeue --all [--workflow W] [--run RUN_ID] [--older-than D] --reason R [--yes] [-o json]\n\n" +
+					"Each task moves DEAD -> PENDING in one conditional statement: its fencing token is bumped,\n" +
+					"its attempt counter reset to 0 (a fresh budget of max_attempts), its run reopened, and an\n" +
+					"audit row written (who, when, why, DEAD -> PENDING). A task that is not DEAD, or whose run\n" +
+					"was cancelled, is refused and left unchanged. Without --reason a terminal prompts for it.\n" +
+					"--all asks for confirmation on a terminal; elsewhere it needs --yes.\n\n" +
+					"Example:\n  ffctl dead requeue 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 --reason 'upstream API fixed'\n" +
+					"  ffctl dead requeue --all --workflow nightly-report --reason 'disk freed' --yes",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "reason", Usage: "why (required; recorded in the audit trail)"},
+					&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"},
+					&cli.BoolFlag{Name: "all", Usage: "requeue every DEAD task the filters select (instead of TASK_IDs)"},
+					&cli.StringFlag{Name: "workflow", Usage: "with --all: only tasks of this workflow"},
+					&cli.StringFlag{Name: "run", Usage: "with --all: only tasks of this run"},
+					&cli.DurationFlag{Name: "older-than", Usage: "with --all: only tasks dead for at least this long"},
+					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (required with --all when not on a terminal)"},
 					outputFlag(),
 				},
-				Action: func(c *cli.Context) error {
-					format, err := outputFormat(c)
-					if err != nil {
-						return err
-					}
-					if c.NArg() == 0 {
-						return usageError("dead requeue needs at least one task id")
-					}
-					if c.String("reason") == "" {
-						return usageError("--reason is required: say why the task is requeued (it is audited)")
-					}
-					var ids []uuid.UUID
-					for _, a := range c.Args().Slice() {
-						id, err := parseID("task", a)
-						if err != nil {
-							return err
-						}
-						ids = append(ids, id)
-					}
-					s, err := openStore(c)
-					if err != nil {
-						return err
-					}
-					defer s.Close()
-					type result struct {
-						ID       uuid.UUID `json:"id"`
-						Requeued bool      `json:"requeued"`
-						Error    string    `json:"error,omitempty"`
-					}
-					var results []result
-					failed := 0
-					for _, id := range ids {
-						err := s.Requeue(c.Context, id, actor(), c.String("reason"))
-						r := result{ID: id, Requeued: err == nil}
-						if err != nil {
-							failed++
-							r.Error = err.Error()
-						}
-						results = append(results, r)
-					}
-					if format == "json" {
-						if err := writeJSON(env.Stdout, results); err != nil {
-							return err
-						}
-					} else {
-						for _, r := range results {
-							if r.Requeued {
-								fmt.Fprintf(env.Stdout, "requeued %s\n", r.ID)
-							} else {
-								fmt.Fprintf(env.Stderr, "not requeued: %s\n", r.Error)
-							}
-						}
-					}
-					if failed > 0 {
-						return failure(errors.New(fmt.Sprintf("%d of %d tasks not requeued", failed, len(ids))))
-					}
-					return nil
-				},
+				Action: func(c *cli.Context) error { return deadRequeue(c, env) },
 			},
 		},
 	}
+}
+
+// deadQuery reads the --workflow, --run and --older-than filters.
+func deadQuery(c *cli.Context) (store.DeadQuery, error) {
+	var q store.DeadQuery
+	if w := c.String("workflow"); w != "" {
+		if err := core.ValidateName("workflow", w); err != nil {
+			return q, usageError("--workflow: %v", err)
+		}
+		q.Workflow = w
+	}
+	if r := c.String("run"); r != "" {
+		id, err := parseID("run", r)
+		if err != nil {
+			return q, err
+		}
+		q.Run = id
+	}
+	if d := c.Duration("older-than"); d < 0 {
+		return q, usageError("--older-than %s: must not be negative", d)
+	} else {
+		q.OlderThan = d
+	}
+	return q, nil
+}
+
+func deadList(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 0 {
+		return usageError("dead list takes no arguments (filters are flags: --workflow, --run, --older-than)")
+	}
+	q, err := deadQuery(c)
+	if err != nil {
+		return err
+	}
+	if q.Limit, err = checkLimit(c); err != nil {
+		return err
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tasks, err := s.ListDeadTasks(c.Context, q)
+	if err != nil {
+		return failure(err)
+	}
+	if format == "json" {
+		if tasks == nil {
+			tasks = []store.TaskRun{}
+		}
+		return writeJSON(env.Stdout, tasks)
+	}
+	tw := newTable(env.Stdout, env.palette(), "TASK ID", "RUN ID", "WORKFLOW", "TASK", "STATE", "ATTEMPTS", "DIED", "ERROR")
+	for _, t := range tasks {
+		tw.row(t.ID.String(), t.RunID.String(), t.Workflow, sanitizeCell(t.Name), t.State, fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), fmtTime(t.FinishedAt), firstLine(t.Error, 60))
+	}
+	return tw.flush()
+}
+
+// requeueResult is one element of `dead requeue -o json`.
+type requeueResult struct {
+	ID       uuid.UUID `json:"id"`
+	Requeued bool      `json:"requeued"`
+	Error    string    `json:"error,omitempty"`
+}
+
+func deadRequeue(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	all := c.Bool("all")
+	var ids []uuid.UUID
+	var q store.DeadQuery
+	switch {
+	case all && c.NArg() > 0:
+		return usageError("dead requeue: give task ids or --all, not both")
+	case !all && c.NArg() == 0:
+		return usageError("dead requeue needs at least one task id, or --all")
+	case all:
+		if q, err = deadQuery(c); err != nil {
+			return err
+		}
+	default:
+		for _, f := range []string{"workflow", "run", "older-than"} {
+			if c.IsSet(f) {
+				return usageError("--%s only applies with --all", f)
+			}
+		}
+		seen := map[uuid.UUID]bool{}
+		for _, a := range c.Args().Slice() {
+			id, err := parseID("task", a)
+			if err != nil {
+				return err
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	if all && !c.Bool("yes") && !env.interactive() {
+		return usageError("dead requeue --all needs --yes when not run on a terminal (there is no one to confirm)")
+	}
+	in := bufio.NewReader(env.Stdin)
+	reason, err := requeueReason(c, env, in)
+	if err != nil {
+		return err
+	}
+
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if all {
+		q.Requeueable = true
+		q.Limit = maxLimit
+		tasks, err := s.ListDeadTasks(c.Context, q)
+		if err != nil {
+			return failure(err)
+		}
+		if len(tasks) == 0 {
+			if format == "json" {
+				return writeJSON(env.Stdout, []requeueResult{})
+			}
+			fmt.Fprintln(env.Stderr, "no DEAD tasks to requeue")
+			return nil
+		}
+		if !c.Bool("yes") {
+			ok, err := confirm(env, in, fmt.Sprintf("Requeue %d DEAD task(s)%s? [y/N] ", len(tasks), describeQuery(q)))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return failure(errors.New("requeue cancelled: nothing changed"))
+			}
+		}
+		for _, t := range tasks {
+			ids = append(ids, t.ID)
+		}
+	} else {
+		// Every id must name a task before any is requeued.
+		states, err := s.TaskStates(c.Context, ids)
+		if err != nil {
+			return failure(err)
+		}
+		var missing []string
+		for _, id := range ids {
+			if _, ok := states[id]; !ok {
+				missing = append(missing, id.String())
+			}
+		}
+		if len(missing) > 0 {
+			return failure(fmt.Errorf("task %s: %w (nothing was requeued)", strings.Join(missing, ", "), store.ErrNotFound))
+		}
+	}
+
+	results := make([]requeueResult, 0, len(ids))
+	failed := 0
+	who := actor()
+	for _, id := range ids {
+		err := s.Requeue(c.Context, id, who, reason)
+		r := requeueResult{ID: id, Requeued: err == nil}
+		if err != nil {
+			failed++
+			r.Error = err.Error()
+		}
+		results = append(results, r)
+	}
+	if format == "json" {
+		if err := writeJSON(env.Stdout, results); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			if r.Requeued {
+				fmt.Fprintf(env.Stdout, "requeued %s\n", r.ID)
+			} else {
+				fmt.Fprintf(env.Stderr, "not requeued: %s\n", r.Error)
+			}
+		}
+	}
+	if failed > 0 {
+		return failure(fmt.Errorf("%d of %d tasks not requeued", failed, len(ids)))
+	}
+	return nil
+}
+
+func describeQuery(q store.DeadQuery) string {
+	var parts []string
+	if q.Workflow != "" {
+		parts = append(parts, "of workflow "+q.Workflow)
+	}
+	if q.Run != uuid.Nil {
+		parts = append(parts, "of run "+q.Run.String())
+	}
+	if q.OlderThan > 0 {
+		parts = append(parts, "dead for at least "+q.OlderThan.String())
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " " + strings.Join(parts, ", ")
+}
+
+// requeueReason returns --reason, or asks for it on a terminal.
+func requeueReason(c *cli.Context, env *Env, in *bufio.Reader) (string, error) {
+	reason := strings.TrimSpace(c.String("reason"))
+	if reason == "" && !c.IsSet("reason") && env.interactive() {
+		fmt.Fprint(env.Stderr, "Reason for the requeue (recorded in the audit trail): ")
+		line, err := in.ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return "", usageError("read reason: %v", err)
+		}
+		reason = strings.TrimSpace(line)
+	}
+	switch {
+	case reason == "":
+		return "", usageError("--reason is required: say why the task is requeued (it is audited)")
+	case len(reason) > maxReasonBytes:
+		return "", usageError("--reason is longer than %d bytes", maxReasonBytes)
+	case strings.ContainsRune(reason, 0):
+		return "", usageError("--reason contains a NUL character")
+	}
+	return reason, nil
+}
+
+// confirm asks a yes/no question on standard error; only "y" or "yes" is a
+// yes.
+func confirm(env *Env, in *bufio.Reader, question string) (bool, error) {
+	fmt.Fprint(env.Stderr, question)
+	line, err := in.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, usageError("read answer: %v", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,6 +56,9 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.Code
+	case isLibraryExit(err):
+		// urfave/cli's own exits ("No help topic for 'x'") are usage errors.
+		return ExitBadUsage
 	case errors.Is(err, core.ErrBadParams), errors.Is(err, core.ErrBadWorkflow):
 		return ExitBadUsage
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
@@ -73,20 +77,41 @@ func Main(reg *core.Registry) {
 // Run runs ffctl with args (args[0] is the program name) and returns the
 // exit code. It never calls os.Exit.
 func Run(ctx context.Context, args []string, reg *core.Registry, stdin io.Reader, stdout, stderr io.Writer) int {
-	if reg == nil {
-		reg = core.NewRegistry()
+	return (&Env{Registry: reg, Stdin: stdin, Stdout: stdout, Stderr: stderr}).run(ctx, args)
+}
+
+// run runs ffctl in env and returns the exit code.
+func (env *Env) run(ctx context.Context, args []string) int {
+	if env.Registry == nil {
+		env.Registry = core.NewRegistry()
 	}
-	env := &Env{Registry: reg, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	env.args = args
+	parseMu.Lock()
+	env.parsed = sync.OnceFunc(parseMu.Unlock)
+	defer env.parsed()
 	app := NewApp(env)
 	err := app.RunContext(ctx, interspersed(app, args))
 	if err != nil {
 		msg := err.Error()
+		if isLibraryExit(err) {
+			if rest, ok := strings.CutPrefix(msg, "No help topic for "); ok {
+				msg = "unknown command " + rest + " (see --help)"
+			}
+		}
 		if !strings.HasPrefix(msg, "ffctl:") {
 			msg = "ffctl: " + msg
 		}
-		fmt.Fprintln(stderr, msg)
+		fmt.Fprintln(env.Stderr, msg)
 	}
 	return exitCode(err)
+}
+
+// isLibraryExit reports whether err is an exit error made by urfave/cli
+// itself rather than by ffctl.
+func isLibraryExit(err error) bool {
+	var ee *ExitError
+	var ec cli.ExitCoder
+	return !errors.As(err, &ee) && errors.As(err, &ec)
 }
 
 // Env is what commands share: the handler registry and the process's
@@ -96,7 +121,60 @@ type Env struct {
 	Stdin    io.Reader
 	Stdout   io.Writer
 	Stderr   io.Writer
+
+	// terminal and getenv replace terminal detection and os.Getenv in
+	// tests; nil means the real ones.
+	terminal func(f any) bool
+	getenv   func(string) string
+	// args is the command line being run (for shell completion).
+	args []string
+	// parsed ends this run's hold on parseMu; nil outside Env.run.
+	parsed func()
 }
+
+// parseMu serialises command-line parsing across concurrent Runs in one
+// process: urfave/cli v2 writes to its package-level HelpFlag and
+// VersionFlag while it parses. It is held from the start of a Run until its
+// command's action begins (see releaseParse), so actions run in parallel.
+var parseMu sync.Mutex
+
+// releaseParse wraps the action of c and of its descendants so that it
+// first lets other Runs parse. The completion command keeps the lock: it
+// reads the library's global flags.
+func releaseParse(env *Env, c *cli.Command) {
+	if a := c.Action; a != nil && c.Name != "completion" {
+		c.Action = func(ctx *cli.Context) error {
+			if env.parsed != nil {
+				env.parsed()
+			}
+			return a(ctx)
+		}
+	}
+	for _, s := range c.Subcommands {
+		releaseParse(env, s)
+	}
+}
+
+// isTTY reports whether the stream f (one of Stdin, Stdout, Stderr) is an
+// interactive terminal.
+func (env *Env) isTTY(f any) bool {
+	if env.terminal != nil {
+		return env.terminal(f)
+	}
+	return isTerminal(f)
+}
+
+func (env *Env) env(key string) string {
+	if env.getenv != nil {
+		return env.getenv(key)
+	}
+	return os.Getenv(key)
+}
+
+// interactive reports whether a person is at the keyboard: standard input
+// and standard error are both terminals, so a prompt can be seen and
+// answered.
+func (env *Env) interactive() bool { return env.isTTY(env.Stdin) && env.isTTY(env.Stderr) }
 
 // NewApp builds the urfave/cli application. It never calls os.Exit: errors
 // are returned from RunContext.
@@ -104,6 +182,7 @@ func NewApp(env *Env) *cli.App {
 	app := &cli.App{
 		Name:                 "ffctl",
 		Usage:                "run and operate FlowForge, a durable workflow engine on PostgreSQL and RabbitMQ",
+		UsageText:            "ffctl [global options] command [command options] [arguments...]\n\nExample:\n  ffctl run trigger nightly-report --param date=2026-11-30 --wait --timeout 10m\n\nExit codes: 0 success, 1 operation failed (not found, refused, run ended other than SUCCEEDED, timeout), 2 usage or bad input.",
 		Version:              Version,
 		Writer:               env.Stdout,
 		ErrWriter:            env.Stderr,
@@ -123,20 +202,26 @@ func NewApp(env *Env) *cli.App {
 			taskCommand(env),
 			deadCommand(env),
 			outboxCommand(env),
+			tuiCommand(env),
 			versionCommand(env),
+			completionCommand(env),
 		},
 	}
+	app.BashComplete = env.complete(nil)
 	for _, c := range app.Commands {
-		setUsageHandler(c)
+		setUsageHandler(c, "")
+		setCompletion(env, c)
+		releaseParse(env, c)
 	}
 	return app
 }
 
-func setUsageHandler(c *cli.Command) {
+func setUsageHandler(c *cli.Command, parent string) {
+	path := strings.TrimSpace(parent + " " + c.Name)
 	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return usageError("%s: %v (see ffctl %s --help)", c.Name, err, c.Name)
+		return usageError("%s: %v (see ffctl %s --help)", path, err, path)
 	}
 	for _, s := range c.Subcommands {
-		setUsageHandler(s)
+		setUsageHandler(s, path)
 	}
 }

@@ -41,7 +41,7 @@ func versionCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "version",
 		Usage:     "print ffctl's version",
-		UsageText: "ffctl version",
+		UsageText: "ffctl version\n\nExample:\n  ffctl version   # also: ffctl --version",
 		Action: func(c *cli.Context) error {
 			fmt.Fprintf(env.Stdout, "ffctl %s\n", Version)
 			return nil

@@ -6,16 +6,33 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 )
 
 // outputFlag is -o json|table; the default is table.
 func outputFlag() cli.Flag {
-	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table or json", Value: "table", EnvVars: []string{"FLOWFORGE_OUTPUT"}}
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "output format: table (aligned text; states coloured on a terminal unless NO_COLOR is set) or json (stable field names)", Value: "table", EnvVars: []string{"FLOWFORGE_OUTPUT"}}
+}
+
+// limitFlag is --limit N with its bounds checked by checkLimit.
+func limitFlag(def int) cli.Flag {
+	return &cli.IntFlag{Name: "limit", Value: def, Usage: fmt.Sprintf("at most this many (1 to %d)", maxLimit)}
+}
+
+// maxLimit bounds every --limit.
+const maxLimit = 10000
+
+func checkLimit(c *cli.Context) (int, error) {
+	n := c.Int("limit")
+	if n < 1 || n > maxLimit {
+		return 0, usageError("--limit %d: must be between 1 and %d", n, maxLimit)
+	}
+	return n, nil
 }
 
 func outputFormat(c *cli.Context) (string, error) {
@@ -33,14 +50,126 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func newTable(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+// isTerminal reports whether s (a stream) is an interactive terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// isTerminal reports whether w is an interactive terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+// useColor decides whether table output is coloured: only on a terminal,
+// and never when NO_COLOR is set to anything (https://no-color.org).
+func useColor(stdoutIsTerminal bool, noColor string) bool {
+	return stdoutIsTerminal && noColor == ""
+}
+
+// palette colours states and headers, or passes text through unchanged.
+type palette struct {
+	on     bool
+	header lipgloss.Style
+	states map[string]lipgloss.Style
+}
+
+// palette returns the colours for standard output.
+func (env *Env) palette() palette {
+	return newPalette(useColor(env.isTTY(env.Stdout), env.env("NO_COLOR")))
+}
+
+func newPalette(on bool) palette {
+	p := palette{on: on}
+	if !on {
+		return p
+	}
+	// The 16 basic ANSI colours: every terminal has them, and each user's
+	// theme maps them to something readable.
+	r := lipgloss.NewRenderer(io.Discard)
+	r.SetColorProfile(termenv.ANSI)
+	fg := func(c string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(c)) }
+	p.header = r.NewStyle().Bold(true)
+	p.states = map[string]lipgloss.Style{
+		"PENDING":   fg("8"),
+		"READY":     fg("6"),
+		"RUNNING":   fg("4"),
+		"RETRYING":  fg("3"),
+		"SUCCEEDED": fg("2"),
+		"DEAD":      fg("1").Bold(true),
+		"FAILED":    fg("1").Bold(true),
+		"CANCELLED": fg("5"),
+	}
+	return p
+}
+
+// state colours a task or run state.
+func (p palette) state(s string) string {
+	if st, ok := p.states[s]; ok && p.on {
+		return st.Render(s)
+	}
+	return s
+}
+
+// table prints aligned columns separated by two spaces. Widths are measured
+// on the plain text, so colouring a column (the STATE-like ones named in
+// stateColumns) never breaks the alignment.
+type table struct {
+	w      io.Writer
+	p      palette
+	header []string
+	rows   [][]string
+}
+
+// stateColumns are the headers whose cells are states, coloured by state.
+var stateColumns = map[string]bool{"STATE": true, "FROM": true, "TO": true, "OUTCOME": true}
+
+func newTable(w io.Writer, p palette, header ...string) *table {
+	return &table{w: w, p: p, header: header}
+}
+
+// row adds a row; cells beyond the header are dropped, missing ones blank.
+func (t *table) row(cells ...string) {
+	r := make([]string, len(t.header))
+	copy(r, cells)
+	t.rows = append(t.rows, r)
+}
+
+// flush writes the header and the rows.
+func (t *table) flush() error {
+	width := make([]int, len(t.header))
+	for i, h := range t.header {
+		width[i] = lipgloss.Width(h)
+	}
+	for _, r := range t.rows {
+		for i, c := range r {
+			width[i] = max(width[i], lipgloss.Width(c))
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string, style func(col int, s string) string) {
+		for i, c := range cells {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			b.WriteString(style(i, c))
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", width[i]-lipgloss.Width(c)))
+			}
+		}
+		b.WriteString("\n")
+	}
+	line(t.header, func(_ int, s string) string {
+		if t.p.on {
+			return t.p.header.Render(s)
+		}
+		return s
+	})
+	for _, r := range t.rows {
+		line(r, func(col int, s string) string {
+			if stateColumns[t.header[col]] {
+				return t.p.state(s)
+			}
+			return s
+		})
+	}
+	_, err := io.WriteString(t.w, b.String())
+	return err
 }
 
 func fmtTime(t *time.Time) string {

@@ -22,8 +22,9 @@ func runCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "timeout", Usage: "with waiting: give up after this long (exit 1; the run is not touched); 0 waits forever"},
 	}
 	return &cli.Command{
-		Name:  "run",
-		Usage: "trigger, list, show, wait for and cancel workflow runs",
+		Name:      "run",
+		Usage:     "trigger, list, show, wait for and cancel workflow runs",
+		UsageText: "ffctl run trigger|list|show|wait|cancel [command options] [arguments...]\n\nExample:\n  id=$(ffctl run trigger nightly-report --param date=2026-11-30)\n  ffctl run wait \"$id\" --timeout 10m",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "trigger",
@@ -32,7 +33,7 @@ func runCommand(env *Env) *cli.Command {
 				Flags: append([]cli.Flag{
 					&cli.StringSliceFlag{Name: "param", Aliases: []string{"p"}, Usage: "run param key=value (a string); repeatable; overrides --params-file"},
 					&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
-					&cli.StringFlag{Name: "idempotency-key", Usage: "de-duplicate triggers: the same key and params return the existing run"},
+					&cli.StringFlag{Name: "idempotency-key", Usage: "de-duplicate triggers: the same key and params return the existing run (exit 0); other params are refused (exit 1)"},
 					&cli.IntFlag{Name: "version", Usage: "workflow version (default newest)"},
 					&cli.BoolFlag{Name: "wait", Usage: "wait until the run ends; exit 0 only if it SUCCEEDED"},
 					outputFlag(),
@@ -40,13 +41,17 @@ func runCommand(env *Env) *cli.Command {
 				Action: func(c *cli.Context) error { return runTrigger(c, env) },
 			},
 			{
-				Name:      "list",
-				Usage:     "list runs, newest first",
-				UsageText: "ffctl run list [--workflow W] [--state S] [--limit N] [-o json]",
+				Name:  "list",
+				Usage: "list runs, newest first",
+				UsageText: "ffctl run list [--workflow W] [--state S] [--limit N] [--before TIME] [-o json]\n\n" +
+					"Pages go backwards in time: pass the created_at of the last run of a page as --before\n" +
+					"to get the next one.\n\nExample:\n  ffctl run list --workflow nightly-report --state FAILED --limit 20\n" +
+					"  ffctl run list --limit 100 --before 2026-11-30T03:00:00.123456Z -o json",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "workflow", Usage: "only runs of this workflow"},
 					&cli.StringFlag{Name: "state", Usage: "only runs in this state (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)"},
-					&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many"},
+					limitFlag(50),
+					&cli.StringFlag{Name: "before", Usage: "only runs created before this RFC 3339 time (the created_at of the previous page's last run)"},
 					outputFlag(),
 				},
 				Action: func(c *cli.Context) error { return runList(c, env) },
@@ -54,23 +59,30 @@ func runCommand(env *Env) *cli.Command {
 			{
 				Name:      "show",
 				Usage:     "show a run and its tasks",
-				UsageText: "ffctl run show RUN_ID [-o json]",
+				UsageText: "ffctl run show RUN_ID [-o json]\n\nExample:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json",
 				Flags:     []cli.Flag{outputFlag()},
 				Action:    func(c *cli.Context) error { return runShow(c, env) },
 			},
 			{
-				Name:      "wait",
-				Usage:     "wait until a run ends; exit 0 only if it SUCCEEDED",
-				UsageText: "ffctl run wait RUN_ID [--timeout D] [-o json]",
-				Flags:     append([]cli.Flag{outputFlag()}, waitFlags...),
-				Action:    func(c *cli.Context) error { return runWaitCmd(c, env) },
+				Name:  "wait",
+				Usage: "wait until a run ends; exit 0 only if it SUCCEEDED",
+				UsageText: "ffctl run wait RUN_ID [--timeout D] [-o json]\n\n" +
+					"A run has ended when it SUCCEEDED, was CANCELLED, or FAILED with nothing left running.\n" +
+					"On a terminal, progress (tasks done/total, states) is shown on standard error.\n" +
+					"--timeout ends the wait with exit 1 and leaves the run alone.\n\n" +
+					"Example:\n  ffctl run wait 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --timeout 10m",
+				Flags:  append([]cli.Flag{outputFlag()}, waitFlags...),
+				Action: func(c *cli.Context) error { return runWaitCmd(c, env) },
 			},
 			{
-				Name:      "cancel",
-				Usage:     "cancel a run: unstarted tasks are cancelled, running ones are signalled",
-				UsageText: "ffctl run cancel RUN_ID [--reason R]\n\nExample:\n  ffctl run cancel 0b7c...e1 --reason 'wrong input'",
-				Flags:     []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (audited)", Value: "cancelled by operator"}, outputFlag()},
-				Action:    func(c *cli.Context) error { return runCancel(c, env) },
+				Name:  "cancel",
+				Usage: "cancel a run: unstarted tasks are cancelled, running ones are signalled",
+				UsageText: "ffctl run cancel RUN_ID [--reason R] [-o json]\n\n" +
+					"The cancellation is persisted first; unstarted tasks become CANCELLED at once and running\n" +
+					"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n\n" +
+					"Example:\n  ffctl run cancel 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --reason 'wrong input'",
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (audited)", Value: "cancelled by operator"}, outputFlag()},
+				Action: func(c *cli.Context) error { return runCancel(c, env) },
 			},
 		},
 	}
@@ -142,6 +154,17 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWaitFlags(c); err != nil {
+		return err
+	}
+	if c.Int("version") < 0 {
+		return usageError("--version %d: must be positive", c.Int("version"))
+	}
+	if k := c.String("idempotency-key"); len(k) > maxIdempotencyKeyBytes || strings.ContainsRune(k, 0) {
+		return usageError("--idempotency-key: at most %d bytes and no NUL character", maxIdempotencyKeyBytes)
+	} else if c.IsSet("idempotency-key") && strings.TrimSpace(k) == "" {
+		return usageError("--idempotency-key is empty")
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
@@ -155,7 +178,7 @@ func runTrigger(c *cli.Context, env *Env) error {
 		return failure(err)
 	}
 	if res.Existing {
-		fmt.Fprintf(env.Stderr, "idempotency key %q already used: returning existing run %s\n", c.String("idempotency-key"), res.RunID)
+		fmt.Fprintf(env.Stderr, "idempotency key %q already used with the same params: returning existing run %s\n", c.String("idempotency-key"), res.RunID)
 	}
 	if !c.Bool("wait") {
 		if format == "json" {
@@ -169,6 +192,16 @@ func runTrigger(c *cli.Context, env *Env) error {
 		return nil
 	}
 	return waitAndReport(c, env, s, res.RunID, format)
+}
+
+// maxIdempotencyKeyBytes bounds --idempotency-key.
+const maxIdempotencyKeyBytes = 512
+
+func checkWaitFlags(c *cli.Context) error {
+	if c.Duration("timeout") < 0 {
+		return usageError("--timeout %s: must not be negative", c.Duration("timeout"))
+	}
+	return nil
 }
 
 // runJSON is the run object of -o json: the store.Run fields plus
@@ -187,6 +220,9 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	if err := checkWaitFlags(c); err != nil {
+		return err
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
@@ -195,9 +231,9 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 	return waitAndReport(c, env, s, id, format)
 }
 
-// waitAndReport polls the run until its state is terminal or --timeout
-// passes, showing progress on a terminal, then prints it. Exit 0 only when
-// it SUCCEEDED.
+// waitAndReport polls the run until it has ended (see runEnded) or
+// --timeout passes, showing progress on a terminal, then prints it. Exit 0
+// only when it SUCCEEDED. It only reads: a timeout leaves the run alone.
 func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, format string) error {
 	ctx := c.Context
 	if t := c.Duration("timeout"); t > 0 {
@@ -205,7 +241,7 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	live := isTerminal(env.Stderr)
+	live := env.isTTY(env.Stderr)
 	interval := 50 * time.Millisecond
 	var run store.Run
 	for {
@@ -223,7 +259,7 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 			if live {
 				fmt.Fprintf(env.Stderr, "\r\033[K%s", progressLine(run))
 			}
-			if core.RunState(run.State).Terminal() {
+			if runEnded(run) {
 				break
 			}
 		}
@@ -241,17 +277,31 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 	if live {
 		fmt.Fprint(env.Stderr, "\r\033[K")
 	}
-	if ctx.Err() != nil && !core.RunState(run.State).Terminal() {
+	if !runEnded(run) {
+		if c.Context.Err() != nil {
+			return failure(fmt.Errorf("interrupted while waiting for run %s; the run was not touched", id))
+		}
+		state := run.State
+		if state == "" {
+			state = "unknown"
+		}
 		return failure(fmt.Errorf("timed out after %s waiting for run %s (state %s, %d/%d tasks done); the run was not touched",
-			c.Duration("timeout"), id, run.State, run.TasksDone, run.TasksTotal))
+			c.Duration("timeout"), id, state, run.TasksDone, run.TasksTotal))
 	}
-	if err := printRun(env.Stdout, run, format); err != nil {
+	if err := printRun(env.Stdout, env.palette(), run, format); err != nil {
 		return err
 	}
 	if run.State != string(core.RunSucceeded) {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("run %s ended %s", id, run.State)}
 	}
 	return nil
+}
+
+// runEnded reports whether a run has ended: its state is terminal and the
+// scheduler settled it (nothing left READY, RUNNING or RETRYING). A FAILED
+// run whose siblings still run has not ended yet.
+func runEnded(r store.Run) bool {
+	return core.RunState(r.State).Terminal() && r.FinishedAt != nil
 }
 
 func progressLine(r store.Run) string {
@@ -277,15 +327,32 @@ func runList(c *cli.Context, env *Env) error {
 	if state != "" && !core.RunState(state).Valid() {
 		return usageError("--state %q: want one of %v", c.String("state"), core.RunStates)
 	}
-	if c.Int("limit") < 1 || c.Int("limit") > 10000 {
-		return usageError("--limit must be between 1 and 10000")
+	limit, err := checkLimit(c)
+	if err != nil {
+		return err
+	}
+	f := store.RunFilter{Workflow: c.String("workflow"), State: state, Limit: limit}
+	if f.Workflow != "" {
+		if err := core.ValidateName("workflow", f.Workflow); err != nil {
+			return usageError("--workflow: %v", err)
+		}
+	}
+	if b := c.String("before"); b != "" {
+		t, err := time.Parse(time.RFC3339Nano, b)
+		if err != nil {
+			return usageError("--before %q: want an RFC 3339 time such as 2026-11-30T03:00:00Z", b)
+		}
+		f.Before = &t
+	}
+	if c.NArg() != 0 {
+		return usageError("run list takes no arguments (filters are flags: --workflow, --state)")
 	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	runs, err := s.ListRuns(c.Context, store.RunFilter{Workflow: c.String("workflow"), State: state, Limit: c.Int("limit")})
+	runs, err := s.ListRuns(c.Context, f)
 	if err != nil {
 		return failure(err)
 	}
@@ -295,12 +362,17 @@ func runList(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, runs)
 	}
-	tw := newTable(env.Stdout)
-	fmt.Fprintln(tw, "RUN ID\tWORKFLOW\tSTATE\tTASKS\tCREATED\tFINISHED")
+	tw := newTable(env.Stdout, env.palette(), "RUN ID", "WORKFLOW", "STATE", "TASKS", "CREATED", "FINISHED")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", r.ID, r.Workflow, r.State, r.TasksDone, r.TasksTotal, fmtTime(&r.CreatedAt), fmtTime(r.FinishedAt))
+		tw.row(r.ID.String(), r.Workflow, r.State, fmt.Sprintf("%d/%d", r.TasksDone, r.TasksTotal), fmtTime(&r.CreatedAt), fmtTime(r.FinishedAt))
 	}
-	return tw.Flush()
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	if len(runs) == limit && env.isTTY(env.Stderr) {
+		fmt.Fprintf(env.Stderr, "(more runs: --before %s)\n", runs[len(runs)-1].CreatedAt.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 func runShow(c *cli.Context, env *Env) error {
@@ -321,32 +393,31 @@ func runShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return failure(err)
 	}
-	return printRun(env.Stdout, run, format)
+	return printRun(env.Stdout, env.palette(), run, format)
 }
 
 // printRun writes a run with its task tree (in DAG order, indented by
 // depth).
-func printRun(w io.Writer, run store.Run, format string) error {
+func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	if format == "json" {
 		return writeJSON(w, runJSON{Run: run})
 	}
-	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  created   %s\n  finished  %s\n",
-		run.ID, run.Workflow, run.WorkflowVersion, run.State, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
+	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  tasks     %d/%d done\n  created   %s\n  finished  %s\n",
+		run.ID, run.Workflow, run.WorkflowVersion, p.state(run.State), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
 	if run.CancelRequestedAt != nil {
 		fmt.Fprintf(w, "  cancel requested %s\n", fmtTime(run.CancelRequestedAt))
 	}
 	fmt.Fprintln(w)
-	tw := newTable(w)
-	fmt.Fprintln(tw, "TASK\tSTATE\tATTEMPT\tWORKER\tSTARTED\tFINISHED\tERROR")
+	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
 	for _, t := range dagOrder(run.Tasks) {
 		worker := "-"
 		if t.task.WorkerID != nil {
 			worker = sanitizeCell(*t.task.WorkerID)
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", strings.Repeat("  ", t.depth), sanitizeCell(t.task.Name), t.task.State,
-			t.task.Attempt, t.task.MaxAttempts, worker, fmtTime(t.task.StartedAt), fmtTime(t.task.FinishedAt), firstLine(t.task.Error, 60))
+		tw.row(strings.Repeat("  ", t.depth)+sanitizeCell(t.task.Name), t.task.ID.String(), t.task.State,
+			fmt.Sprintf("%d/%d", t.task.Attempt, t.task.MaxAttempts), worker, fmtTime(t.task.StartedAt), fmtTime(t.task.FinishedAt), firstLine(t.task.Error, 60))
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 type orderedTask struct {
@@ -385,12 +456,16 @@ func runCancel(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	reason := strings.TrimSpace(c.String("reason"))
+	if reason == "" || len(reason) > maxReasonBytes || strings.ContainsRune(reason, 0) {
+		return usageError("--reason: want a non-empty text of at most %d bytes without NUL", maxReasonBytes)
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	res, err := s.CancelRun(c.Context, id, actor(), c.String("reason"))
+	res, err := s.CancelRun(c.Context, id, actor(), reason)
 	if err != nil {
 		return failure(err)
 	}

@@ -2,54 +2,86 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/core/store"
 )
+
+// taskJSON is `task show -o json`: the task, its history ("events") and
+// the attempts rebuilt from that history.
+type taskJSON struct {
+	store.TaskDetail
+	Attempts []store.Attempt `json:"attempts"`
+}
 
 func taskCommand(env *Env) *cli.Command {
 	return &cli.Command{
-		Name:  "task",
-		Usage: "inspect task runs",
+		Name:      "task",
+		Usage:     "inspect task runs",
+		UsageText: "ffctl task show TASK_RUN_ID [-o json]\n\nExample:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10",
 		Subcommands: []*cli.Command{{
-			Name:      "show",
-			Usage:     "show a task run with its whole attempt history",
-			UsageText: "ffctl task show TASK_RUN_ID [-o json]",
-			Flags:     []cli.Flag{outputFlag()},
-			Action: func(c *cli.Context) error {
-				format, err := outputFormat(c)
-				if err != nil {
-					return err
-				}
-				id, err := oneID(c, "task")
-				if err != nil {
-					return err
-				}
-				s, err := openStore(c)
-				if err != nil {
-					return err
-				}
-				defer s.Close()
-				t, err := s.GetTask(c.Context, id)
-				if err != nil {
-					return failure(err)
-				}
-				if format == "json" {
-					return writeJSON(env.Stdout, t)
-				}
-				w := env.Stdout
-				fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n\n",
-					t.ID, sanitizeCell(t.Name), t.RunID, t.Workflow, sanitizeCell(t.Handler), t.State, t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200))
-				tw := newTable(w)
-				fmt.Fprintln(tw, "AT\tFROM\tTO\tATTEMPT\tTOKEN\tACTOR\tREASON")
-				for _, e := range t.Events {
-					from := "-"
-					if e.FromState != nil {
-						from = *e.FromState
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.At.Local().Format("2006-01-02 15:04:05.000"), from, e.ToState, e.Attempt, e.FencingToken, sanitizeCell(e.Actor), firstLine(e.Reason, 60))
-				}
-				return tw.Flush()
-			},
+			Name:  "show",
+			Usage: "show a task run with every attempt and its whole history",
+			UsageText: "ffctl task show TASK_RUN_ID [-o json]\n\n" +
+				"Attempts (worker, fencing token, start, end, outcome, error) are rebuilt from the\n" +
+				"task_events history, which is listed after them with every transition's actor and reason.\n\n" +
+				"Example:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 -o json",
+			Flags:  []cli.Flag{outputFlag()},
+			Action: func(c *cli.Context) error { return taskShow(c, env) },
 		}},
 	}
+}
+
+func taskShow(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	id, err := oneID(c, "task")
+	if err != nil {
+		return err
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	t, err := s.GetTask(c.Context, id)
+	if err != nil {
+		return failure(err)
+	}
+	if t.Events == nil {
+		t.Events = []store.TaskEvent{}
+	}
+	attempts := store.Attempts(t.Events)
+	if format == "json" {
+		return writeJSON(env.Stdout, taskJSON{TaskDetail: t, Attempts: attempts})
+	}
+	w := env.Stdout
+	p := env.palette()
+	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n\nATTEMPTS\n",
+		t.ID, sanitizeCell(t.Name), t.RunID, t.Workflow, sanitizeCell(t.Handler), p.state(t.State), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200))
+	at := newTable(w, p, "ATTEMPT", "WORKER", "TOKEN", "STARTED", "FINISHED", "OUTCOME", "ERROR")
+	for _, a := range attempts {
+		worker := "-"
+		if a.WorkerID != nil {
+			worker = sanitizeCell(*a.WorkerID)
+		}
+		at.row(strconv.Itoa(a.Attempt), worker, strconv.FormatInt(a.FencingToken, 10), fmtTime(&a.StartedAt), fmtTime(a.FinishedAt), a.Outcome, firstLine(a.Error, 60))
+	}
+	if err := at.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nHISTORY")
+	ht := newTable(w, p, "AT", "FROM", "TO", "ATTEMPT", "TOKEN", "ACTOR", "REASON")
+	for _, e := range t.Events {
+		from := "-"
+		if e.FromState != nil {
+			from = *e.FromState
+		}
+		ht.row(e.At.Local().Format("2006-01-02 15:04:05.000"), from, e.ToState, strconv.Itoa(e.Attempt), strconv.FormatInt(e.FencingToken, 10), sanitizeCell(e.Actor), firstLine(e.Reason, 60))
+	}
+	return ht.flush()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -13,15 +14,19 @@ import (
 
 func workflowCommand(env *Env) *cli.Command {
 	return &cli.Command{
-		Name:  "workflow",
-		Usage: "apply, list and show workflow definitions",
+		Name:      "workflow",
+		Usage:     "apply, list and show workflow definitions",
+		UsageText: "ffctl workflow apply|list|show [command options] [arguments...]\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml && ffctl workflow show wordcount",
 		Subcommands: []*cli.Command{
 			{
-				Name:      "apply",
-				Usage:     "validate a workflow file (YAML or JSON) and store it as the newest version",
-				UsageText: "ffctl workflow apply -f FILE\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
+				Name:  "apply",
+				Usage: "validate a workflow file (YAML or JSON) and store it as the newest version",
+				UsageText: "ffctl workflow apply -f FILE [-o json]\n\n" +
+					"The whole file is checked before anything is written (names, tasks, dependencies and\n" +
+					"cycles, retry and timeout values, unknown fields); an unchanged definition is a no-op,\n" +
+					"a changed one becomes the next version.\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file; - reads standard input", Required: true},
+					&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON, required); - reads standard input"},
 					outputFlag(),
 				},
 				Action: func(c *cli.Context) error { return workflowApply(c, env) },
@@ -29,8 +34,8 @@ func workflowCommand(env *Env) *cli.Command {
 			{
 				Name:      "list",
 				Usage:     "list workflows (newest version of each)",
-				UsageText: "ffctl workflow list [-o json]",
-				Flags:     []cli.Flag{outputFlag(), &cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many"}},
+				UsageText: "ffctl workflow list [--limit N] [-o json]\n\nExample:\n  ffctl workflow list -o json",
+				Flags:     []cli.Flag{outputFlag(), limitFlag(100)},
 				Action:    func(c *cli.Context) error { return workflowList(c, env) },
 			},
 			{
@@ -75,6 +80,12 @@ func workflowApply(c *cli.Context, env *Env) error {
 		return err
 	}
 	path := c.String("file")
+	if path == "" {
+		return usageError("workflow apply needs -f FILE (YAML or JSON; - reads standard input)")
+	}
+	if c.NArg() != 0 {
+		return usageError("workflow apply takes no arguments: give the file with -f FILE")
+	}
 	data, err := readInput(env, path)
 	if err != nil {
 		return err
@@ -108,12 +119,16 @@ func workflowList(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	limit, err := checkLimit(c)
+	if err != nil {
+		return err
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	wfs, err := s.ListWorkflows(c.Context, c.Int("limit"))
+	wfs, err := s.ListWorkflows(c.Context, limit)
 	if err != nil {
 		return failure(err)
 	}
@@ -123,12 +138,11 @@ func workflowList(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, wfs)
 	}
-	tw := newTable(env.Stdout)
-	fmt.Fprintln(tw, "NAME\tVERSION\tTASKS\tRUNS\tCREATED")
+	tw := newTable(env.Stdout, env.palette(), "NAME", "VERSION", "TASKS", "RUNS", "CREATED")
 	for _, w := range wfs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", w.Name, w.Version, w.Tasks, w.Runs, fmtTime(&w.CreatedAt))
+		tw.row(w.Name, strconv.Itoa(w.Version), strconv.Itoa(w.Tasks), strconv.FormatInt(w.Runs, 10), fmtTime(&w.CreatedAt))
 	}
-	return tw.Flush()
+	return tw.flush()
 }
 
 func workflowShow(c *cli.Context, env *Env) error {
@@ -138,6 +152,12 @@ func workflowShow(c *cli.Context, env *Env) error {
 	}
 	if c.NArg() != 1 {
 		return usageError("workflow show takes one workflow name")
+	}
+	if err := core.ValidateName("workflow", c.Args().First()); err != nil {
+		return usageError("%v", err)
+	}
+	if c.Int("version") < 0 {
+		return usageError("--version %d: must be positive", c.Int("version"))
 	}
 	s, err := openStore(c)
 	if err != nil {
@@ -155,8 +175,7 @@ func workflowShow(c *cli.Context, env *Env) error {
 	if wf.Definition.Description != "" {
 		fmt.Fprintf(env.Stdout, "%s\n", wf.Definition.Description)
 	}
-	tw := newTable(env.Stdout)
-	fmt.Fprintln(tw, "TASK\tHANDLER\tDEPENDS ON\tMAX ATTEMPTS\tTIMEOUT")
+	tw := newTable(env.Stdout, env.palette(), "TASK", "HANDLER", "DEPENDS ON", "MAX ATTEMPTS", "TIMEOUT")
 	for _, t := range wf.Definition.Tasks {
 		timeout := "-"
 		if t.Timeout != nil {
@@ -166,7 +185,7 @@ func workflowShow(c *cli.Context, env *Env) error {
 		if len(t.DependsOn) > 0 {
 			deps = fmt.Sprint(t.DependsOn)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", t.Name, t.Handler, deps, t.Policy().MaxAttempts, timeout)
+		tw.row(t.Name, sanitizeCell(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
 	}
-	return tw.Flush()
+	return tw.flush()
 }

@@ -16,14 +16,16 @@ import (
 var RunStates = []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}
 
 // qRunStateCountsBounded counts runs per state, each count stopping at $1:
-// an index-only scan of workflow_runs_state_created reads at most $1 entries
-// per state, where RunStateCounts' GROUP BY reads the whole table.
+// an index scan (workflow_runs_state_created, or workflow_runs_created when
+// the state is most of the table) reads at most about $1 entries per state,
+// where RunStateCounts' GROUP BY reads the whole table. The ORDER BY matches
+// those indexes so the planner never prefers a sequential scan.
 const qRunStateCountsBounded = `
-SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'PENDING' LIMIT $1) x) AS pending,
-       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'RUNNING' LIMIT $1) x) AS running,
-       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'SUCCEEDED' LIMIT $1) x) AS succeeded,
-       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'FAILED' LIMIT $1) x) AS failed,
-       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'CANCELLED' LIMIT $1) x) AS cancelled`
+SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'PENDING' ORDER BY created_at DESC LIMIT $1) x) AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'RUNNING' ORDER BY created_at DESC LIMIT $1) x) AS running,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'SUCCEEDED' ORDER BY created_at DESC LIMIT $1) x) AS succeeded,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'FAILED' ORDER BY created_at DESC LIMIT $1) x) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'CANCELLED' ORDER BY created_at DESC LIMIT $1) x) AS cancelled`
 
 // RunStateCountsBounded counts runs per state like RunStateCounts, but each
 // count stops at limit (a count equal to limit means "limit or more"), so

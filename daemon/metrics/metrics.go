@@ -4,9 +4,20 @@
 package metrics
 
 import (
+	"context"
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
+
+// OutboxSource reads the outbox backlog (pending rows, age in seconds of
+// the oldest pending row) at scrape time.
+type OutboxSource func(ctx context.Context) (pending, oldestSeconds float64, err error)
+
+// OutboxScrapeTimeout bounds the OutboxSource call of one scrape.
+const OutboxScrapeTimeout = time.Second
 
 // Metrics holds every collector the daemons update.
 type Metrics struct {
@@ -14,8 +25,10 @@ type Metrics struct {
 
 	// TasksClaimed counts successful claims (READY -> RUNNING).
 	TasksClaimed prometheus.Counter
-	// TasksFinished counts recorded outcomes by resulting state
-	// (SUCCEEDED, RETRYING, DEAD, CANCELLED).
+	// TasksFinished counts recorded outcomes by resulting state:
+	// SUCCEEDED (succeeded), RETRYING (an attempt failed and will be
+	// retried), DEAD (failed for good), CANCELLED. Every state is exported
+	// from the start (at 0).
 	TasksFinished *prometheus.CounterVec
 	// ClaimsLost counts deliveries whose claim matched nothing, by reason
 	// (duplicate, stale, not_ready, unknown_task).
@@ -30,20 +43,82 @@ type Metrics struct {
 	HandlerPanics prometheus.Counter
 	// LeasesReaped counts expired leases routed to RETRYING or DEAD.
 	LeasesReaped prometheus.Counter
+	// TasksRedispatched counts READY tasks dispatched again because their
+	// confirmed dispatch led to no claim (a lost message).
+	TasksRedispatched prometheus.Counter
 	// TasksPromoted counts PENDING/RETRYING -> READY promotions.
 	TasksPromoted prometheus.Counter
 	// PublishOutcomes counts published outbox rows by outcome (confirmed,
 	// nacked, returned, timeout, not_sent).
 	PublishOutcomes *prometheus.CounterVec
-	// OutboxPending and OutboxOldestSeconds describe the backlog, refreshed
-	// by the publisher.
+	// OutboxPending and OutboxOldestSeconds describe the backlog. The
+	// publisher refreshes them after its cycles; when an OutboxSource is
+	// set (SetOutboxSource) every scrape reads them from the database, so
+	// they stay true while the publisher cannot publish (broker down).
 	OutboxPending       prometheus.Gauge
 	OutboxOldestSeconds prometheus.Gauge
 	// Reconnects counts re-established connections by dependency
-	// (postgres, rabbitmq).
+	// (postgres, rabbitmq), once per outage, by the loop that noticed it.
 	Reconnects *prometheus.CounterVec
+	// DependencyUp is 1 while a dependency of this process answers its
+	// readiness check and 0 while it does not, by dependency.
+	DependencyUp *prometheus.GaugeVec
 	// InFlight is the number of handlers running in this process.
 	InFlight prometheus.Gauge
+
+	outboxMu  sync.Mutex
+	outboxSrc OutboxSource
+}
+
+// SetOutboxSource makes every scrape refresh OutboxPending and
+// OutboxOldestSeconds from src (bounded by OutboxScrapeTimeout). When src
+// fails the gauges keep their last value.
+func (m *Metrics) SetOutboxSource(src OutboxSource) {
+	m.outboxMu.Lock()
+	m.outboxSrc = src
+	m.outboxMu.Unlock()
+}
+
+// outboxCollector exports the outbox gauges, refreshing them first.
+type outboxCollector struct{ m *Metrics }
+
+func (c outboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.m.OutboxPending.Describe(ch)
+	c.m.OutboxOldestSeconds.Describe(ch)
+}
+
+func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.outboxMu.Lock()
+	src := c.m.outboxSrc
+	c.m.outboxMu.Unlock()
+	if src != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), OutboxScrapeTimeout)
+		pending, oldest, err := src(ctx)
+		cancel()
+		if err == nil {
+			c.m.OutboxPending.Set(pending)
+			c.m.OutboxOldestSeconds.Set(oldest)
+		}
+	}
+	c.m.OutboxPending.Collect(ch)
+	c.m.OutboxOldestSeconds.Collect(ch)
+}
+
+// Task states and publish outcomes exported at 0 before they first happen,
+// so that dashboards and alerts see every series.
+var (
+	finishedStates  = []string{"SUCCEEDED", "RETRYING", "DEAD", "CANCELLED"}
+	publishOutcomes = []string{"confirmed", "nacked", "returned", "timed out", "not sent"}
+	staleWriteOps   = []string{"finish", "renew"}
+)
+
+// InitDependencies exports Reconnects (at 0) and DependencyUp (at 0 until
+// the first check) for each named dependency of this process.
+func (m *Metrics) InitDependencies(deps ...string) {
+	for _, d := range deps {
+		m.Reconnects.WithLabelValues(d)
+		m.DependencyUp.WithLabelValues(d)
+	}
 }
 
 // New creates the collectors on a fresh registry, with Go and process
@@ -59,15 +134,26 @@ func New() *Metrics {
 		PoisonMessages:      prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_poison_messages_total", Help: "Deliveries that were not valid dispatch messages (dead-lettered)."}),
 		HandlerPanics:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_handler_panics_total", Help: "Handler panics recovered by the worker."}),
 		LeasesReaped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_total", Help: "Expired leases reaped by the scheduler."}),
+		TasksRedispatched:   prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_redispatched_total", Help: "READY tasks dispatched again after their confirmed dispatch led to no claim."}),
 		TasksPromoted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_promoted_total", Help: "Tasks promoted to READY (dependencies met or retry due)."}),
 		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: "Outbox publishes by outcome (confirmed, nacked, returned, timeout, not_sent)."}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),
 		Reconnects:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_reconnects_total", Help: "Connections re-established after a failure, by dependency."}, []string{"dependency"}),
+		DependencyUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_dependency_up", Help: "1 while the dependency answers the readiness check, 0 while it does not."}, []string{"dependency"}),
 		InFlight:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_tasks_in_flight", Help: "Handlers running in this process."}),
 	}
 	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.ClaimsLost, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
-		m.LeasesReaped, m.TasksPromoted, m.PublishOutcomes, m.OutboxPending, m.OutboxOldestSeconds, m.Reconnects, m.InFlight,
+		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range finishedStates {
+		m.TasksFinished.WithLabelValues(s)
+	}
+	for _, o := range publishOutcomes {
+		m.PublishOutcomes.WithLabelValues(o)
+	}
+	for _, op := range staleWriteOps {
+		m.StaleWrites.WithLabelValues(op)
+	}
 	return m
 }

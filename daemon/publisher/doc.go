@@ -16,6 +16,15 @@
 // (trying every configured URL) with capped, jittered backoff and logs
 // "publisher: recovered". A resource alarm (connection.blocked) stops
 // publishing without hanging: rows stay pending and readiness reports it. A
-// database failure rolls the batch back. The loop never exits on a transient
-// fault; a queue declared with other arguments is fatal at start.
+// database failure rolls the batch back. A message the broker returns as
+// unroutable (the dispatch queue was deleted) is Returned even when the
+// broker also confirms it: its row stays pending with last_error "returned",
+// and the publisher re-dials, which re-declares the queue, so the next cycle
+// publishes the row again even when no worker is there to re-declare it. The
+// loop never exits on a transient fault; a queue declared with other
+// arguments is fatal at start.
+//
+// Config.Failpoints (a testing aid, see package failpoint) can discard a
+// batch's confirms or end the process between the confirm and the stamp;
+// it is nil, and inert, unless FLOWFORGE_FAILPOINTS is set.
 package publisher

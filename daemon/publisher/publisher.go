@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -41,7 +44,23 @@ type Config struct {
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	Metrics      *metrics.Metrics
+	// Failpoints arms test-only faults (see package failpoint); nil, the
+	// normal case, arms none.
+	Failpoints *failpoint.Failpoints
 }
+
+// errReturned reports that the broker returned messages as unroutable: the
+// dispatch queue is gone (deleted, or a node lost it). The rows stay
+// pending; the publisher re-dials, which re-declares the topology.
+var errReturned = errors.New("the broker returned unroutable messages (is the dispatch queue missing?)")
+
+// errNacked reports that the broker refused messages (basic.nack). A
+// quorum queue nacks while it has no leader, and a channel whose queue
+// client lost its leader can keep nacking after a new leader was elected
+// (seen with RabbitMQ 3.10 when the leader's node is killed): the rows stay
+// pending and the publisher re-dials, which gives it a fresh channel and
+// possibly another node.
+var errNacked = errors.New("the broker nacked messages")
 
 func (c *Config) validate() error {
 	if c.Store == nil {
@@ -75,6 +94,12 @@ type Publisher struct {
 
 	mu  sync.Mutex
 	pub *broker.Publisher
+	// alarm is set when a publish found the broker blocking (resource
+	// alarm) and cleared by the next cycle that completes: the broker only
+	// tells a connection it is blocked once it publishes, and the blocked
+	// connection is closed when the confirm wait times out, so the state
+	// must outlive the connection for readiness to stay 503.
+	alarm atomic.Bool
 }
 
 // New validates cfg and returns a Publisher.
@@ -92,19 +117,22 @@ func New(cfg Config) (*Publisher, error) {
 // while the publisher has no open connection or the broker blocks it with a
 // resource alarm.
 func (p *Publisher) BrokerReady(ctx context.Context) error {
+	if p.alarm.Load() {
+		return errors.New("blocked by a broker resource alarm")
+	}
 	p.mu.Lock()
 	pub := p.pub
 	p.mu.Unlock()
 	if pub == nil {
 		return errors.New("not connected")
 	}
+	if pub.Blocked() {
+		return errors.New("blocked by a broker resource alarm")
+	}
 	select {
 	case <-pub.Done():
 		return errors.New("connection closed")
 	default:
-	}
-	if pub.Blocked() {
-		return errors.New("blocked by a broker resource alarm")
 	}
 	return nil
 }
@@ -151,6 +179,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}()
 	var brokerBO, dbBO backoff.Backoff
 	p.log.Info("publisher: started", "queue", p.cfg.Broker.Queue)
+	if p.cfg.Failpoints != nil {
+		p.log.Warn("publisher: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", p.cfg.Failpoints.String())
+	}
 	lastStatus := time.Time{}
 	for ctx.Err() == nil {
 		pub, err := p.connected(ctx)
@@ -168,6 +199,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.log.Info("publisher: recovered", "dependency", "rabbitmq")
 		}
 		if pub.Blocked() {
+			p.alarm.Store(true)
 			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending")
 			select {
 			case <-ctx.Done():
@@ -184,15 +216,31 @@ func (p *Publisher) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 		case errors.Is(err, broker.ErrConnectionLost) || errors.Is(err, broker.ErrBlocked):
-			p.log.Warn("publisher: broker connection lost; rows stay pending", "err", err)
+			if pub.Blocked() || errors.Is(err, broker.ErrBlocked) {
+				p.alarm.Store(true)
+				p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "err", err)
+			} else {
+				p.log.Warn("publisher: broker connection lost; rows stay pending", "err", err)
+			}
 			p.dropPub(pub)
 			d := brokerBO.Fail()
+			_ = backoff.Sleep(ctx, d)
+		case errors.Is(err, errReturned) || errors.Is(err, errNacked):
+			// The queue is declared on every dial: re-dialing repairs a
+			// deleted dispatch queue even when no worker is running, and
+			// replaces a channel whose quorum queue client keeps nacking.
+			d := brokerBO.Fail()
+			p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "err", err, "retry_in", d.String())
+			p.dropPub(pub)
 			_ = backoff.Sleep(ctx, d)
 		case err != nil:
 			d := dbBO.Fail()
 			p.log.Error("publisher: cycle failed", "err", err, "failures", dbBO.Failures(), "retry_in", d.String())
 			_ = backoff.Sleep(ctx, d)
 		default:
+			if p.alarm.Swap(false) {
+				p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
+			}
 			if dbBO.Reset() {
 				p.cfg.Metrics.Reconnects.WithLabelValues("postgres").Inc()
 				p.log.Info("publisher: recovered", "dependency", "postgres")
@@ -265,7 +313,9 @@ func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, erro
 		msgs[i] = broker.Message{ID: strconv.FormatInt(r.ID, 10), Body: r.Payload}
 	}
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
+	p.injectFaults(outcomes)
 	var confirmed []int64
+	returned, nacked := 0, 0
 	failed := map[string][]int64{}
 	for i, r := range batch.Rows {
 		o := broker.NotSent
@@ -277,7 +327,16 @@ func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, erro
 			confirmed = append(confirmed, r.ID)
 			continue
 		}
+		if o == broker.Returned {
+			returned++
+		}
+		if o == broker.Nacked {
+			nacked++
+		}
 		reason := o.String()
+		if o == broker.TimedOut && pubErr == nil {
+			reason = "confirm lost"
+		}
 		if pubErr != nil {
 			reason = fmt.Sprintf("%s: %v", o, pubErr)
 		}
@@ -299,10 +358,50 @@ func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, erro
 		return 0, err
 	}
 	if len(failed) > 0 {
-		p.log.Warn("publisher: rows left pending", "confirmed", len(confirmed), "pending", len(batch.Rows)-len(confirmed), "err", pubErr)
+		reasons := make([]string, 0, len(failed))
+		for reason := range failed {
+			reasons = append(reasons, reason)
+		}
+		sort.Strings(reasons)
+		p.log.Warn("publisher: rows left pending", "confirmed", len(confirmed), "pending", len(batch.Rows)-len(confirmed), "reasons", reasons)
 	}
 	if pubErr != nil {
 		return len(batch.Rows), fmt.Errorf("publish batch: %w", pubErr)
 	}
+	if returned > 0 {
+		return len(batch.Rows), fmt.Errorf("%d of %d rows: %w", returned, len(batch.Rows), errReturned)
+	}
+	if nacked > 0 {
+		return len(batch.Rows), fmt.Errorf("%d of %d rows: %w", nacked, len(batch.Rows), errNacked)
+	}
 	return len(batch.Rows), nil
+}
+
+// injectFaults applies the armed failpoints to a batch the broker has
+// answered. publisher.discard-confirms turns every confirm of the batch into
+// a lost one (the messages are in the queue; the rows must stay pending).
+// publisher.exit-after-confirm ends the process once the broker confirmed
+// something, before any row is stamped: the open transaction dies with it.
+func (p *Publisher) injectFaults(outcomes []broker.Outcome) {
+	if p.cfg.Failpoints == nil || !hasConfirmed(outcomes) {
+		return
+	}
+	if p.cfg.Failpoints.Fire(failpoint.PublisherDiscardConfirms) {
+		p.log.Warn("publisher: failpoint discards the confirms of this batch", "failpoint", failpoint.PublisherDiscardConfirms)
+		for i, o := range outcomes {
+			if o == broker.Confirmed {
+				outcomes[i] = broker.TimedOut
+			}
+		}
+	}
+	p.cfg.Failpoints.ExitIf(failpoint.PublisherExitAfterConfirm)
+}
+
+func hasConfirmed(outcomes []broker.Outcome) bool {
+	for _, o := range outcomes {
+		if o == broker.Confirmed {
+			return true
+		}
+	}
+	return false
 }

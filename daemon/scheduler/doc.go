@@ -14,6 +14,12 @@
 // begins after the upstream finish committed, so two parents finishing at
 // once cannot both miss each other.
 //
+// Clock: the reaper and the retry promotion compare lease_expires_at and
+// next_attempt_at with PostgreSQL's now() inside their statements; the
+// scheduler's own clock (Config.Clock) only dates its last pass for the
+// liveness check. A scheduler whose clock is hours off reaps exactly when
+// a correct one would.
+//
 // Faults: a database error fails the pass; it is retried with capped
 // exponential backoff and full jitter, never exiting, and "scheduler:
 // recovered" is logged when a pass succeeds again. The scheduler never talks

@@ -12,6 +12,7 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/clock"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -20,12 +21,16 @@ const (
 	SweepIntervalDefault = time.Second
 	BatchSizeDefault     = 500
 	ReapLimitDefault     = 500
+	// RedispatchAfterDefault is how long a READY task may stay unclaimed
+	// after its dispatch was confirmed before it is dispatched again.
+	RedispatchAfterDefault = 5 * time.Minute
 )
 
 // Store is what the scheduler needs from the database.
 type Store interface {
 	ReapExpired(ctx context.Context, limit int, backoff store.BackoffFunc, actor string) (int, error)
 	Advance(ctx context.Context, after *store.Cursor, limit int, actor string) (store.AdvanceResult, error)
+	Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error)
 }
 
 // Config configures a Scheduler.
@@ -43,8 +48,18 @@ type Config struct {
 	BatchSize int
 	// ReapLimit bounds expired leases handled per pass.
 	ReapLimit int
-	Logger    *slog.Logger
-	Metrics   *metrics.Metrics
+	// RedispatchAfter: a READY task nobody claimed this long after its
+	// dispatch was confirmed is dispatched again (same fencing token), in
+	// case the message was lost with a deleted queue or a failed broker
+	// node (default RedispatchAfterDefault). Keep it well above the
+	// longest normal queueing delay: a needless copy costs a lost claim.
+	RedispatchAfter time.Duration
+	Logger          *slog.Logger
+	Metrics         *metrics.Metrics
+	// Clock is the process clock (default clock.System). It only dates the
+	// last pass for the liveness check: leases and due times are compared
+	// on the database's clock inside the SQL.
+	Clock clock.Clock
 }
 
 func (c *Config) validate() error {
@@ -60,6 +75,9 @@ func (c *Config) validate() error {
 	if c.ReapLimit <= 0 {
 		c.ReapLimit = ReapLimitDefault
 	}
+	if c.RedispatchAfter <= 0 {
+		c.RedispatchAfter = RedispatchAfterDefault
+	}
 	if c.ID == "" {
 		c.ID = "scheduler"
 	}
@@ -69,6 +87,7 @@ func (c *Config) validate() error {
 	if c.Metrics == nil {
 		c.Metrics = metrics.New()
 	}
+	c.Clock = clock.OrSystem(c.Clock)
 	return nil
 }
 
@@ -144,6 +163,14 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 		s.cfg.Metrics.LeasesReaped.Add(float64(reaped))
 		s.log.Warn("scheduler: reaped expired leases", "count", reaped)
 	}
+	redispatched, err := s.cfg.Store.Redispatch(ctx, s.cfg.RedispatchAfter, s.cfg.ReapLimit, s.cfg.ID)
+	if err != nil {
+		return fmt.Errorf("redispatch: %w", err)
+	}
+	if redispatched > 0 {
+		s.cfg.Metrics.TasksRedispatched.Add(float64(redispatched))
+		s.log.Warn("scheduler: redispatched READY tasks whose confirmed dispatch led to no claim", "count", redispatched, "after", s.cfg.RedispatchAfter.String())
+	}
 	var cur *store.Cursor
 	for {
 		res, err := s.cfg.Store.Advance(ctx, cur, s.cfg.BatchSize, s.cfg.ID)
@@ -160,7 +187,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 		}
 		cur = res.Next
 	}
-	s.lastPass.Store(time.Now().UnixNano())
+	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())
 	return nil
 }
 
@@ -171,7 +198,7 @@ func (s *Scheduler) Live() error {
 	if last == 0 || !s.healthy.Load() {
 		return nil
 	}
-	if age := time.Since(time.Unix(0, last)); age > 10*s.cfg.SweepInterval+time.Minute {
+	if age := clock.Since(s.cfg.Clock, time.Unix(0, last)); age > 10*s.cfg.SweepInterval+time.Minute {
 		return fmt.Errorf("no scheduler pass for %s", age.Round(time.Second))
 	}
 	return nil

@@ -11,6 +11,7 @@
 //	              lease and cancels ctx when the lease is lost or the run cancelled
 //	finish        RUNNING+token -> SUCCEEDED | RETRYING | DEAD | CANCELLED
 //	              rejected (token moved on) -> logged and counted as a stale write
+//	              the heartbeat keeps renewing until the finish returns
 //
 // Why ack after claim: a handler may run longer than RabbitMQ's
 // consumer_timeout (30 min by default), which closes the channel of a
@@ -20,6 +21,18 @@
 // when no slot frees within SlotWait (keep it below consumer_timeout). A
 // crash after the ack loses nothing: the lease expires and the scheduler's
 // reaper retries the task.
+//
+// Heartbeats use their own small pool (Renewer), so database calls that
+// hold the main pool's connections cannot delay them; every main-pool call
+// (claim, idempotency-key claim, finish) runs inside a slot, and the pool
+// has more connections than slots. The heartbeat runs from the claim until
+// the finish returns, not only while the handler runs: a finish stalled by
+// the database (a lock, a failover) would otherwise let the lease lapse and
+// have a completed attempt reaped and run again.
+//
+// Clock: leases are set and compared by PostgreSQL's now(); the worker
+// reads its own clock (Config.Clock) only to bound how long it retries a
+// finish, so a process clock hours off changes nothing.
 //
 // Faults: a broker failure ends the consumer; the worker re-dials with
 // capped, jittered backoff (all configured URLs), re-declares the topology

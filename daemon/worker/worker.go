@@ -17,6 +17,7 @@ import (
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/clock"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -66,6 +67,9 @@ type Config struct {
 	ID      string
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
+	// Clock is the process clock (default clock.System); it only measures
+	// the worker's own intervals, never a lease.
+	Clock clock.Clock
 }
 
 func (c *Config) validate() error {
@@ -106,6 +110,7 @@ func (c *Config) validate() error {
 	if c.Metrics == nil {
 		c.Metrics = metrics.New()
 	}
+	c.Clock = clock.OrSystem(c.Clock)
 	if c.Broker.Cursor == nil {
 		c.Broker.Cursor = &broker.Cursor{}
 	}
@@ -336,9 +341,8 @@ func (w *Worker) execute(c store.ClaimedTask) {
 		runCtx, cancelT = context.WithTimeoutCause(hctx, t, fmt.Errorf("%w after %s", ErrTimeout, t))
 		defer cancelT()
 	}
-	stopHB := w.heartbeat(c, cancel, log)
+	hb := w.heartbeat(c, cancel, log)
 	result, runErr := w.invoke(runCtx, c, log)
-	stopHB()
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
@@ -362,7 +366,12 @@ func (w *Worker) execute(c store.ClaimedTask) {
 		req.Permanent = core.IsPermanent(runErr)
 		req.RetryDelay = c.Policy().Backoff(c.Attempt, nil)
 	}
+	// The heartbeat keeps renewing while the outcome is recorded: a finish
+	// slowed by the database (a lock, a failover) must not let the lease
+	// lapse and have a completed attempt reaped and run again.
+	hb.finishing.Store(true)
 	state, ok, err := w.finish(req, log)
+	hb.stop()
 	switch {
 	case err != nil:
 		log.Error("worker: could not record the outcome; the lease will expire and the task will be retried", "err", err)
@@ -379,10 +388,11 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	}
 }
 
-// finish records the outcome, retrying database errors for up to one lease:
-// past that the reaper owns the task anyway.
+// finish records the outcome, retrying database errors for up to one lease
+// (the heartbeat keeps renewing meanwhile); past that the worker gives up,
+// its heartbeat stops and the lapsed lease hands the task to the reaper.
 func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskState, bool, error) {
-	deadline := time.Now().Add(w.cfg.Lease)
+	deadline := w.cfg.Clock.Now().Add(w.cfg.Lease)
 	var bo backoff.Backoff
 	bo.Min, bo.Max = 50*time.Millisecond, 2*time.Second
 	for {
@@ -395,7 +405,7 @@ func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskSta
 			}
 			return state, ok, nil
 		}
-		if time.Now().After(deadline) {
+		if w.cfg.Clock.Now().After(deadline) {
 			return "", false, err
 		}
 		d := bo.Fail()
@@ -404,10 +414,22 @@ func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskSta
 	}
 }
 
-// heartbeat renews the lease every Lease/3 until stopped. It cancels the
-// handler's context with core.ErrLeaseLost when the renewal matches nothing,
-// and with core.ErrRunCancelled when the run was cancelled.
-func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+// heartbeatLoop is the lease renewal of one attempt.
+type heartbeatLoop struct {
+	// finishing is set once the handler returned and its outcome is being
+	// recorded: a renewal that then matches nothing lost to that finish (or
+	// to the reaper, which the finish will report), so it is not a fault
+	// of its own and cancels nothing.
+	finishing atomic.Bool
+	stop      func()
+}
+
+// heartbeat renews the lease every Lease/3 until stopped, through the
+// Renewer's own pool. While the handler runs it cancels the handler's
+// context with core.ErrLeaseLost when the renewal matches nothing, and with
+// core.ErrRunCancelled when the run was cancelled.
+func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, log *slog.Logger) *heartbeatLoop {
+	hb := &heartbeatLoop{}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -428,21 +450,24 @@ func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, 
 			switch {
 			case err != nil:
 				log.Warn("worker: heartbeat failed", "err", err)
+			case !res.OK && hb.finishing.Load():
+				return
 			case !res.OK:
 				w.cfg.Metrics.StaleWrites.WithLabelValues("renew").Inc()
 				log.Warn("worker: heartbeat rejected by fencing token: lease lost; cancelling the handler")
 				cancel(core.ErrLeaseLost)
 				return
-			case res.Stop:
+			case res.Stop && !hb.finishing.Load():
 				log.Info("worker: run cancelled; cancelling the handler")
 				cancel(core.ErrRunCancelled)
 			}
 		}
 	}()
-	return func() {
+	hb.stop = func() {
 		close(done)
 		wg.Wait()
 	}
+	return hb
 }
 
 // invoke resolves the idempotency key, then runs the handler, turning a

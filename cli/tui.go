@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/tui"
+)
+
+// tuiCommand is `ffctl tui`, the operator's live dashboard. It writes no
+// logs: the terminal belongs to the dashboard.
+func tuiCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:      "tui",
+		Usage:     "live dashboard: runs, a run's tasks, leases, outbox, DEAD tasks (requeue), workers",
+		UsageText: "ffctl tui [--refresh D] [--readonly]\n\nKeys: 1-6 or tab switch screens, ? lists every key, q quits.\nNO_COLOR set: no colours.",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "refresh", Usage: "how often the screen re-reads the database", Value: tui.RefreshDefault, EnvVars: []string{"FLOWFORGE_TUI_REFRESH"}},
+			&cli.BoolFlag{Name: "readonly", Usage: "hide the actions (requeue, cancel)", EnvVars: []string{"FLOWFORGE_TUI_READONLY"}},
+		},
+		Action: func(c *cli.Context) error {
+			refresh := c.Duration("refresh")
+			if refresh <= 0 {
+				return usageError("--refresh %s: want a positive duration", refresh)
+			}
+			if !isTerminal(env.Stdout) {
+				return usageError("tui: standard output is not a terminal")
+			}
+			s, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			err = tui.Run(c.Context, tui.NewStoreSource(s, actor()), tui.Options{
+				Refresh:  refresh,
+				ReadOnly: c.Bool("readonly"),
+				NoColor:  os.Getenv("NO_COLOR") != "",
+				Output:   env.Stdout,
+				Input:    env.Stdin,
+			})
+			return failure(err)
+		},
+	}
+}

@@ -1,0 +1,95 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+)
+
+const report = `
+name: nightly-report
+description: the nightly report
+tasks:
+  - {name: extract, handler: noop}
+  - name: render
+    handler: noop
+    depends_on: [extract]
+    retry: {max_attempts: 5}
+    timeout: 30s
+`
+
+func TestWorkflowApplyListShow(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r := h.ffIn(report, "workflow", "apply", "-f", "-", "-o", "json")
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	applied := decode[struct {
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+		Created bool   `json:"created"`
+		Tasks   int    `json:"tasks"`
+	}](t, r.stdout)
+	if applied.Name != "nightly-report" || applied.Version != 1 || !applied.Created || applied.Tasks != 2 {
+		t.Fatalf("apply: %+v", applied)
+	}
+
+	// Unchanged: a no-op that says so, and writes nothing.
+	before := h.snapshot()
+	r = h.ffIn(report, "workflow", "apply", "-f", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "unchanged (version 1)") {
+		t.Fatal(r)
+	}
+	h.assertUnchanged(before)
+
+	// Changed: version 2.
+	r = h.ffIn(strings.Replace(report, "max_attempts: 5", "max_attempts: 6", 1), "workflow", "apply", "-f", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "stored version 2 (2 tasks)") {
+		t.Fatal(r)
+	}
+
+	list := decode[[]struct {
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+		Tasks   int    `json:"tasks"`
+		Runs    int    `json:"runs"`
+		Created string `json:"created_at"`
+	}](t, h.must("workflow", "list", "-o", "json").stdout)
+	if len(list) != 1 || list[0].Version != 2 || list[0].Tasks != 2 || list[0].Created == "" {
+		t.Fatalf("list: %+v", list)
+	}
+	table := h.must("workflow", "list").stdout
+	if !strings.HasPrefix(table, "NAME            VERSION  TASKS  RUNS  CREATED\n") || !strings.Contains(table, "nightly-report  2        2      0     ") {
+		t.Fatalf("list table:\n%s", table)
+	}
+
+	show := decode[struct {
+		Name       string `json:"name"`
+		Version    int    `json:"version"`
+		Definition struct {
+			Tasks []struct {
+				Name      string   `json:"name"`
+				DependsOn []string `json:"depends_on"`
+				Timeout   string   `json:"timeout"`
+			} `json:"tasks"`
+		} `json:"definition"`
+	}](t, h.must("workflow", "show", "nightly-report", "--version", "1", "-o", "json").stdout)
+	if show.Version != 1 || len(show.Definition.Tasks) != 2 || show.Definition.Tasks[1].DependsOn[0] != "extract" || show.Definition.Tasks[1].Timeout != "30s" {
+		t.Fatalf("show: %+v", show)
+	}
+	out := h.must("workflow", "show", "nightly-report").stdout
+	for _, want := range []string{"workflow nightly-report version 2", "the nightly report", "render   noop     [extract]   6             30s"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("show table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestWorkflowApplyFromJSONFile(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	r := h.ffIn(`{"name": "j", "tasks": [{"name": "a", "handler": "noop", "retry": {"max_attempts": 1}}]}`, "workflow", "apply", "-f", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "workflow j: stored version 1 (1 tasks)") {
+		t.Fatal(r)
+	}
+}

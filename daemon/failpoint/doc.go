@@ -1,0 +1,37 @@
+// Package failpoint is a testing aid: it lets an end-to-end test make a
+// daemon misbehave at one precise point (a confirm that never arrives, a
+// process that dies between two writes) so that the recovery path can be
+// proven against real PostgreSQL and RabbitMQ.
+//
+// The failpoints are read from the environment variable FLOWFORGE_FAILPOINTS
+// exactly once, by the cli package when a daemon starts (EnvVar), and handed
+// to the daemons through their Config as a *Failpoints value. Nothing reads
+// the environment elsewhere, there are no package-level variables and no
+// init(). When the variable is unset or empty, Parse returns nil, and every
+// method of a nil *Failpoints does nothing: production code pays one nil
+// check per hook and behaves exactly as without the hook.
+//
+// Syntax: a comma-separated list of name=count, where count is a positive
+// integer, the number of times the failpoint fires before it turns inert
+// (a bare name means 1):
+//
+//	FLOWFORGE_FAILPOINTS=publisher.discard-confirms=1
+//	FLOWFORGE_FAILPOINTS=publisher.exit-after-confirm
+//
+// Names (an unknown name is an error, so a typo cannot silently disable a
+// test):
+//
+//   - publisher.discard-confirms: for the next count batches that the broker
+//     confirmed, the publisher treats every confirm as lost (the messages are
+//     in the queue, but the rows are recorded as unconfirmed and stay
+//     pending). Proves that a lost publisher confirm leads to a republish,
+//     never to a lost dispatch.
+//   - publisher.exit-after-confirm: once the broker has confirmed a batch,
+//     the publisher process exits with status ExitCode (3) before it stamps
+//     the rows, so its transaction dies with it. Proves that a publisher
+//     crash between confirm and stamp leaves the rows pending for the next
+//     publisher.
+//
+// A daemon logs a warning at start when failpoints are configured, so a
+// failpoint left set in a real deployment is visible.
+package failpoint

@@ -1,0 +1,223 @@
+package publisher
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// The test speaks AMQP directly only to break the topology under the
+// publisher and to observe the broker; the code under test goes through
+// core/broker.
+
+func publisherAMQPURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
+	if u == "" {
+		u = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("broker not reachable: %v", err)
+		}
+		t.Skipf("broker not reachable: %v", err)
+	}
+	_ = conn.Close()
+	return u
+}
+
+// publisherChannel opens a raw channel for the test's own observations.
+func publisherChannel(t *testing.T, url string) *amqp.Channel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// publishOutcomes reads flowforge_publish_total{outcome=...} from m.
+func publishOutcomes(t *testing.T, m *metrics.Metrics, outcome string) float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "flowforge_publish_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+type outboxRow struct {
+	published bool
+	attempts  int
+	lastError string
+}
+
+func readOutboxRow(t *testing.T, db *sql.DB) outboxRow {
+	t.Helper()
+	var r outboxRow
+	var lastErr sql.NullString
+	err := db.QueryRowContext(t.Context(), `SELECT published_at IS NOT NULL, publish_attempts, last_error FROM outbox`).Scan(&r.published, &r.attempts, &lastErr)
+	if err != nil {
+		t.Fatalf("read outbox row: %v", err)
+	}
+	r.lastError = lastErr.String
+	return r
+}
+
+// TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared
+// deletes the dispatch queue under a connected publisher (no worker runs to
+// re-declare it). RabbitMQ then answers a mandatory publish with a
+// basic.return AND a basic.ack; the publisher must treat it as returned
+// (the row stays pending, never stamped), then re-dial, which re-declares
+// the queue, and publish the row for real.
+func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *testing.T) {
+	amqpURL := publisherAMQPURL(t)
+	st, dbURL := storetest.New(t)
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := t.Context()
+
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	queue := "fftest." + hex.EncodeToString(b)
+	raw := publisherChannel(t, amqpURL)
+	t.Cleanup(func() {
+		_, _ = raw.QueueDelete(queue, false, false, false)
+		_, _ = raw.QueueDelete(broker.DeadLetterQueue(queue), false, false, false)
+	})
+
+	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	p, err := New(Config{Store: st, Broker: broker.Config{URLs: []string{amqpURL}, Queue: queue},
+		PollInterval: 50 * time.Millisecond, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p.pub == nil {
+		t.Fatal("publisher did not connect at start")
+	}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.pub != nil {
+			p.pub.Close()
+		}
+	})
+
+	if _, err := raw.QueueDelete(queue, false, false, false); err != nil {
+		t.Fatalf("delete the dispatch queue: %v", err)
+	}
+	// Precondition: the broker really does both for this publish.
+	if err := raw.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	returns := raw.NotifyReturn(make(chan amqp.Return, 1))
+	dc, err := raw.PublishWithDeferredConfirm("", queue, true, false, amqp.Publishing{Body: []byte("probe")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-returns:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the broker did not return a mandatory publish to the deleted queue")
+	}
+	if acked, err := dc.WaitContext(ctx); err != nil || !acked {
+		t.Fatalf("the broker did not also ack the returned publish (acked=%v, err=%v)", acked, err)
+	}
+
+	if _, err := st.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := p.cycle(ctx, p.pub)
+	if n != 1 {
+		t.Fatalf("cycle took %d rows, want 1", n)
+	}
+	if err == nil {
+		t.Fatal("cycle reported success for a returned message")
+	}
+	row := readOutboxRow(t, db)
+	if row.published || row.attempts != 1 || row.lastError != "returned" {
+		t.Fatalf("after the return: %+v, want pending, 1 attempt, last_error \"returned\"", row)
+	}
+	if got := publishOutcomes(t, m, "returned"); got != 1 {
+		t.Fatalf("flowforge_publish_total{outcome=returned} = %v, want 1", got)
+	}
+	if got := publishOutcomes(t, m, "confirmed"); got != 0 {
+		t.Fatalf("flowforge_publish_total{outcome=confirmed} = %v, want 0", got)
+	}
+
+	// The loop re-dials, re-declaring the queue, and publishes the row.
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Run(runCtx)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if row = readOutboxRow(t, db); row.published {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row never published after the queue was re-declared: %+v", row)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	q, err := raw.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatalf("the publisher did not re-declare the dispatch queue: %v", err)
+	}
+	if q.Messages != 1 {
+		t.Fatalf("dispatch queue holds %d messages, want 1", q.Messages)
+	}
+	if got := publishOutcomes(t, m, "confirmed"); got != 1 {
+		t.Fatalf("flowforge_publish_total{outcome=confirmed} = %v, want 1", got)
+	}
+	if row.attempts < 2 || row.lastError != "" {
+		t.Fatalf("published row: %+v, want at least 2 attempts (returned first) and no last_error", row)
+	}
+}

@@ -1,0 +1,69 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/google/uuid"
+)
+
+// Action requests, sent by a screen once its prompt is confirmed; the root
+// runs them through Source (the CLI's code paths) in a command.
+type (
+	requeueMsg struct {
+		ids    []uuid.UUID
+		reason string
+	}
+	cancelRunMsg struct {
+		id     uuid.UUID
+		reason string
+	}
+	// refreshMsg asks for an immediate read of the current screen.
+	refreshMsg struct{}
+)
+
+func (m *Model) requeue(msg requeueMsg) tea.Cmd {
+	if m.c.readOnly {
+		return nil
+	}
+	src := m.src
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), ActionTimeout)
+		defer cancel()
+		res, err := src.Requeue(ctx, msg.ids, msg.reason)
+		if err != nil {
+			return actionMsg{text: "requeue", err: err}
+		}
+		ok := 0
+		var firstErr error
+		for _, r := range res {
+			if r.Err == nil {
+				ok++
+			} else if firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", shortID(r.ID), r.Err)
+			}
+		}
+		text := fmt.Sprintf("requeued %d of %d", ok, len(msg.ids))
+		if firstErr != nil {
+			return actionMsg{text: text, err: firstErr}
+		}
+		return actionMsg{text: text}
+	}
+}
+
+func (m *Model) cancelRun(msg cancelRunMsg) tea.Cmd {
+	if m.c.readOnly {
+		return nil
+	}
+	src := m.src
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), ActionTimeout)
+		defer cancel()
+		res, err := src.CancelRun(ctx, msg.id, msg.reason)
+		if err != nil {
+			return actionMsg{text: "cancel run " + shortID(msg.id), err: err}
+		}
+		return actionMsg{text: fmt.Sprintf("run %s: cancellation requested, %s cancelled", shortID(msg.id), plural(res.TasksCancelled, "unstarted task"))}
+	}
+}

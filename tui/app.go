@@ -1,0 +1,499 @@
+// Package tui is ffctl's operator dashboard (ffctl tui): runs, a run's
+// tasks, leases, the outbox, DEAD tasks and the daemon processes, refreshed
+// on a timer, with the two operator actions the CLI has (requeue a DEAD
+// task, cancel a run) behind a confirmation that asks for an audited reason.
+//
+// Shape: one root Model owns the screens (one model each), the shared
+// context (size, theme, options) and the refresh loop. Data is read through
+// Source in tea.Cmds with a timeout, never in Update; a tick re-arms itself
+// as a command; a failed or slow read only changes the status line.
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+type keyMsg = tea.KeyMsg
+
+// Defaults of Options.
+const (
+	RefreshDefault = 2 * time.Second
+	// ActionTimeout bounds a requeue or a cancellation.
+	ActionTimeout = 15 * time.Second
+	// minFetchTimeout is the least time one refresh may take before it is
+	// abandoned (and reported).
+	minFetchTimeout = 5 * time.Second
+)
+
+// Options configures the dashboard.
+type Options struct {
+	// Refresh is the period of the automatic refresh; 0 means
+	// RefreshDefault.
+	Refresh time.Duration
+	// ReadOnly hides and disables the actions (requeue, cancel).
+	ReadOnly bool
+	// NoColor renders without colour (NO_COLOR).
+	NoColor bool
+	// Output is the terminal drawn on (nil: standard output); Input the
+	// keyboard (nil: standard input).
+	Output io.Writer
+	Input  io.Reader
+	// Now is the wall clock used only to time refreshes (nil: time.Now);
+	// ages shown come from the database clock.
+	Now func() time.Time
+}
+
+type screenID int
+
+const (
+	scrRuns screenID = iota
+	scrRun
+	scrLeases
+	scrOutbox
+	scrDead
+	scrWorkers
+	scrTask
+	nScreens
+)
+
+// tabs lists the screens reachable with 1-6 and tab, in order.
+var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers}
+
+// shared is the context every screen sees.
+type shared struct {
+	width, height int
+	theme         *theme
+	readOnly      bool
+	nav           navKeys
+}
+
+// fetchFunc reads one screen's data; it runs in a command's goroutine and
+// must only use what it captured.
+type fetchFunc func(ctx context.Context, src Source) (any, error)
+
+// screen is one view of the dashboard.
+type screen interface {
+	title() string
+	// fetcher returns the read for the screen's current target, or nil
+	// when there is nothing to read (no run selected).
+	fetcher() fetchFunc
+	// setData takes a successful read (ignoring one for another target).
+	setData(data any)
+	// update handles a key; it returns a command (an action, a navigation
+	// message) or nil.
+	update(msg keyMsg) tea.Cmd
+	// view renders the screen's area.
+	view(width, height int) string
+	// keys lists the screen's bindings for the help.
+	keys() []key.Binding
+	// capturing reports that a text field has the focus: every key but
+	// ctrl+c goes to the screen.
+	capturing() bool
+}
+
+// Messages.
+type (
+	tickMsg time.Time
+	dataMsg struct {
+		screen screenID
+		data   any
+		err    error
+		took   time.Duration
+	}
+	// openRunMsg shows a run on the Run screen.
+	openRunMsg struct{ id string }
+	// openTaskMsg shows a task's attempt history; back returns to from.
+	openTaskMsg struct {
+		id   string
+		from screenID
+	}
+	// backMsg leaves a sub-screen.
+	backMsg struct{}
+	// actionMsg reports an action's outcome for the status line.
+	actionMsg struct {
+		text string
+		err  error
+	}
+)
+
+// Model is the root of the dashboard.
+type Model struct {
+	src     Source
+	c       *shared
+	refresh time.Duration
+	now     func() time.Time
+
+	screens [nScreens]screen
+	runs    *runsModel
+	run     *runModel
+	task    *taskModel
+	dead    *deadModel
+
+	cur, back screenID
+
+	inflight [nScreens]bool
+	started  [nScreens]time.Time
+
+	lastTook     time.Duration
+	loaded       bool
+	err          error
+	errSince     time.Time
+	disconnected bool
+	notice       string
+	noticeErr    bool
+
+	showHelp bool
+	help     help.Model
+	global   globalKeys
+	wallNow  time.Time
+	quitting bool
+}
+
+// New returns the dashboard over src.
+func New(src Source, opt Options) *Model {
+	if opt.Refresh <= 0 {
+		opt.Refresh = RefreshDefault
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	th := newTheme(newRenderer(opt.Output, opt.NoColor))
+	c := &shared{width: 80, height: 24, theme: th, readOnly: opt.ReadOnly, nav: newNavKeys()}
+	m := &Model{src: src, c: c, refresh: opt.Refresh, now: opt.Now, global: newGlobalKeys()}
+	m.runs = newRunsModel(c)
+	m.run = newRunModel(c)
+	m.task = newTaskModel(c)
+	m.dead = newDeadModel(c)
+	m.screens = [nScreens]screen{
+		scrRuns:    m.runs,
+		scrRun:     m.run,
+		scrLeases:  newLeasesModel(c),
+		scrOutbox:  newOutboxModel(c),
+		scrDead:    m.dead,
+		scrWorkers: newWorkersModel(c),
+		scrTask:    m.task,
+	}
+	m.help = help.New()
+	m.help.Styles.ShortKey = th.header
+	m.help.Styles.FullKey = th.header
+	m.help.Styles.ShortDesc = th.dim
+	m.help.Styles.FullDesc = th.dim
+	m.help.Styles.ShortSeparator = th.dim
+	m.help.Styles.FullSeparator = th.dim
+	m.help.Styles.Ellipsis = th.dim
+	m.wallNow = m.now()
+	return m
+}
+
+// Run draws the dashboard until the user quits or ctx ends.
+func Run(ctx context.Context, src Source, opt Options) error {
+	m := New(src, opt)
+	popts := []tea.ProgramOption{tea.WithAltScreen(), tea.WithContext(ctx)}
+	if opt.Output != nil {
+		popts = append(popts, tea.WithOutput(opt.Output))
+	}
+	if opt.Input != nil {
+		popts = append(popts, tea.WithInput(opt.Input))
+	}
+	_, err := tea.NewProgram(m, popts...).Run()
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Init starts the first read and the refresh timer.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.fetch(m.cur), m.tick())
+}
+
+func (m *Model) tick() tea.Cmd {
+	return tea.Tick(m.refresh, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+func (m *Model) fetchTimeout() time.Duration {
+	return max(2*m.refresh, minFetchTimeout)
+}
+
+// fetch starts a read of screen id unless one is already in flight.
+func (m *Model) fetch(id screenID) tea.Cmd {
+	if m.inflight[id] {
+		return nil
+	}
+	f := m.screens[id].fetcher()
+	if f == nil {
+		return nil
+	}
+	m.inflight[id] = true
+	m.started[id] = m.now()
+	src, timeout, now := m.src, m.fetchTimeout(), m.now
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := now()
+		data, err := f(ctx, src)
+		return dataMsg{screen: id, data: data, err: err, took: now().Sub(start)}
+	}
+}
+
+// Update handles one message; it never blocks.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.c.width, m.c.height = msg.Width, msg.Height
+		m.help.Width = msg.Width
+		return m, nil
+	case tickMsg:
+		m.wallNow = m.now()
+		return m, tea.Batch(m.fetch(m.cur), m.tick())
+	case dataMsg:
+		return m, m.onData(msg)
+	case openRunMsg:
+		m.run.open(msg.id)
+		m.cur = scrRun
+		m.inflight[scrRun] = false
+		return m, m.fetch(scrRun)
+	case openTaskMsg:
+		m.task.open(msg.id)
+		m.back = msg.from
+		m.cur = scrTask
+		m.inflight[scrTask] = false
+		return m, m.fetch(scrTask)
+	case backMsg:
+		if m.cur == scrTask {
+			m.cur = m.back
+		} else {
+			m.cur = scrRuns
+		}
+		return m, m.fetch(m.cur)
+	case actionMsg:
+		m.notice, m.noticeErr = Sanitize(msg.text), msg.err != nil
+		if msg.err != nil {
+			m.notice = Sanitize(fmt.Sprintf("%s: %v", msg.text, msg.err))
+		}
+		return m, m.fetch(m.cur)
+	case requeueMsg:
+		return m, m.requeue(msg)
+	case cancelRunMsg:
+		return m, m.cancelRun(msg)
+	case refreshMsg:
+		m.inflight[m.cur] = false
+		return m, m.fetch(m.cur)
+	case tea.KeyMsg:
+		return m, m.onKey(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) onData(msg dataMsg) tea.Cmd {
+	m.inflight[msg.screen] = false
+	m.wallNow = m.now()
+	if msg.err != nil {
+		if m.err == nil {
+			m.errSince = m.wallNow
+		}
+		m.err = msg.err
+		m.disconnected = errors.Is(msg.err, ErrDisconnected)
+		return nil
+	}
+	m.err, m.disconnected = nil, false
+	m.loaded = true
+	m.lastTook = msg.took
+	m.screens[msg.screen].setData(msg.data)
+	return nil
+}
+
+func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
+	if msg.Type == tea.KeyCtrlC {
+		m.quitting = true
+		return tea.Quit
+	}
+	s := m.screens[m.cur]
+	if s.capturing() {
+		return s.update(msg)
+	}
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+		// Keys typed faster than the terminal is read arrive together
+		// ("jj"): take them one by one.
+		var cmds []tea.Cmd
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
+		}
+		return tea.Batch(cmds...)
+	}
+	if m.showHelp {
+		switch {
+		case key.Matches(msg, keyQuitHelp):
+			m.showHelp = false
+		case key.Matches(msg, m.global.Quit):
+			m.quitting = true
+			return tea.Quit
+		}
+		return nil
+	}
+	switch {
+	case key.Matches(msg, m.global.Quit):
+		m.quitting = true
+		return tea.Quit
+	case key.Matches(msg, m.global.Help):
+		m.showHelp = true
+		return nil
+	case key.Matches(msg, m.global.Refresh):
+		return m.fetch(m.cur)
+	case key.Matches(msg, m.global.Next):
+		return m.switchTo(m.tabStep(1))
+	case key.Matches(msg, m.global.Prev):
+		return m.switchTo(m.tabStep(-1))
+	}
+	for i, b := range m.global.Screens {
+		if key.Matches(msg, b) {
+			return m.switchTo(tabs[i])
+		}
+	}
+	return s.update(msg)
+}
+
+func (m *Model) tabStep(d int) screenID {
+	cur := m.cur
+	if cur == scrTask {
+		cur = m.back
+	}
+	for i, id := range tabs {
+		if id == cur {
+			return tabs[(i+d+len(tabs))%len(tabs)]
+		}
+	}
+	return scrRuns
+}
+
+func (m *Model) switchTo(id screenID) tea.Cmd {
+	m.cur = id
+	m.notice = ""
+	return m.fetch(id)
+}
+
+// View draws the whole terminal: tabs, the screen, the status line and the
+// short help.
+func (m *Model) View() string {
+	if m.quitting {
+		return ""
+	}
+	w, h := m.c.width, m.c.height
+	if w < 20 || h < 6 {
+		return fit("terminal too small", max(w, 1))
+	}
+	bodyH := h - 3
+	var body string
+	if m.showHelp {
+		body = m.fullHelp(w, bodyH)
+	} else {
+		body = m.screens[m.cur].view(w, bodyH)
+	}
+	body = clip(body, w, bodyH)
+	if n := strings.Count(body, "\n") + 1; n < bodyH {
+		body += strings.Repeat("\n", bodyH-n)
+	}
+	return m.tabsView(w) + "\n" + body + "\n" + m.statusView(w) + "\n" + m.shortHelp(w)
+}
+
+func (m *Model) tabsView(w int) string {
+	th := m.c.theme
+	var b strings.Builder
+	b.WriteString(th.brand.Render("FlowForge"))
+	active := m.cur
+	if active == scrTask {
+		active = scrRun
+		if m.back == scrDead {
+			active = scrDead
+		}
+	}
+	for i, id := range tabs {
+		label := fmt.Sprintf("%d %s", i+1, m.screens[id].title())
+		b.WriteString(" ")
+		if id == active {
+			b.WriteString(th.tabActive.Render("[" + label + "]"))
+		} else {
+			b.WriteString(th.tab.Render(" " + label + " "))
+		}
+	}
+	if m.c.readOnly {
+		b.WriteString(" " + th.dim.Render("read-only"))
+	}
+	return clip(b.String(), w, 1)
+}
+
+func (m *Model) statusView(w int) string {
+	th := m.c.theme
+	var s string
+	inflightFor := time.Duration(0)
+	if m.inflight[m.cur] {
+		inflightFor = m.wallNow.Sub(m.started[m.cur])
+	}
+	switch {
+	case m.disconnected:
+		s = th.bad.Render(fmt.Sprintf("disconnected, retrying (for %s): %s", fmtAge(m.wallNow.Sub(m.errSince)), firstLineOf(m.err)))
+	case m.err != nil:
+		s = th.bad.Render(fmt.Sprintf("refresh failed, retrying every %s: %s", m.refresh, firstLineOf(m.err)))
+	case inflightFor > m.refresh:
+		s = th.warn.Render(fmt.Sprintf("refresh slow: waiting %s", fmtAge(inflightFor)))
+	case !m.loaded:
+		s = th.dim.Render("loading…")
+	default:
+		s = th.good.Render("● live") + th.dim.Render(fmt.Sprintf(" · read in %s · every %s", fmtAge(m.lastTook), m.refresh))
+	}
+	if m.notice != "" {
+		st := th.good
+		if m.noticeErr {
+			st = th.bad
+		}
+		s += th.dim.Render(" │ ") + st.Render(m.notice)
+	}
+	return clip(s, w, 1)
+}
+
+func firstLineOf(err error) string {
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return Sanitize(line)
+}
+
+func (m *Model) shortHelp(w int) string {
+	var ks []key.Binding
+	if m.showHelp {
+		ks = []key.Binding{keyQuitHelp, m.global.Quit}
+	} else {
+		ks = append(ks, m.screens[m.cur].keys()...)
+		if !m.screens[m.cur].capturing() {
+			ks = append(ks, m.global.Help, m.global.Quit)
+		}
+	}
+	m.help.Width = w
+	return clip(m.help.ShortHelpView(ks), w, 1)
+}
+
+func (m *Model) fullHelp(w, h int) string {
+	g := m.global
+	screensCol := append([]key.Binding{g.Next, g.Prev}, g.Screens...)
+	cols := [][]key.Binding{
+		screensCol,
+		m.c.nav.bindings(),
+		append(m.screens[m.cur].keys(), g.Refresh, g.Help, g.Quit),
+	}
+	m.help.Width = w
+	title := m.c.theme.header.Render("keys — " + m.screens[m.cur].title())
+	return clip(title+"\n\n"+m.help.FullHelpView(cols), w, h)
+}
+
+// disabled returns b, disabled when readOnly (hidden from help, inert).
+func disabled(b key.Binding, readOnly bool) key.Binding {
+	b.SetEnabled(!readOnly)
+	return b
+}

@@ -1,0 +1,100 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// Source is everything the dashboard reads and does. The dashboard never
+// speaks SQL: StoreSource adapts *store.Store to it, and tests hand the
+// models a fake. Every call is bounded by its ctx; every listing is bounded
+// by a LIMIT and served by an index.
+type Source interface {
+	Runs(ctx context.Context, f RunFilter) (RunsData, error)
+	Run(ctx context.Context, id uuid.UUID) (RunData, error)
+	Task(ctx context.Context, id uuid.UUID) (TaskData, error)
+	Leases(ctx context.Context) (LeasesData, error)
+	Outbox(ctx context.Context) (OutboxData, error)
+	Dead(ctx context.Context) (DeadData, error)
+	Workers(ctx context.Context) (WorkersData, error)
+	// Requeue moves DEAD tasks back to PENDING, audited with reason; it
+	// reports each task's outcome.
+	Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error)
+	// CancelRun requests the run's cancellation, audited with reason.
+	CancelRun(ctx context.Context, id uuid.UUID, reason string) (store.CancelResult, error)
+}
+
+// ErrDisconnected wraps a read error when the database does not answer at
+// all (as opposed to a query that failed): the dashboard shows
+// "disconnected, retrying" and keeps polling.
+var ErrDisconnected = errors.New("database unreachable")
+
+// RunFilter narrows the Runs screen. Zero values mean "any".
+type RunFilter struct {
+	Workflow string
+	State    string
+}
+
+// Every *Data carries Now, the database's clock when it was read: ages
+// shown on screen are differences against it, never against the terminal's
+// clock.
+
+// RunsData feeds the Runs screen.
+type RunsData struct {
+	Now time.Time
+	// Counts holds runs per state, each capped at CountCap (a count equal
+	// to CountCap is shown as "CountCap+").
+	Counts   map[string]int64
+	CountCap int64
+	Runs     []store.Run
+}
+
+// RunData feeds the Run screen: the run with its tasks.
+type RunData struct {
+	Now time.Time
+	Run store.Run
+}
+
+// TaskData feeds the task history screen.
+type TaskData struct {
+	Now  time.Time
+	Task store.TaskDetail
+}
+
+// LeasesData feeds the Leases screen: every RUNNING task, soonest expiry
+// first.
+type LeasesData struct {
+	Now    time.Time
+	Leases []store.TaskRun
+}
+
+// OutboxData feeds the Outbox screen.
+type OutboxData struct {
+	Now    time.Time
+	Status store.OutboxStatus
+	Oldest []store.PendingDispatch
+}
+
+// DeadData feeds the DEAD screen.
+type DeadData struct {
+	Now   time.Time
+	Tasks []store.TaskRun
+}
+
+// WorkersData feeds the Workers screen.
+type WorkersData struct {
+	Now     time.Time
+	Workers []store.Worker
+}
+
+// RequeueResult is the outcome of requeueing one task; Err is nil when it
+// was requeued.
+type RequeueResult struct {
+	ID  uuid.UUID
+	Err error
+}

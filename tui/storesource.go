@@ -1,0 +1,176 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// Listing bounds of StoreSource.
+const (
+	RunsLimit       = 50
+	RunCountCap     = 1000
+	DeadLimit       = 100
+	LeasesLimit     = 200
+	OutboxRowsLimit = 20
+	// WorkersWithin is how recently a process must have been seen to be
+	// listed on the Workers screen.
+	WorkersWithin = 10 * time.Minute
+)
+
+// StoreSource reads and acts through *store.Store, on the same code paths
+// as the CLI (store.Requeue, store.CancelRun), auditing actions as Actor.
+type StoreSource struct {
+	Store *store.Store
+	Actor string
+}
+
+// NewStoreSource returns a Source over s whose actions are audited as actor.
+func NewStoreSource(s *store.Store, actor string) *StoreSource {
+	return &StoreSource{Store: s, Actor: actor}
+}
+
+// pingTimeout bounds the ping that tells "the database is gone" from "this
+// query failed".
+const pingTimeout = time.Second
+
+// classify marks err as ErrDisconnected when the database does not even
+// answer a ping (also after ctx ran out: a timed-out read is either a slow
+// database or a missing one).
+func (s *StoreSource) classify(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+	defer cancel()
+	if perr := s.Store.Ping(pctx); perr != nil {
+		return fmt.Errorf("%w: %w", ErrDisconnected, err)
+	}
+	return err
+}
+
+// Runs reads the clock, the bounded per-state counts and the newest runs.
+func (s *StoreSource) Runs(ctx context.Context, f RunFilter) (RunsData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return RunsData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	counts, err := s.Store.RunStateCountsBounded(ctx, RunCountCap)
+	if err != nil {
+		return RunsData{}, s.classify(ctx, err)
+	}
+	runs, err := s.Store.ListRuns(ctx, store.RunFilter{Workflow: f.Workflow, State: f.State, Limit: RunsLimit})
+	if err != nil {
+		return RunsData{}, s.classify(ctx, err)
+	}
+	return RunsData{Now: now, Counts: counts, CountCap: RunCountCap, Runs: runs}, nil
+}
+
+// Run reads one run and its tasks.
+func (s *StoreSource) Run(ctx context.Context, id uuid.UUID) (RunData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return RunData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	r, err := s.Store.GetRun(ctx, id)
+	if err != nil {
+		return RunData{}, s.classify(ctx, err)
+	}
+	return RunData{Now: now, Run: r}, nil
+}
+
+// Task reads one task and its history.
+func (s *StoreSource) Task(ctx context.Context, id uuid.UUID) (TaskData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return TaskData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	t, err := s.Store.GetTask(ctx, id)
+	if err != nil {
+		return TaskData{}, s.classify(ctx, err)
+	}
+	return TaskData{Now: now, Task: t}, nil
+}
+
+// Leases reads every RUNNING task (bounded), soonest expiry first.
+func (s *StoreSource) Leases(ctx context.Context) (LeasesData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return LeasesData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	l, err := s.Store.ListLeases(ctx, LeasesLimit)
+	if err != nil {
+		return LeasesData{}, s.classify(ctx, err)
+	}
+	return LeasesData{Now: now, Leases: l}, nil
+}
+
+// Outbox reads the outbox summary and its oldest pending rows.
+func (s *StoreSource) Outbox(ctx context.Context) (OutboxData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return OutboxData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	st, err := s.Store.OutboxStatus(ctx)
+	if err != nil {
+		return OutboxData{}, s.classify(ctx, err)
+	}
+	rows, err := s.Store.OldestPendingDispatches(ctx, OutboxRowsLimit)
+	if err != nil {
+		return OutboxData{}, s.classify(ctx, err)
+	}
+	return OutboxData{Now: now, Status: st, Oldest: rows}, nil
+}
+
+// Dead reads the most recent DEAD tasks.
+func (s *StoreSource) Dead(ctx context.Context) (DeadData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return DeadData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	t, err := s.Store.ListDead(ctx, store.DeadFilter{Limit: DeadLimit})
+	if err != nil {
+		return DeadData{}, s.classify(ctx, err)
+	}
+	return DeadData{Now: now, Tasks: t}, nil
+}
+
+// Workers reads the daemon processes seen recently.
+func (s *StoreSource) Workers(ctx context.Context) (WorkersData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return WorkersData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	w, err := s.Store.ListWorkers(ctx, WorkersWithin)
+	if err != nil {
+		return WorkersData{}, s.classify(ctx, err)
+	}
+	return WorkersData{Now: now, Workers: w}, nil
+}
+
+// Requeue requeues each task with store.Requeue, as `ffctl dead requeue`
+// does: one audited transition per task, each succeeding or failing alone.
+func (s *StoreSource) Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error) {
+	out := make([]RequeueResult, 0, len(ids))
+	for _, id := range ids {
+		err := s.Store.Requeue(ctx, id, s.Actor, reason)
+		if err != nil && ctx.Err() != nil {
+			return out, s.classify(ctx, err)
+		}
+		out = append(out, RequeueResult{ID: id, Err: err})
+	}
+	return out, nil
+}
+
+// CancelRun cancels a run with store.CancelRun, as `ffctl run cancel` does.
+func (s *StoreSource) CancelRun(ctx context.Context, id uuid.UUID, reason string) (store.CancelResult, error) {
+	res, err := s.Store.CancelRun(ctx, id, s.Actor, reason)
+	if err != nil {
+		return res, s.classify(ctx, err)
+	}
+	return res, nil
+}

@@ -1,0 +1,162 @@
+package tui
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
+)
+
+// seed fills a throwaway database with history through one INSERT ...
+// SELECT generate_series per table: runs of 5 tasks, mostly SUCCEEDED, the
+// newest 100 runs live (one RUNNING task with a lease, the rest PENDING),
+// every 500th run FAILED with a DEAD task, an outbox row per task (all
+// published but 20), and three daemon processes. It returns a live run and
+// a DEAD task.
+func seed(tb testing.TB, url string, tasks int) (runID, deadID uuid.UUID) {
+	tb.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	runs := tasks / 5
+	live := runs - 100
+	stmts := []string{
+		`INSERT INTO workflows (name, version, definition) VALUES ('nightly-report', 1, '{}')`,
+		fmt.Sprintf(`INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, state, created_at, started_at, finished_at)
+SELECT md5('run' || g)::uuid, (SELECT id FROM workflows LIMIT 1),
+       CASE WHEN g %% 3 = 0 THEN 'nightly-report' ELSE 'wf-' || (g %% 7) END, 1,
+       CASE WHEN g > %[2]d THEN 'RUNNING' WHEN g %% 500 = 0 THEN 'FAILED' ELSE 'SUCCEEDED' END,
+       now() - (%[1]d - g) * interval '1 second',
+       now() - (%[1]d - g) * interval '1 second',
+       CASE WHEN g > %[2]d THEN NULL ELSE now() - (%[1]d - g) * interval '1 second' + interval '800 ms' END
+  FROM generate_series(1, %[1]d) g`, runs, live),
+		fmt.Sprintf(`INSERT INTO task_runs (id, run_id, task_name, handler, state, attempt, max_attempts, fencing_token, depends_on,
+                       worker_id, lease_expires_at, heartbeat_at, created_at, started_at, finished_at, error)
+SELECT md5('task' || g)::uuid, md5('run' || r)::uuid, 't' || k, 'noop', st,
+       CASE WHEN st = 'PENDING' THEN 0 ELSE 1 END, 3, CASE WHEN st = 'PENDING' THEN 0 ELSE 2 END,
+       CASE WHEN k = 0 THEN '{}'::text[] ELSE ARRAY['t' || (k - 1)] END,
+       CASE WHEN st = 'RUNNING' THEN 'worker-bench-1' END,
+       CASE WHEN st = 'RUNNING' THEN now() + interval '20 s' END,
+       CASE WHEN st = 'RUNNING' THEN now() - interval '3 s' END,
+       now() - (%[1]d - r) * interval '1 second', now() - (%[1]d - r) * interval '1 second',
+       CASE WHEN st IN ('SUCCEEDED', 'DEAD') THEN now() - (%[1]d - r) * interval '1 second' + interval '500 ms' END,
+       CASE WHEN st = 'DEAD' THEN 'boom: upstream said 503' END
+  FROM (SELECT g, g / 5 + 1 AS r, g %% 5 AS k,
+               CASE WHEN g / 5 + 1 > %[2]d THEN CASE WHEN g %% 5 = 0 THEN 'RUNNING' ELSE 'PENDING' END
+                    WHEN (g / 5 + 1) %% 500 = 0 AND g %% 5 = 4 THEN 'DEAD'
+                    ELSE 'SUCCEEDED' END AS st
+          FROM generate_series(0, %[3]d - 1) g) s`, runs, live, tasks),
+		`INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload, created_at, published_at, publish_attempts)
+SELECT id, 1, '{}', created_at, created_at + interval '5 ms', 1 FROM task_runs`,
+		`INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload, created_at)
+SELECT id, 2, '{}', now() - interval '2 s' FROM task_runs WHERE state = 'PENDING' LIMIT 20`,
+		`INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor)
+SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, 'worker-bench-1' FROM task_runs WHERE state IN ('DEAD', 'RUNNING')`,
+		`INSERT INTO workers (id, role, hostname, pid) VALUES ('all-bench-1', 'all', 'bench', 1), ('worker-bench-1', 'worker', 'bench', 2), ('publisher-bench-1', 'publisher', 'bench', 3)`,
+		`VACUUM ANALYZE workflow_runs, task_runs, outbox, task_events, workers`,
+	}
+	ctx := context.Background()
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			tb.Fatalf("seed: %v\n%s", err, q)
+		}
+	}
+	if err := db.QueryRowContext(ctx, `SELECT id FROM workflow_runs WHERE state = 'RUNNING' LIMIT 1`).Scan(&runID); err != nil {
+		tb.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT id FROM task_runs WHERE state = 'DEAD' LIMIT 1`).Scan(&deadID); err != nil {
+		tb.Fatal(err)
+	}
+	return runID, deadID
+}
+
+// refreshAll reads what every screen shows, as one refresh of each would.
+func refreshAll(ctx context.Context, src Source, runID, taskID uuid.UUID) error {
+	if _, err := src.Runs(ctx, RunFilter{}); err != nil {
+		return err
+	}
+	if _, err := src.Runs(ctx, RunFilter{Workflow: "nightly-report", State: "FAILED"}); err != nil {
+		return err
+	}
+	if _, err := src.Run(ctx, runID); err != nil {
+		return err
+	}
+	if _, err := src.Task(ctx, taskID); err != nil {
+		return err
+	}
+	if _, err := src.Leases(ctx); err != nil {
+		return err
+	}
+	if _, err := src.Outbox(ctx); err != nil {
+		return err
+	}
+	if _, err := src.Dead(ctx); err != nil {
+		return err
+	}
+	_, err := src.Workers(ctx)
+	return err
+}
+
+// BenchmarkRefresh measures one refresh of every screen through StoreSource
+// against a history of 1,000,000 task runs (200,000 runs). Seeding takes
+// about a minute; it only runs with -bench.
+func BenchmarkRefresh(b *testing.B) {
+	s, url := storetest.New(b)
+	runID, deadID := seed(b, url, 1_000_000)
+	src := NewStoreSource(s, "bench")
+	ctx := context.Background()
+	if err := refreshAll(ctx, src, runID, deadID); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := refreshAll(ctx, src, runID, deadID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestStoreSourceReadsSeededHistory reads every screen through StoreSource
+// from a seeded history (the benchmark's seeding, smaller) and checks what
+// the screens get. (Index use is checked by core/store's
+// TestDashboardQueriesUseIndexes and the EXPLAINs in README-tui.md.)
+func TestStoreSourceReadsSeededHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("seeds a database")
+	}
+	s, url := storetest.New(t)
+	runID, deadID := seed(t, url, 50_000)
+	src := NewStoreSource(s, "test")
+	ctx := context.Background()
+	if err := refreshAll(ctx, src, runID, deadID); err != nil {
+		t.Fatal(err)
+	}
+	// And the data is what the screens expect.
+	rd, err := src.Runs(ctx, RunFilter{})
+	if err != nil || len(rd.Runs) != RunsLimit || rd.Counts["SUCCEEDED"] != RunCountCap || rd.Counts["RUNNING"] != 100 || rd.Counts["FAILED"] != 19 {
+		t.Errorf("runs: %d rows, counts %v, err %v", len(rd.Runs), rd.Counts, err)
+	}
+	dd, err := src.Dead(ctx)
+	if err != nil || len(dd.Tasks) != 19 {
+		t.Errorf("dead: %d, err %v", len(dd.Tasks), err)
+	}
+	od, err := src.Outbox(ctx)
+	if err != nil || od.Status.Pending != 20 || len(od.Oldest) != OutboxRowsLimit {
+		t.Errorf("outbox: %+v, %d rows, err %v", od.Status, len(od.Oldest), err)
+	}
+	ld, err := src.Leases(ctx)
+	if err != nil || len(ld.Leases) != 100 {
+		t.Errorf("leases: %d, err %v", len(ld.Leases), err)
+	}
+	if _, err := src.Run(ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrDisconnected) {
+		t.Errorf("unknown run: %v", err)
+	}
+}
