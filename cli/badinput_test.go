@@ -96,6 +96,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"malformed run filter", []string{"dead", "list", "--run", "r1"}, "", 2, []string{"malformed run id"}},
 		{"unknown run id (show)", []string{"run", "show", unknown}, "", 1, []string{"run " + unknown + ": not found"}},
 		{"unknown run id (wait)", []string{"run", "wait", unknown, "--timeout", "5s"}, "", 1, []string{"not found"}},
+		{"unknown run id (wait, tiny timeout)", []string{"run", "wait", unknown, "--timeout", "1ns"}, "", 1, []string{"run " + unknown + ": not found"}},
 		{"unknown run id (cancel)", []string{"run", "cancel", unknown}, "", 1, []string{"not found"}},
 		{"unknown task id (show)", []string{"task", "show", unknown}, "", 1, []string{"task " + unknown + ": not found"}},
 		{"unknown task id (requeue)", []string{"dead", "requeue", unknown, "--reason", "r"}, "", 1, []string{unknown, "not found"}},

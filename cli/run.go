@@ -281,6 +281,19 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 		if c.Context.Err() != nil {
 			return failure(fmt.Errorf("interrupted while waiting for run %s; the run was not touched", id))
 		}
+		if run.ID == uuid.Nil {
+			// The timeout fired before the first read answered: read once
+			// more, so the message says what the run is (or that it is not).
+			rctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+			r, err := s.GetRun(rctx, id)
+			cancel()
+			if errors.Is(err, store.ErrNotFound) {
+				return failure(err)
+			}
+			if err == nil {
+				run = r
+			}
+		}
 		state := run.State
 		if state == "" {
 			state = "unknown"

@@ -212,8 +212,8 @@ func TestRunWaitWaitsUntilAFailedRunSettles(t *testing.T) {
 		t.Fatalf("run %s finished %v, want FAILED and still open (good is READY)", r.State, r.FinishedAt)
 	}
 	// FAILED but not ended: "good" may still run.
-	r := h.ff("run", "wait", runID.String(), "--timeout", "300ms")
-	expect(t, r, 1, "timed out after 300ms waiting for run "+runID.String()+" (state FAILED, 1/2 tasks done)")
+	r := h.ff("run", "wait", runID.String(), "--timeout", "500ms")
+	expect(t, r, 1, "timed out after 500ms waiting for run "+runID.String()+" (state FAILED, 1/2 tasks done)")
 	h.succeed(h.taskID(runID, "good"))
 	h.advance()
 	r = h.ff("run", "wait", runID.String(), "--timeout", "30s")

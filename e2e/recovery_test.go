@@ -311,6 +311,8 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 	for i, f := range faults {
 		t.Logf("fault %d: %s", i+1, f.name)
 		outage := time.Now()
+		schedFailed := recoveryCountLogs(sched.Process, "scheduler: pass failed")
+		pubFailed := recoveryCountLogs(pub.Process, "publisher: cycle failed")
 		f.fault(t)
 		for _, d := range all {
 			r := recoveryReadyDown(t, d, 15*time.Second, "postgres")
@@ -322,6 +324,13 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 				t.Errorf("%s: rabbitmq = %q while only postgres is down", d.Name, r.Checks["rabbitmq"])
 			}
 		}
+		// Keep the server down until every process has noticed: each loop
+		// failed against it and each dependency watcher logged the loss.
+		recoveryWaitLogCount(t, sched.Process, 20*time.Second, schedFailed+1, "scheduler: pass failed")
+		recoveryWaitLogCount(t, pub.Process, 20*time.Second, pubFailed+1, "publisher: cycle failed")
+		for _, d := range all {
+			recoveryWaitLogCount(t, d.Process, 20*time.Second, i+1, "daemon: dependency lost", "dependency", "postgres")
+		}
 		pg.Start(t)
 		recoveryReadyOK(t, sched, 30*time.Second, "postgres")
 		for _, d := range all[1:] {
@@ -329,8 +338,8 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 		}
 		recoveryWaitLogCount(t, sched.Process, 30*time.Second, i+1, "scheduler: recovered")
 		recoveryWaitLogCount(t, pub.Process, 30*time.Second, i+1, "publisher: recovered", "dependency", "postgres")
-		for _, w := range []*recoveryDaemon{wa, wb} {
-			recoveryWaitLogCount(t, w.Process, 30*time.Second, i+1, "daemon: dependency recovered", "dependency", "postgres")
+		for _, d := range all {
+			recoveryWaitLogCount(t, d.Process, 30*time.Second, i+1, "daemon: dependency recovered", "dependency", "postgres")
 		}
 		id := s.Trigger(t, "recovery-chain")
 		runs = append(runs, id)
