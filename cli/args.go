@@ -9,7 +9,9 @@ import (
 // interspersed lets flags follow positional arguments ("ffctl run trigger
 // NAME --wait"), which urfave/cli v2 does not parse on its own: for the leaf
 // command named by args it moves every flag (with its value) ahead of the
-// positional arguments. "--" ends flag handling.
+// positional arguments. Global flags written after a command ("ffctl daemon
+// all --queue q") are moved ahead of the command, where urfave/cli looks for
+// them. "--" ends flag handling.
 func interspersed(app *cli.App, args []string) []string {
 	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
 		// Shell completion needs its flag last and no "--": leave it be.
@@ -17,15 +19,26 @@ func interspersed(app *cli.App, args []string) []string {
 	}
 	cmds := app.Commands
 	flags := app.Flags
+	var globals []string // global flags found after a command name
+	var walked []string  // args[1:i] without the hoisted globals
 	i := 1
 	// Walk global flags and command names to the leaf command.
 	for i < len(args) {
 		a := args[i]
 		if strings.HasPrefix(a, "-") {
+			n := 1
 			if !isBoolFlag(flags, a) && !strings.Contains(a, "=") {
-				i++
+				n = 2
 			}
-			i++
+			if i+n > len(args) {
+				return args // a value-taking flag without its value: the parser reports it
+			}
+			if len(walked) > 0 && isGlobalOnly(app, flags, a) {
+				globals = append(globals, args[i:i+n]...)
+			} else {
+				walked = append(walked, args[i:i+n]...)
+			}
+			i += n
 			continue
 		}
 		var next *cli.Command
@@ -38,6 +51,7 @@ func interspersed(app *cli.App, args []string) []string {
 		if next == nil {
 			break
 		}
+		walked = append(walked, a)
 		i++
 		flags = next.Flags
 		cmds = next.Subcommands
@@ -50,7 +64,6 @@ func interspersed(app *cli.App, args []string) []string {
 		// reports it.
 		return args
 	}
-	head := append([]string(nil), args[:i]...)
 	var fl, pos []string
 	for j := i; j < len(args); j++ {
 		a := args[j]
@@ -59,16 +72,23 @@ func interspersed(app *cli.App, args []string) []string {
 			break
 		}
 		if strings.HasPrefix(a, "-") && a != "-" {
-			fl = append(fl, a)
+			n := 1
 			if !isBoolFlag(flags, a) && !strings.Contains(a, "=") && j+1 < len(args) {
-				fl = append(fl, args[j+1])
-				j++
+				n = 2
 			}
+			if isGlobalOnly(app, flags, a) {
+				globals = append(globals, args[j:j+n]...)
+			} else {
+				fl = append(fl, args[j:j+n]...)
+			}
+			j += n - 1
 			continue
 		}
 		pos = append(pos, a)
 	}
-	out := append(head, fl...)
+	out := append([]string{args[0]}, globals...)
+	out = append(out, walked...)
+	out = append(out, fl...)
 	if len(pos) > 0 {
 		out = append(out, "--")
 		out = append(out, pos...)
@@ -89,4 +109,25 @@ func isBoolFlag(flags []cli.Flag, arg string) bool {
 		}
 	}
 	return name == "h" || name == "help" || name == "v" || name == "version" || name == "generate-bash-completion"
+}
+
+// isGlobalOnly reports whether arg names one of the app's global flags that
+// the current command does not define itself.
+func isGlobalOnly(app *cli.App, cmdFlags []cli.Flag, arg string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	if hasFlag(cmdFlags, name) {
+		return false
+	}
+	return hasFlag(app.Flags, name)
+}
+
+func hasFlag(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }

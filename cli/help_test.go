@@ -41,10 +41,6 @@ func TestEveryCommandHasASummaryAndAnExample(t *testing.T) {
 				if r.code != 0 {
 					t.Fatal(r)
 				}
-				if c.Name == "tui" && !strings.Contains(r.stdout, "Example:") {
-					// cli/tui.go is the dashboard's; its help still lacks an example.
-					t.Skip("ffctl tui --help has no Example yet (owned by the TUI work)")
-				}
 				for _, want := range []string{"ffctl " + strings.Join(p, " ") + " - " + c.Usage, "Example:\n", "ffctl " + strings.Join(p, " ")} {
 					if !strings.Contains(r.stdout, want) {
 						t.Fatalf("help lacks %q:\n%s", want, r.stdout)

@@ -18,7 +18,7 @@ var RunStates = []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED
 // qRunStateCountsBounded counts runs per state, each count stopping at $1:
 // an index scan (workflow_runs_state_created, or workflow_runs_created when
 // the state is most of the table) reads at most about $1 entries per state,
-// where RunStateCounts' GROUP BY reads the whole table. The ORDER BY matches
+// where a plain GROUP BY would read the whole table. The ORDER BY matches
 // those indexes so the planner never prefers a sequential scan.
 const qRunStateCountsBounded = `
 SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'PENDING' ORDER BY created_at DESC LIMIT $1) x) AS pending,
@@ -27,7 +27,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'PENDING
        (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'FAILED' ORDER BY created_at DESC LIMIT $1) x) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'CANCELLED' ORDER BY created_at DESC LIMIT $1) x) AS cancelled`
 
-// RunStateCountsBounded counts runs per state like RunStateCounts, but each
+// RunStateCountsBounded counts runs per state, but each
 // count stops at limit (a count equal to limit means "limit or more"), so
 // its cost is bounded whatever the history. limit <= 0 means 10000.
 func (s *Store) RunStateCountsBounded(ctx context.Context, limit int64) (map[string]int64, error) {

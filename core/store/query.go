@@ -105,22 +105,6 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	return out, nil
 }
 
-// RunStateCounts counts runs by state (for dashboards).
-func (s *Store) RunStateCounts(ctx context.Context) (map[string]int64, error) {
-	var rows []struct {
-		State string `db:"state"`
-		N     int64  `db:"n"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT state, count(*) AS n FROM workflow_runs GROUP BY state`); err != nil {
-		return nil, fmt.Errorf("count runs: %w", err)
-	}
-	out := map[string]int64{}
-	for _, r := range rows {
-		out[r.State] = r.N
-	}
-	return out, nil
-}
-
 // TaskEvent is one row of a task's history.
 type TaskEvent struct {
 	ID           int64     `db:"id" json:"id"`

@@ -17,11 +17,12 @@ var ErrNotDead = errors.New("task is not DEAD")
 
 // qRequeue is DEAD -> PENDING in one statement: the fencing token is bumped,
 // the attempt counter is reset (the task gets a fresh budget of
-// max_attempts), the run is reopened, and the audit row is written.
+// max_attempts), the last error is cleared (the history keeps it), the run
+// is reopened, and the audit row is written.
 const qRequeue = `
 WITH rq AS (
     UPDATE task_runs t
-       SET state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0,
+       SET state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
            finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL
       FROM workflow_runs r
      WHERE t.id = $1 AND t.state = 'DEAD' AND r.id = t.run_id AND r.cancel_requested_at IS NULL
