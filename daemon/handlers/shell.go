@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -124,13 +125,15 @@ func shellEnv(t core.Task) []string {
 		env = append(env, "FLOWFORGE_UPSTREAM="+string(up))
 	}
 	var params map[string]any
-	if json.Unmarshal(t.RunParams, &params) == nil {
+	dec := json.NewDecoder(bytes.NewReader(t.RunParams))
+	dec.UseNumber() // 20261130 stays 20261130, not 2.026113e+07
+	if dec.Decode(&params) == nil {
 		for k, v := range params {
 			var s string
 			switch x := v.(type) {
 			case string:
 				s = x
-			case float64, bool:
+			case json.Number, bool:
 				s = fmt.Sprint(x)
 			default:
 				continue

@@ -1,0 +1,153 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/daemon/handlers"
+)
+
+func task(params string, attempt int) core.Task {
+	return core.Task{RunID: "run-1", TaskRunID: "task-1", TaskName: "t", Workflow: "wf", Attempt: attempt,
+		RunParams: json.RawMessage(`{"day":"2026-11-30","n":20261130,"nested":{"x":1}}`), Params: json.RawMessage(params),
+		Upstream: map[string]json.RawMessage{"up": json.RawMessage(`{"v":1}`)}, IdempotencyKey: "k-1"}
+}
+
+func TestRegisterKeepsAProgramsOwnHandlersAndGatesShell(t *testing.T) {
+	reg := core.NewRegistry()
+	mine := func(context.Context, core.Task) (json.RawMessage, error) { return json.RawMessage(`"mine"`), nil }
+	reg.MustRegister("noop", mine)
+	handlers.Register(reg, handlers.Options{})
+	if reg.Has("shell") {
+		t.Fatal("shell registered without AllowShell")
+	}
+	h, _ := reg.Lookup("noop")
+	if out, _ := h(context.Background(), task(`{}`, 1)); string(out) != `"mine"` {
+		t.Fatalf("the program's noop was replaced: %s", out)
+	}
+	handlers.Register(reg, handlers.Options{AllowShell: true})
+	for _, n := range []string{"noop", "sleep", "fail", "http", "shell"} {
+		if !reg.Has(n) {
+			t.Errorf("%s not registered", n)
+		}
+	}
+}
+
+func TestFailFailsItsFirstTimesAttempts(t *testing.T) {
+	cases := []struct {
+		name      string
+		params    string
+		attempt   int
+		wantErr   bool
+		permanent bool
+	}{
+		{"absent times fails every attempt", `{}`, 7, true, false},
+		{"within times", `{"times": 2}`, 2, true, false},
+		{"after times", `{"times": 2}`, 3, false, false},
+		{"permanent", `{"times": 1, "permanent": true}`, 1, true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := handlers.Fail(context.Background(), task(c.params, c.attempt))
+			if (err != nil) != c.wantErr || core.IsPermanent(err) != c.permanent {
+				t.Fatalf("err = %v (permanent %v), want error %v permanent %v", err, core.IsPermanent(err), c.wantErr, c.permanent)
+			}
+		})
+	}
+}
+
+func TestUnknownParamsArePermanentErrors(t *testing.T) {
+	for name, h := range map[string]core.Handler{"noop": handlers.Noop, "sleep": handlers.Sleep, "fail": handlers.Fail, "shell": handlers.Shell} {
+		_, err := h(context.Background(), task(`{"tyop": 1}`, 1))
+		if err == nil || !core.IsPermanent(err) || !strings.Contains(err.Error(), "tyop") {
+			t.Errorf("%s with an unknown param: err = %v, want a permanent error naming it", name, err)
+		}
+	}
+}
+
+func TestSleepReturnsTheCauseWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(core.ErrRunCancelled)
+	_, err := handlers.Sleep(ctx, task(`{"duration": "1h"}`, 1))
+	if !errors.Is(err, core.ErrRunCancelled) {
+		t.Fatalf("err = %v, want it to wrap core.ErrRunCancelled", err)
+	}
+}
+
+func TestShellSeesTheTaskInItsEnvironmentAndReportsExitCodes(t *testing.T) {
+	out, err := handlers.Shell(context.Background(), task(`{"command": ["sh", "-c", "echo $FLOWFORGE_RUN_ID $FLOWFORGE_TASK_RUN_ID $FLOWFORGE_TASK_NAME $FLOWFORGE_ATTEMPT $FLOWFORGE_PARAM_DAY $FLOWFORGE_PARAM_N $EXTRA; echo \"$FLOWFORGE_UPSTREAM\""], "env": {"EXTRA": "x"}}`, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res handlers.ShellResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	if want := "run-1 task-1 t 2 2026-11-30 20261130 x\n{\"up\":{\"v\":1}}\n"; res.Stdout != want || res.ExitCode != 0 {
+		t.Fatalf("stdout %q exit %d, want %q 0", res.Stdout, res.ExitCode, want)
+	}
+	_, err = handlers.Shell(context.Background(), task(`{"command": ["sh", "-c", "echo oops >&2; exit 3"]}`, 1))
+	if err == nil || core.IsPermanent(err) || !strings.Contains(err.Error(), "code 3") || !strings.Contains(err.Error(), "oops") {
+		t.Fatalf("non-zero exit: err = %v, want a retryable error with the code and stderr", err)
+	}
+	_, err = handlers.Shell(context.Background(), task(`{"command": ["/no/such/binary"]}`, 1))
+	if err == nil || !core.IsPermanent(err) {
+		t.Fatalf("missing binary: err = %v, want permanent", err)
+	}
+}
+
+func TestShellKillsTheProcessGroupOnCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := handlers.Shell(ctx, task(`{"command": ["sh", "-c", "sleep 30 & sleep 30; wait"]}`, 1))
+	if err == nil {
+		t.Fatal("a cancelled command succeeded")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("cancel took %s: the process group was not killed", d)
+	}
+}
+
+func TestHTTPClassifiesStatusesAndSendsTheIdempotencyKey(t *testing.T) {
+	var gotKey, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKey = r.Header.Get("Idempotency-Key")
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		switch r.URL.Path {
+		case "/ok":
+			w.Write([]byte("fine"))
+		case "/bad":
+			http.Error(w, "no such thing", http.StatusNotFound)
+		default:
+			http.Error(w, "try later", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	h := handlers.HTTP(srv.Client())
+	out, err := h(context.Background(), task(`{"url": "`+srv.URL+`/ok"}`, 1))
+	if err != nil || !strings.Contains(string(out), `"status":200`) || gotKey != "k-1" || !strings.Contains(gotBody, `"task_run_id":"task-1"`) {
+		t.Fatalf("2xx: out %s err %v key %q body %s", out, err, gotKey, gotBody)
+	}
+	if _, err := h(context.Background(), task(`{"url": "`+srv.URL+`/bad"}`, 1)); err == nil || !core.IsPermanent(err) {
+		t.Fatalf("4xx: err = %v, want permanent", err)
+	}
+	if _, err := h(context.Background(), task(`{"url": "`+srv.URL+`/busy"}`, 1)); err == nil || core.IsPermanent(err) {
+		t.Fatalf("5xx: err = %v, want retryable", err)
+	}
+	if _, err := h(context.Background(), task(`{"url": "ftp://x"}`, 1)); err == nil || !core.IsPermanent(err) {
+		t.Fatalf("non-http url: err = %v, want permanent", err)
+	}
+	if _, err := h(context.Background(), task(`{"url": "http://127.0.0.1:1/"}`, 1)); err == nil || core.IsPermanent(err) {
+		t.Fatalf("network error: err = %v, want retryable", err)
+	}
+}
