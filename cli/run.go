@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -422,42 +421,15 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	}
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
-	for _, t := range dagOrder(run.Tasks) {
+	for _, t := range store.DAGOrder(run.Tasks) {
 		worker := "-"
-		if t.task.WorkerID != nil {
-			worker = sanitizeCell(*t.task.WorkerID)
+		if t.Task.WorkerID != nil {
+			worker = sanitizeCell(*t.Task.WorkerID)
 		}
-		tw.row(strings.Repeat("  ", t.depth)+sanitizeCell(t.task.Name), t.task.ID.String(), t.task.State,
-			fmt.Sprintf("%d/%d", t.task.Attempt, t.task.MaxAttempts), worker, fmtTime(t.task.StartedAt), fmtTime(t.task.FinishedAt), firstLine(t.task.Error, 60))
+		tw.row(strings.Repeat("  ", t.Depth)+sanitizeCell(t.Task.Name), t.Task.ID.String(), t.Task.State,
+			fmt.Sprintf("%d/%d", t.Task.Attempt, t.Task.MaxAttempts), worker, fmtTime(t.Task.StartedAt), fmtTime(t.Task.FinishedAt), firstLine(t.Task.Error, 60))
 	}
 	return tw.flush()
-}
-
-type orderedTask struct {
-	task  store.TaskRun
-	depth int
-}
-
-// dagOrder sorts tasks by depth in the DAG, then by name.
-func dagOrder(tasks []store.TaskRun) []orderedTask {
-	deps := make(map[string][]string, len(tasks))
-	for _, t := range tasks {
-		var d []string
-		_ = json.Unmarshal(t.DependsOn, &d)
-		deps[t.Name] = d
-	}
-	depth := core.Depths(deps)
-	out := make([]orderedTask, len(tasks))
-	for i, t := range tasks {
-		out[i] = orderedTask{task: t, depth: depth[t.Name]}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].depth != out[j].depth {
-			return out[i].depth < out[j].depth
-		}
-		return out[i].task.Name < out[j].task.Name
-	})
-	return out
 }
 
 func runCancel(c *cli.Context, env *Env) error {

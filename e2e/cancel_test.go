@@ -15,7 +15,7 @@ import (
 // dispatch queue is empty: a worker holds the delivery, unclaimed.
 func cancelHeldByWorker(t *testing.T, s *harness.Stack, runID string) {
 	t.Helper()
-	db := crashDB(t, s)
+	db := s.DB(t)
 	bcfg := broker.Config{URLs: s.AMQPURLs, Queue: s.Queue}
 	harness.Eventually(t, 30*time.Second, "a worker to hold the delivery of run "+runID, func() (bool, error) {
 		if n := crashInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
@@ -38,7 +38,7 @@ func cancelHeldByWorker(t *testing.T, s *harness.Stack, runID string) {
 func TestRunCancelStopsInFlightTaskAndCancelsUnstarted(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	w := s.Daemon(t, "worker", "worker", "--concurrency", "1", "--lease", "1s")
 	s.Apply(t, `
@@ -109,7 +109,7 @@ tasks:
 func TestFailFastRunCancelsRunningAndPendingSiblingsWhenATaskDies(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	s.Daemon(t, "worker", "worker", "--concurrency", "3", "--lease", "1s")
 	s.Apply(t, `

@@ -66,7 +66,7 @@ func TestHandlerOutlivingConsumerTimeoutCompletesOnceAndWorkerKeepsConsuming(t *
 	// within the test's time frame. Channels opened from now on use it.
 	r.Ctl(t, "eval", "application:set_env(rabbit, channel_tick_interval, 250).")
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{r.URL()}})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	w := s.Daemon(t, "worker", "worker", "--concurrency", "1", "--slot-wait", "1s", "--lease", "2s")
 	s.Apply(t, "name: ct-long\ntasks:\n  - {name: long, handler: sleep, params: {duration: 12s}}\n")

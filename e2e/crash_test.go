@@ -18,19 +18,6 @@ import (
 // Helpers shared by the failure-mode tests of crash, lease, shutdown,
 // cancel, skew, consumer_timeout and output (prefix crash).
 
-// crashDB opens a small pool on the stack's database for assertions and
-// fault injection (locks); ffctl itself stays a black box.
-func crashDB(t *testing.T, s *harness.Stack) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("pgx", s.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(4)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // crashTask is one task_runs row as the tests see it.
 type crashTask struct {
 	ID       string
@@ -164,7 +151,7 @@ func crashWaitExit(t *testing.T, p *harness.Process, timeout time.Duration) int 
 func TestWorkerKilledMidTaskIsReapedAndFinishedByAnotherWorker(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	victim := s.Daemon(t, "worker-victim", "worker", "--lease", "1s", "--id", "victim")
 	s.Apply(t, `
@@ -215,7 +202,7 @@ tasks:
 func TestSchedulerKilledRepeatedlyNeitherLosesNorDuplicatesDispatches(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	s.Daemon(t, "publisher", "publisher")
 	s.Daemon(t, "worker-a", "worker", "--concurrency", "4")
 	s.Daemon(t, "worker-b", "worker", "--concurrency", "4")
@@ -279,7 +266,7 @@ tasks:
 func TestTaskThatKillsItsWorkerEveryAttemptEndsDead(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	s.Apply(t, `
 name: crash-suicide
@@ -335,7 +322,7 @@ tasks:
 func TestExhaustedTaskIsRequeuedByOperatorAndSucceeds(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	s.Daemon(t, "worker", "worker", "--allow-shell")
 	marker := filepath.Join(t.TempDir(), "ready")

@@ -31,19 +31,6 @@ import (
 // Helpers shared by the dispatch, outbox, poison, idempotency and join
 // tests (mode numbers refer to FAILURE_MODEL.md).
 
-// dispatchDB opens a raw connection to the stack's database for the
-// assertions the CLI does not expose (row counts, history).
-func dispatchDB(t *testing.T, s *harness.Stack) *sql.DB {
-	t.Helper()
-	db, err := sql.Open("pgx", s.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(4)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // dispatchInt runs a query returning one integer.
 func dispatchInt(t *testing.T, db *sql.DB, query string, args ...any) int {
 	t.Helper()
@@ -265,7 +252,7 @@ func dispatchWaitPublished(t *testing.T, db *sql.DB, n int) {
 // dispatchWaitRuns waits until every run succeeded.
 func dispatchWaitRuns(t *testing.T, s *harness.Stack, ids []string, timeout time.Duration) {
 	t.Helper()
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	harness.Eventually(t, timeout, fmt.Sprintf("%d runs to succeed", len(ids)), func() (bool, error) {
 		n := dispatchInt(t, db, `SELECT count(*) FROM workflow_runs WHERE id = ANY ($1::uuid[]) AND state = 'SUCCEEDED'`, ids)
 		bad := dispatchInt(t, db, `SELECT count(*) FROM workflow_runs WHERE id = ANY ($1::uuid[]) AND state IN ('FAILED', 'CANCELLED')`, ids)
@@ -323,7 +310,7 @@ func dispatchTriggerMany(t *testing.T, s *harness.Stack, workflow string, n int,
 // and acks it: the shell handler ran once.
 func TestARedeliveredDispatchRunsTheHandlerOnce(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, "name: dup\ntasks:\n  - {name: a, handler: shell, params: {command: "+dispatchCountCommand(count)+"}}\n")
 	s.Daemon(t, "scheduler", "scheduler")
@@ -388,7 +375,7 @@ func TestARedeliveredDispatchRunsTheHandlerOnce(t *testing.T) {
 // end-to-end counterpart of core/store's TestExactlyOneOfManyClaimsWins.
 func TestManyCopiesOfADispatchOnTwoWorkersRunTheHandlerOnce(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, "name: dup\ntasks:\n  - {name: a, handler: shell, params: {command: "+dispatchCountCommand(count)+"}}\n")
 	s.Daemon(t, "scheduler", "scheduler")

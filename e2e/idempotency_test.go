@@ -21,7 +21,7 @@ import (
 // SUCCEEDED with that one result.
 func TestTwentyConcurrentRunsSharingAnIdempotencyKeyRunTheHandlerOnce(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, fmt.Sprintf(`
 name: charge

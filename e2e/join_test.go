@@ -20,7 +20,7 @@ import (
 // execution.
 func TestAJoinOfEightSimultaneousParentsIsDispatchedOnce(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	var wf strings.Builder
 	wf.WriteString("name: join8\ntasks:\n")

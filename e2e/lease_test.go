@@ -74,7 +74,7 @@ func leaseMetric(t *testing.T, url, sample string) float64 {
 func TestHeartbeatKeepsALiveLeasePastThreeLeases(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	s.Daemon(t, "worker", "worker", "--lease", "2s")
 	s.Apply(t, `
@@ -123,7 +123,7 @@ tasks:
 func TestFrozenWorkerThawedAfterReapHasItsWritesRejected(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	port := harness.FreePort(t)
 	frozen := s.Daemon(t, "worker-frozen", "worker", "--id", "frozen", "--lease", "1s", "--allow-shell",
@@ -222,12 +222,12 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := harness.NewStack(t, harness.StackOptions{})
-			db := crashDB(t, s)
+			db := s.DB(t)
 			crashControlPlane(t, s)
 			const lease = 1500 * time.Millisecond
 			s.Daemon(t, "worker", "worker", "--concurrency", strconv.Itoa(tasks), "--lease", lease.String())
 			s.Apply(t, wf.String())
-			lockDB := crashDB(t, s)
+			lockDB := s.DB(t)
 			var tx *sql.Tx
 			lock := func() {
 				var err error

@@ -38,7 +38,7 @@ func outboxPublisher(t *testing.T, s *harness.Stack, name, failpoints string, ar
 func TestBrokerOutageLeavesRowsPendingThenDrainsOnce(t *testing.T) {
 	rabbit := harness.StartRabbit(t, harness.RabbitOptions{})
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, outboxCountWorkflow("outage", count))
 	s.Daemon(t, "scheduler", "scheduler")
@@ -84,7 +84,7 @@ func TestBrokerOutageLeavesRowsPendingThenDrainsOnce(t *testing.T) {
 // task is claimed once.
 func TestTwoPublishersPublishEachRowOnce(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	s.Apply(t, `
 name: fan
 tasks:
@@ -139,7 +139,7 @@ tasks:
 // again; a worker started afterwards runs the task once.
 func TestADeletedDispatchQueueUnderARunningPublisherLosesNothing(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, outboxCountWorkflow("unroutable", count))
 	s.Daemon(t, "scheduler", "scheduler")
@@ -188,7 +188,7 @@ func TestADeletedDispatchQueueUnderARunningPublisherLosesNothing(t *testing.T) {
 // dispatch sits twice in the queue and checks that the task runs once.
 func outboxAssertDuplicateIsHarmless(t *testing.T, s *harness.Stack, id, count string) {
 	t.Helper()
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	if n := dispatchQueueDepth(t, s, s.Queue); n != 2 {
 		t.Fatalf("dispatch queue holds %d messages, want 2 (the first publish was delivered too)", n)
 	}
@@ -213,7 +213,7 @@ func outboxAssertDuplicateIsHarmless(t *testing.T, s *harness.Stack, id, count s
 // task then runs once: the second copy loses its claim.
 func TestALostPublisherConfirmIsRepublishedAndTheDuplicateIsHarmless(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, outboxCountWorkflow("lostconfirm", count))
 	pub := outboxPublisher(t, s, "publisher", string(failpoint.PublisherDiscardConfirms)+"=1", "--poll-interval", "200ms")
@@ -236,7 +236,7 @@ func TestALostPublisherConfirmIsRepublishedAndTheDuplicateIsHarmless(t *testing.
 // process publishes it again and stamps it, and the task runs once.
 func TestAPublisherKilledBetweenConfirmAndStampIsRepublished(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, outboxCountWorkflow("diesbeforestamp", count))
 	first := outboxPublisher(t, s, "publisher-1", string(failpoint.PublisherExitAfterConfirm)+"=1")
@@ -268,7 +268,7 @@ func TestAPublisherKilledBetweenConfirmAndStampIsRepublished(t *testing.T) {
 // their current fencing token: a lost dispatch.
 func outboxReadyWithoutRow(t *testing.T, s *harness.Stack) int {
 	t.Helper()
-	return dispatchInt(t, dispatchDB(t, s), `
+	return dispatchInt(t, s.DB(t), `
 SELECT count(*) FROM task_runs t
  WHERE t.state = 'READY'
    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token)`)
@@ -283,7 +283,7 @@ SELECT count(*) FROM task_runs t
 // dispatched and claimed exactly once.
 func TestKilledSchedulersNeverLeaveAReadyTaskWithoutItsOutboxRow(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	s.Apply(t, `
 name: wide
 tasks:

@@ -19,7 +19,7 @@ import (
 func TestHostileHandlerOutputIsStoredSafelyAndTheTaskFinishes(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	s.Daemon(t, "worker", "worker", "--allow-shell", "--concurrency", "4")
 	cases := []struct {

@@ -27,7 +27,7 @@ import (
 // dispatch and a later run once each.
 func TestGarbageOnTheDispatchQueueIsSettledAndTheWorkerCarriesOn(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := dispatchDB(t, s)
+	db := s.DB(t)
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, "name: victim\ntasks:\n  - {name: a, handler: shell, params: {command: "+dispatchCountCommand(count)+"}}\n")
 	first := s.Trigger(t, "victim") // READY with its outbox row; no publisher yet

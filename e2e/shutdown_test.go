@@ -19,7 +19,7 @@ import (
 func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
-	db := crashDB(t, s)
+	db := s.DB(t)
 	crashControlPlane(t, s)
 	old := s.Daemon(t, "worker-old", "worker", "--id", "old", "--concurrency", "1", "--slot-wait", "1m", "--lease", "1s")
 	s.Apply(t, "name: shutdown-inflight\ntasks:\n  - {name: work, handler: sleep, params: {duration: 2s}}\n")

@@ -45,7 +45,7 @@ func TestSkewedDaemonsNeitherReapLiveLeasesNorDelayDeadOnes(t *testing.T) {
 			t.Parallel()
 			d, _ := time.ParseDuration(strings.TrimPrefix(skew, "+"))
 			s := harness.NewStack(t, harness.StackOptions{})
-			db := crashDB(t, s)
+			db := s.DB(t)
 			sched := s.Daemon(t, "scheduler", "scheduler", "--sweep-interval", "200ms", "--debug-clock-skew", skew)
 			if off := skewProcessClock(t, sched).Sub(time.Now()); off < d-time.Minute || off > d+time.Minute {
 				t.Fatalf("the scheduler's clock is off by %v, want %v", off, d)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
 
-	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -75,15 +73,15 @@ func (m *runModel) setData(data any) {
 	m.data, m.loaded = d, true
 	th := m.c.theme
 	var rows []row
-	for _, o := range dagOrder(d.Run.Tasks) {
-		t := o.task
+	for _, o := range store.DAGOrder(d.Run.Tasks) {
+		t := o.Task
 		worker := "-"
 		if t.WorkerID != nil && t.State == "RUNNING" {
 			worker = Sanitize(*t.WorkerID)
 		}
 		r := row{
 			key: t.ID.String(),
-			cells: []string{strings.Repeat("  ", o.depth) + Sanitize(t.Name), t.State,
+			cells: []string{strings.Repeat("  ", o.Depth) + Sanitize(t.Name), t.State,
 				fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtLease(t.LeaseSeconds), firstLine(t.Error)},
 			styled: []string{"", th.state(t.State)},
 		}
@@ -93,33 +91,6 @@ func (m *runModel) setData(data any) {
 		rows = append(rows, r)
 	}
 	m.tbl.setRows(rows)
-}
-
-type orderedTask struct {
-	task  store.TaskRun
-	depth int
-}
-
-// dagOrder lays tasks out by depth in the DAG (roots first), then by name.
-func dagOrder(tasks []store.TaskRun) []orderedTask {
-	deps := make(map[string][]string, len(tasks))
-	for _, t := range tasks {
-		var d []string
-		_ = json.Unmarshal(t.DependsOn, &d)
-		deps[t.Name] = d
-	}
-	depth := core.Depths(deps)
-	out := make([]orderedTask, len(tasks))
-	for i, t := range tasks {
-		out[i] = orderedTask{task: t, depth: depth[t.Name]}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].depth != out[j].depth {
-			return out[i].depth < out[j].depth
-		}
-		return out[i].task.Name < out[j].task.Name
-	})
-	return out
 }
 
 func (m *runModel) capturing() bool { return m.prompt.active }

@@ -3,11 +3,15 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // Run is a workflow run as shown to operators. JSON field names are a
@@ -179,4 +183,33 @@ func (s *Store) ListLeases(ctx context.Context, limit int) ([]TaskRun, error) {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
 	return out, nil
+}
+
+// OrderedTask is a task with its depth in the run's DAG (0 for a root).
+type OrderedTask struct {
+	Task  TaskRun
+	Depth int
+}
+
+// DAGOrder lays a run's tasks out by depth in the DAG (roots first), then
+// by name: the order in which operators read a run.
+func DAGOrder(tasks []TaskRun) []OrderedTask {
+	deps := make(map[string][]string, len(tasks))
+	for _, t := range tasks {
+		var d []string
+		_ = json.Unmarshal(t.DependsOn, &d)
+		deps[t.Name] = d
+	}
+	depth := core.Depths(deps)
+	out := make([]OrderedTask, len(tasks))
+	for i, t := range tasks {
+		out[i] = OrderedTask{Task: t, Depth: depth[t.Name]}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Depth != out[j].Depth {
+			return out[i].Depth < out[j].Depth
+		}
+		return out[i].Task.Name < out[j].Task.Name
+	})
+	return out
 }

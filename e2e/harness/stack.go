@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flowforge/flowforge/core"
@@ -77,6 +79,20 @@ func NewStack(t testing.TB, opt StackOptions) *Stack {
 	t.Cleanup(func() { st.Close() })
 	s.Store = st
 	return s
+}
+
+// DB opens a small database/sql pool on the stack's database for
+// assertions and fault injection (locks) that the CLI does not expose; it is
+// closed in t.Cleanup.
+func (s *Stack) DB(t testing.TB) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", s.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(4)
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 func (s *Stack) deleteQueues() {
