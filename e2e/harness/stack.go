@@ -3,8 +3,8 @@ package harness
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"os"
