@@ -41,6 +41,7 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.IntFlag{Name: "concurrency", Usage: "worker: handlers run at once (also the prefetch)", Value: worker.ConcurrencyDefault, EnvVars: []string{"FLOWFORGE_CONCURRENCY"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "worker: enable the shell handler (runs commands as this user)", EnvVars: []string{"FLOWFORGE_ALLOW_SHELL"}},
 		&cli.DurationFlag{Name: "lease", Usage: "worker: lease duration; heartbeats every lease/3", Value: worker.LeaseDefault, EnvVars: []string{"FLOWFORGE_LEASE"}},
+		&cli.DurationFlag{Name: "unknown-handler-grace", Usage: "worker: hand a task whose handler this worker lacks back to the queue (for a worker that has it) until it has been READY this long; then it fails permanently", Value: worker.UnknownHandlerGraceDefault, EnvVars: []string{"FLOWFORGE_UNKNOWN_HANDLER_GRACE"}},
 		&cli.DurationFlag{Name: "slot-wait", Usage: "worker: how long a delivery may wait for a free slot before it is handed back (keep below the broker's consumer_timeout)", Value: worker.SlotWaitDefault, EnvVars: []string{"FLOWFORGE_SLOT_WAIT"}},
 		&cli.DurationFlag{Name: "redispatch-after", Usage: "scheduler: dispatch a READY task again when no worker claimed it this long after its dispatch was confirmed (a lost message)", Value: scheduler.RedispatchAfterDefault, EnvVars: []string{"FLOWFORGE_REDISPATCH_AFTER"}},
 		&cli.DurationFlag{Name: "sweep-interval", Usage: "scheduler: period of the pass that runs without a notification", Value: scheduler.SweepIntervalDefault, EnvVars: []string{"FLOWFORGE_SWEEP_INTERVAL"}},
@@ -313,7 +314,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		reg := env.Registry
 		handlers.Register(reg, handlers.Options{AllowShell: c.Bool("allow-shell")})
 		wcfg := worker.Config{Store: st, Renewer: hbStore, Broker: brokerConfig(c, log), Registry: reg,
-			Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"), SlotWait: c.Duration("slot-wait"),
+			Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"), SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"),
 			ID: id, Logger: log, Metrics: m, Clock: clk}
 		w, err := worker.New(wcfg)
 		if err != nil {

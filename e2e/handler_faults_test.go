@@ -18,13 +18,13 @@ import (
 // handlerFaultsWorker runs the real worker in this process with reg, so a
 // test can register handlers that misbehave; scheduler and publisher run as
 // ffctl processes.
-func handlerFaultsWorker(t *testing.T, s *harness.Stack, reg *core.Registry) *metrics.Metrics {
+func handlerFaultsWorker(t *testing.T, s *harness.Stack, reg *core.Registry, unknownHandlerGrace time.Duration) *metrics.Metrics {
 	t.Helper()
 	s.Daemon(t, "scheduler", "scheduler")
 	s.Daemon(t, "publisher", "publisher")
 	m := metrics.New()
 	w, err := worker.New(worker.Config{Store: s.Store, Broker: dispatchBrokerConfig(s), Registry: reg,
-		Concurrency: 2, Lease: 5 * time.Second, ID: "in-process-worker", Metrics: m})
+		Concurrency: 2, Lease: 5 * time.Second, ID: "in-process-worker", Metrics: m, UnknownHandlerGrace: unknownHandlerGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAPanickingHandlerFailsItsAttemptAndTheWorkerCarriesOn(t *testing.T) {
 		}
 		return json.RawMessage(`{"survived": true}`), nil
 	})
-	m := handlerFaultsWorker(t, s, reg)
+	m := handlerFaultsWorker(t, s, reg, 0)
 	s.Apply(t, `
 name: panics
 tasks:
@@ -93,7 +93,7 @@ tasks:
 
 func TestAnUnknownHandlerIsDeadAtOnceWithAClearError(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	m := handlerFaultsWorker(t, s, core.NewRegistry())
+	m := handlerFaultsWorker(t, s, core.NewRegistry(), time.Second) // hand back for a second, then fail
 	s.Apply(t, `
 name: typo
 tasks:
@@ -116,5 +116,37 @@ tasks:
 	}
 	if n := testutil.ToFloat64(m.TasksFinished.WithLabelValues("DEAD")); n != 1 {
 		t.Fatalf("flowforge_tasks_finished_total{state=DEAD} = %v, want 1", n)
+	}
+}
+
+// TestWorkersWithDifferentHandlerSetsShareAQueue: a worker that does not
+// register a task's handler hands the delivery back instead of failing it,
+// so a worker that does runs it, on its first attempt.
+func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
+	s := harness.NewStack(t, harness.StackOptions{})
+	reg := core.NewRegistry()
+	reg.MustRegister("special", func(ctx context.Context, task core.Task) (json.RawMessage, error) {
+		return json.RawMessage(`{"ran": "in-process"}`), nil
+	})
+	handlerFaultsWorker(t, s, reg, 0)                           // registers only "special"
+	s.Daemon(t, "plain-worker", "worker", "--concurrency", "4") // built-ins only
+	yaml := "name: mixed\ntasks:\n"
+	for i := 0; i < 8; i++ {
+		yaml += "  - {name: s" + string(rune('a'+i)) + ", handler: special}\n"
+		yaml += "  - {name: n" + string(rune('a'+i)) + ", handler: noop}\n"
+	}
+	s.Apply(t, yaml)
+	id := s.Trigger(t, "mixed")
+	r := s.WaitRunTerminal(t, id, 60*time.Second)
+	if r.State != "SUCCEEDED" {
+		t.Fatalf("run %s, want SUCCEEDED: %+v", r.State, r.Tasks)
+	}
+	for _, task := range r.Tasks {
+		if task.Attempt != 1 {
+			t.Errorf("task %s took %d attempts, want 1", task.Name, task.Attempt)
+		}
+		if strings.HasPrefix(task.Name, "s") && !strings.Contains(string(task.Result), "in-process") {
+			t.Errorf("task %s result %s: not run by the worker that registers its handler", task.Name, task.Result)
+		}
 	}
 }

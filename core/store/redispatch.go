@@ -17,7 +17,7 @@ import (
 // history records the redispatch.
 const qRedispatch = `
 WITH stale AS (
-    SELECT t.id, t.run_id, t.task_name, t.fencing_token, t.attempt,
+    SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
            (SELECT max(o.dispatch) FROM outbox o
              WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
       FROM task_runs t
@@ -31,7 +31,7 @@ WITH stale AS (
 ), ins AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, dispatch, payload)
     SELECT id, fencing_token, coalesce(last_dispatch, 0) + 1,
-           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name)
+           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
       FROM stale
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
  RETURNING task_run_id, dispatch

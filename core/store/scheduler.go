@@ -157,11 +157,11 @@ WITH cand AS (
        SET state = 'READY', fencing_token = t.fencing_token + 1, ready_at = now(), next_attempt_at = NULL
       FROM cand
      WHERE t.id = cand.id AND t.state = cand.state
- RETURNING t.id, t.run_id, t.task_name, t.fencing_token, t.attempt, cand.state AS from_state
+ RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, cand.state AS from_state
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token,
-           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name)
+           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
       FROM promoted
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), ev AS (

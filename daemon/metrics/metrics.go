@@ -30,6 +30,9 @@ type Metrics struct {
 	// retried), DEAD (failed for good), CANCELLED. Every state is exported
 	// from the start (at 0).
 	TasksFinished *prometheus.CounterVec
+	// HandedBack counts deliveries requeued without a claim, by reason
+	// (unknown_handler, no_slot).
+	HandedBack *prometheus.CounterVec
 	// ClaimsLost counts deliveries whose claim matched nothing, by reason
 	// (duplicate, stale, not_ready, unknown_task).
 	ClaimsLost *prometheus.CounterVec
@@ -129,6 +132,7 @@ func New() *Metrics {
 		Registry:            r,
 		TasksClaimed:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_claimed_total", Help: "Tasks claimed (READY -> RUNNING)."}),
 		TasksFinished:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_finished_total", Help: "Attempt outcomes recorded, by resulting task state."}, []string{"state"}),
+		HandedBack:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_deliveries_handed_back_total", Help: "Deliveries requeued without a claim, by reason (unknown_handler, no_slot)."}, []string{"reason"}),
 		ClaimsLost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_claims_lost_total", Help: "Deliveries whose claim matched no READY row, by reason."}, []string{"reason"}),
 		StaleWrites:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_stale_writes_rejected_total", Help: "Writes rejected by the fencing token, by operation."}, []string{"op"}),
 		PoisonMessages:      prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_poison_messages_total", Help: "Deliveries that were not valid dispatch messages (dead-lettered)."}),
@@ -143,7 +147,7 @@ func New() *Metrics {
 		DependencyUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_dependency_up", Help: "1 while the dependency answers the readiness check, 0 while it does not."}, []string{"dependency"}),
 		InFlight:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_tasks_in_flight", Help: "Handlers running in this process."}),
 	}
-	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.ClaimsLost, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
+	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range finishedStates {

@@ -11,12 +11,14 @@ import (
 
 // Dispatch is the body of a dispatch message, as written by the store into
 // outbox.payload: {"task_run_id": uuid, "run_id": uuid, "fencing_token": n,
-// "task": name}.
+// "task": name, "handler": name}. The handler lets a worker that does not
+// register it hand the delivery back before claiming.
 type Dispatch struct {
 	TaskRunID    uuid.UUID `json:"task_run_id"`
 	RunID        uuid.UUID `json:"run_id"`
 	FencingToken int64     `json:"fencing_token"`
 	Task         string    `json:"task"`
+	Handler      string    `json:"handler,omitempty"`
 }
 
 // ErrBadDispatch is matched by every decoding failure of DecodeDispatch.

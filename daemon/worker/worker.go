@@ -26,6 +26,10 @@ const (
 	ConcurrencyDefault = 4
 	LeaseDefault       = 30 * time.Second
 	SlotWaitDefault    = time.Minute
+	// UnknownHandlerGraceDefault is how long a READY task whose handler
+	// this worker does not register is handed back to the queue for another
+	// worker before a worker claims it and fails it permanently.
+	UnknownHandlerGraceDefault = time.Minute
 )
 
 // ErrTimeout is the cause of a handler context whose task timeout elapsed.
@@ -37,6 +41,7 @@ type Store interface {
 	TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error)
 	Finish(ctx context.Context, req store.FinishRequest) (core.TaskState, bool, error)
 	ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (store.KeyClaim, error)
+	ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error)
 }
 
 // Renewer renews leases. The worker renews through its own small pool so
@@ -63,6 +68,12 @@ type Config struct {
 	// before it is handed back to the queue. Keep it well below the
 	// broker's consumer_timeout (default SlotWaitDefault).
 	SlotWait time.Duration
+	// UnknownHandlerGrace: a delivery whose handler this worker does not
+	// register is handed back (requeued, no attempt used) so that a worker
+	// that does can take it, until its task has been READY this long
+	// (database clock); then it is claimed and fails permanently with
+	// "unknown handler" (default UnknownHandlerGraceDefault).
+	UnknownHandlerGrace time.Duration
 	// ID names this process in leases and history (worker_id).
 	ID      string
 	Logger  *slog.Logger
@@ -100,6 +111,9 @@ func (c *Config) validate() error {
 	}
 	if c.SlotWait <= 0 {
 		c.SlotWait = SlotWaitDefault
+	}
+	if c.UnknownHandlerGrace <= 0 {
+		c.UnknownHandlerGrace = UnknownHandlerGraceDefault
 	}
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
@@ -268,11 +282,15 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 		return
 	}
 	log := w.log.With("task_run_id", disp.TaskRunID, "run_id", disp.RunID, "fencing_token", disp.FencingToken)
+	if w.handBack(ctx, d, disp, log) {
+		return
+	}
 	timer := time.NewTimer(w.cfg.SlotWait)
 	defer timer.Stop()
 	select {
 	case w.slots <- struct{}{}:
 	case <-timer.C:
+		w.cfg.Metrics.HandedBack.WithLabelValues("no_slot").Inc()
 		log.Info("worker: no free slot; handing the delivery back", "slot_wait", w.cfg.SlotWait.String())
 		_ = d.Requeue()
 		return
@@ -308,6 +326,31 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 		log.Warn("worker: ack after claim failed; the lease governs the task", "err", err)
 	}
 	w.execute(claimed)
+}
+
+// handBack requeues, without claiming, a delivery for a handler this worker
+// does not register, so that a worker that does can run it: workers with
+// different handler sets may share a queue. It does so while the task has
+// been READY for less than UnknownHandlerGrace on the database clock; after
+// that it lets the claim go ahead and the attempt fail permanently, so a
+// task no worker can run ends DEAD instead of circulating forever. Each
+// hand-back waits 50 ms first, which bounds how fast an orphan circulates.
+func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp Dispatch, log *slog.Logger) bool {
+	if disp.Handler == "" || w.cfg.Registry.Has(disp.Handler) {
+		return false
+	}
+	age, ready, err := w.cfg.Store.ReadyFor(ctx, disp.TaskRunID)
+	if err != nil || !ready || age >= w.cfg.UnknownHandlerGrace {
+		return false // the claim decides (and fails it permanently if it wins)
+	}
+	_ = backoff.Sleep(ctx, 50*time.Millisecond)
+	w.cfg.Metrics.HandedBack.WithLabelValues("unknown_handler").Inc()
+	log.Debug("worker: handing back a task whose handler this worker does not register",
+		"handler", disp.Handler, "ready_for", age.String())
+	if err := d.Requeue(); err != nil {
+		log.Warn("worker: hand back", "err", err)
+	}
+	return true
 }
 
 func (w *Worker) explainLostClaim(ctx context.Context, disp Dispatch) string {
@@ -481,7 +524,11 @@ func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logg
 	}
 	h, ok := w.cfg.Registry.Lookup(c.Handler)
 	if !ok {
-		return nil, core.Permanent(fmt.Errorf("unknown handler %q (this worker registers %v)", c.Handler, w.cfg.Registry.Names()))
+		hint := "every worker on a queue should register the same handlers, or use a --queue of its own"
+		if c.Handler == "shell" {
+			hint = "start the worker with --allow-shell to enable it"
+		}
+		return nil, core.Permanent(fmt.Errorf("unknown handler %q: no worker that took it registers it (this one registers %v); %s", c.Handler, w.cfg.Registry.Names(), hint))
 	}
 	task := core.Task{
 		RunID: c.RunID.String(), TaskRunID: c.ID.String(), Workflow: c.Workflow, TaskName: c.TaskName,
