@@ -112,6 +112,7 @@ const DependencyWatchInterval = time.Second
 // no loop of this process counts itself).
 func watchDependencies(ctx context.Context, checks map[string]health.Check, countReconnects []string, m *metrics.Metrics, log *slog.Logger) {
 	down := map[string]time.Time{}
+	everUp := map[string]bool{} // a dependency not yet up at start is "not ready yet", not "lost"
 	t := time.NewTicker(DependencyWatchInterval)
 	defer t.Stop()
 	for {
@@ -131,15 +132,24 @@ func watchDependencies(ctx context.Context, checks map[string]health.Check, coun
 			case err != nil && !wasDown:
 				down[name] = time.Now()
 				m.DependencyUp.WithLabelValues(name).Set(0)
-				log.Warn("daemon: dependency lost", "dependency", name, "err", err)
+				if everUp[name] {
+					log.Warn("daemon: dependency lost", "dependency", name, "err", err)
+				} else {
+					log.Debug("daemon: dependency not ready yet", "dependency", name, "err", err)
+				}
 			case err == nil && wasDown:
 				delete(down, name)
 				m.DependencyUp.WithLabelValues(name).Set(1)
+				if !everUp[name] {
+					everUp[name] = true
+					break
+				}
 				if slices.Contains(countReconnects, dep) {
 					m.Reconnects.WithLabelValues(dep).Inc()
 				}
 				log.Info("daemon: dependency recovered", "dependency", name, "down_for", time.Since(since).Round(time.Millisecond).String())
 			case err == nil:
+				everUp[name] = true
 				m.DependencyUp.WithLabelValues(name).Set(1)
 			}
 		}

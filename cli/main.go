@@ -92,7 +92,8 @@ func (env *Env) run(ctx context.Context, args []string) int {
 	app := NewApp(env)
 	err := app.RunContext(ctx, interspersed(app, args))
 	if err != nil {
-		msg := err.Error()
+		// One line per error: drivers put newlines in theirs.
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
 		if isLibraryExit(err) {
 			if rest, ok := strings.CutPrefix(msg, "No help topic for "); ok {
 				msg = "unknown command " + rest + " (see --help)"

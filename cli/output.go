@@ -47,6 +47,7 @@ func outputFormat(c *cli.Context) (string, error) {
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // keep <, > and & readable for grep and sed
 	return enc.Encode(v)
 }
 

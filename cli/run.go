@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
@@ -125,12 +127,18 @@ func buildParams(c *cli.Context, env *Env) (json.RawMessage, error) {
 		if !ok || k == "" {
 			return nil, usageError("--param %q: want key=value", kv)
 		}
+		if !utf8.ValidString(kv) {
+			return nil, usageError("--param %q: not valid UTF-8", kv)
+		}
 		params[k] = v
 	}
-	raw, err := json.Marshal(params)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the size limit applies to what the user sent, not to \u003c escapes
+	if err := enc.Encode(params); err != nil {
 		return nil, usageError("params: %v", err)
 	}
+	raw := bytes.TrimSpace(buf.Bytes())
 	if err := core.ValidateParams(raw); err != nil {
 		return nil, usageError("%v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"text/template"
@@ -245,8 +246,15 @@ func (t TaskDef) validate() error {
 		return fmt.Errorf("timeout must be positive, got %s", time.Duration(*t.Timeout))
 	}
 	if t.IdempotencyKey != "" {
-		if _, err := parseKeyTemplate(t.IdempotencyKey); err != nil {
+		tmpl, err := parseKeyTemplate(t.IdempotencyKey)
+		if err != nil {
 			return fmt.Errorf("idempotency_key: %v", err)
+		}
+		// Render once with no params: a missing param is fine here (it is
+		// checked at trigger), a field KeyData does not have is not.
+		err = tmpl.Option("missingkey=zero").Execute(io.Discard, KeyData{Params: map[string]any{}, Workflow: "w", Task: t.Name})
+		if err != nil && strings.Contains(err.Error(), "KeyData") {
+			return fmt.Errorf("idempotency_key: %v (the template sees .Params.<name>, .Workflow and .Task)", err)
 		}
 	}
 	return nil

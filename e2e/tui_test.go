@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,11 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/flowforge/flowforge/core/store/storetest"
+	"github.com/flowforge/flowforge/e2e/harness"
 )
 
 // TestTUIRequeueDeadTaskFromDashboard drives the real ffctl tui in tmux
@@ -30,36 +28,16 @@ func TestTUIRequeueDeadTaskFromDashboard(t *testing.T) {
 		t.Skip("tmux is not installed")
 	}
 	dir := t.TempDir()
-	ffctl := filepath.Join(dir, "ffctl")
-	build := exec.Command("go", "build", "-o", ffctl, "./cli/ffctl")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build ffctl: %v\n%s", err, out)
-	}
-	dbURL := storetest.NewDatabase(t)
-	amqpURL := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
-	if amqpURL == "" {
-		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	env := append(os.Environ(), "FLOWFORGE_DATABASE_URL="+dbURL, "FLOWFORGE_AMQP_URL="+amqpURL, "NO_COLOR=1")
-	queue := "fftest.tui." + tuiRandom()
+	st := harness.NewStack(t, harness.StackOptions{})
+	ffctl, dbURL := st.Bin, st.DatabaseURL
 	ff := func(args ...string) (string, error) {
-		cmd := exec.Command(ffctl, args...)
-		cmd.Env = env
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		if err != nil {
-			return out.String(), fmt.Errorf("ffctl %s: %w: %s", strings.Join(args, " "), err, errb.String())
+		out, errOut, code := st.CLI(t, args...)
+		if code != 0 {
+			return out, fmt.Errorf("ffctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
 		}
-		return out.String(), nil
+		return out, nil
 	}
-	if _, err := ff("migrate"); err != nil {
-		t.Fatal(err)
-	}
-
 	marker := filepath.Join(dir, "marker")
-	wf := filepath.Join(dir, "wf.json")
 	def := map[string]any{
 		"name": "tui-e2e",
 		"tasks": []any{
@@ -70,42 +48,8 @@ func TestTUIRequeueDeadTaskFromDashboard(t *testing.T) {
 		},
 	}
 	b, _ := json.Marshal(def)
-	if err := os.WriteFile(wf, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ff("workflow", "apply", "-f", wf); err != nil {
-		t.Fatal(err)
-	}
-
-	// The daemons: global flags go before the command.
-	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	daemon := exec.Command(ffctl, "--queue", queue, "daemon", "all", "--health-addr", "", "--allow-shell")
-	daemon.Env = env
-	daemon.Stdout, daemon.Stderr = logf, logf
-	daemon.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = daemon.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = daemon.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-daemon.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		logf.Close()
-		if t.Failed() {
-			if out, err := os.ReadFile(logf.Name()); err == nil {
-				t.Logf("daemon log (tail):\n%s", tuiTail(string(out), 4000))
-			}
-		}
-	})
+	st.Apply(t, string(b))
+	st.Daemon(t, "all", "all", "--allow-shell")
 
 	out, err := ff("run", "trigger", "tui-e2e")
 	if err != nil {

@@ -293,6 +293,10 @@ func TestCancelRunConfirms(t *testing.T) {
 		t.Fatal("esc did not abort the cancellation")
 	}
 	h.keys("c", "enter")
+	if len(f.cancels) != 0 || !h.m.run.prompt.active {
+		t.Fatal("an empty reason cancelled the run")
+	}
+	h.keys("text:wrong input", "enter")
 	if len(f.cancels) != 1 || f.cancels[0] != f.run.ID {
 		t.Fatalf("cancels = %v", f.cancels)
 	}

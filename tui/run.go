@@ -118,7 +118,7 @@ func (m *runModel) update(msg keyMsg) tea.Cmd {
 		}
 		run := m.data.Run
 		q := fmt.Sprintf("Cancel run %s (%s, %s)?", shortID(run.ID), Sanitize(run.Workflow), run.State)
-		return m.prompt.open(m.c.theme, q, "cancelled from ffctl tui", func(reason string) tea.Cmd {
+		return m.prompt.open(m.c.theme, q, "", func(reason string) tea.Cmd {
 			return func() tea.Msg { return cancelRunMsg{id: run.ID, reason: reason} }
 		})
 	}

@@ -76,7 +76,7 @@ func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string)
 }
 
 // ErrRunFinished is returned by CancelRun for a run that already SUCCEEDED
-// or was already cancelled.
+// or whose cancellation was already requested.
 var ErrRunFinished = errors.New("run already finished")
 
 // qRequestCancel persists the cancellation on the run row first; its row
@@ -147,9 +147,15 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason strin
 	if row.Runs == 1 {
 		return CancelResult{TasksCancelled: row.Tasks}, nil
 	}
-	var state string
-	if err := s.db.GetContext(ctx, &state, `SELECT state FROM workflow_runs WHERE id = $1`, id); err != nil {
+	var cur struct {
+		State     string `db:"state"`
+		Requested bool   `db:"requested"`
+	}
+	if err := s.db.GetContext(ctx, &cur, `SELECT state, cancel_requested_at IS NOT NULL AS requested FROM workflow_runs WHERE id = $1`, id); err != nil {
 		return CancelResult{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
-	return CancelResult{}, fmt.Errorf("run %s: %w (it is %s)", id, ErrRunFinished, state)
+	if cur.Requested {
+		return CancelResult{}, fmt.Errorf("run %s: %w: its cancellation was already requested (state %s; a scheduler settles it)", id, ErrRunFinished, cur.State)
+	}
+	return CancelResult{}, fmt.Errorf("run %s: %w (it is %s)", id, ErrRunFinished, cur.State)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -89,11 +90,14 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return t, err
 }
 
-// RedactURL hides the password of a connection URL for messages.
+var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// RedactURL hides the password of a connection string for messages: a
+// postgres:// URL's user info, or a key=value DSN's password=.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
+	if err != nil || u.Scheme == "" {
+		return dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
 	}
 	return u.Redacted()
 }

@@ -72,3 +72,17 @@ tasks:
 		t.Fatalf("run %s tasks %+v", run.State, run.Tasks)
 	}
 }
+
+func TestRedactURLHidesPasswords(t *testing.T) {
+	cases := map[string]string{
+		"postgres://u:s3cret@h:5432/db":                "postgres://u:xxxxx@h:5432/db",
+		"host=127.0.0.1 port=1 password=s3cret user=u": "host=127.0.0.1 port=1 password=xxxxx user=u",
+		"host=h password='it s3cret' user=u":           "host=h password=xxxxx user=u",
+		"postgres://h/db":                              "postgres://h/db",
+	}
+	for in, want := range cases {
+		if got := store.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -74,6 +76,9 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		params = json.RawMessage(`{}`)
 	}
 	if err := core.ValidateParams(params); err != nil {
+		return TriggerResult{}, err
+	}
+	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return TriggerResult{}, err
 	}
 	var pmap map[string]any
@@ -147,7 +152,10 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 			if err != nil {
 				return fmt.Errorf("read run by idempotency key: %w", err)
 			}
-			if existing.Workflow != wf.Name || !existing.Same {
+			if existing.Workflow != wf.Name {
+				return fmt.Errorf("%w: idempotency key %q already belongs to run %s of another workflow (%s)", ErrConflict, req.IdempotencyKey, existing.ID, existing.Workflow)
+			}
+			if !existing.Same {
 				return fmt.Errorf("%w: idempotency key %q already belongs to run %s (workflow %s) with different params", ErrConflict, req.IdempotencyKey, existing.ID, existing.Workflow)
 			}
 			res = TriggerResult{RunID: existing.ID, Existing: true}
@@ -165,4 +173,19 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		return TriggerResult{}, err
 	}
 	return res, nil
+}
+
+// MaxIdempotencyKeyBytes bounds a trigger's idempotency key.
+const MaxIdempotencyKeyBytes = 512
+
+func validateIdempotencyKey(k string) error {
+	switch {
+	case len(k) > MaxIdempotencyKeyBytes:
+		return fmt.Errorf("%w: idempotency key is %d bytes, more than %d", core.ErrBadParams, len(k), MaxIdempotencyKeyBytes)
+	case !utf8.ValidString(k):
+		return fmt.Errorf("%w: idempotency key is not valid UTF-8", core.ErrBadParams)
+	case strings.ContainsRune(k, 0):
+		return fmt.Errorf("%w: idempotency key contains a NUL character", core.ErrBadParams)
+	}
+	return nil
 }

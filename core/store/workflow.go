@@ -100,6 +100,9 @@ func getWorkflow(ctx context.Context, q sqlx.QueryerContext, name string, versio
 		err = sqlx.GetContext(ctx, q, &wf, `SELECT id, name, version, definition, created_at FROM workflows WHERE name = $1 AND version = $2`, name, version)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
+		if version != 0 {
+			return Workflow{}, fmt.Errorf("workflow %q version %d: %w", name, version, ErrNotFound)
+		}
 		return Workflow{}, fmt.Errorf("workflow %q: %w", name, ErrNotFound)
 	}
 	if err != nil {

@@ -7,7 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,5 +154,42 @@ func TestHTTPClassifiesStatusesAndSendsTheIdempotencyKey(t *testing.T) {
 	}
 	if _, err := h(context.Background(), task(`{"url": "http://127.0.0.1:1/"}`, 1)); err == nil || core.IsPermanent(err) {
 		t.Fatalf("network error: err = %v, want retryable", err)
+	}
+}
+
+// TestShellCommandDiesWithItsWorker: a command started by a process that is
+// SIGKILLed gets the parent-death signal instead of running on beside the
+// retry. The "worker" here is this test binary re-executed as a child.
+func TestShellCommandDiesWithItsWorker(t *testing.T) {
+	if os.Getenv("FF_SHELL_PARENT") == "1" {
+		out, _ := handlers.Shell(context.Background(), task(`{"command": ["sh", "-c", "echo $$ > `+os.Getenv("FF_PIDFILE")+`; exec sleep 60"]}`, 1))
+		t.Logf("%s", out)
+		return
+	}
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestShellCommandDiesWithItsWorker$")
+	cmd.Env = append(os.Environ(), "FF_SHELL_PARENT=1", "FF_PIDFILE="+pidfile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		if b, err := os.ReadFile(pidfile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		time.Sleep(20 * time.Millisecond) // polling a file the child writes
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the command (pid %d) outlived its killed worker", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

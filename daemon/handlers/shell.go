@@ -69,7 +69,7 @@ func (t *tail) String() string {
 // non-alphanumerics as _), and params.env. A zero exit succeeds with
 // ShellResult; a non-zero exit fails (retryable) with the stderr tail; a
 // missing command is permanent. On cancellation the whole process group is
-// killed.
+// killed; if the worker process dies, the command is killed too.
 func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 	var p ShellParams
 	if err := decodeParams(t.Params, &p); err != nil {
@@ -80,7 +80,11 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 	}
 	cmd := exec.CommandContext(ctx, p.Command[0], p.Command[1:]...)
 	cmd.Dir = p.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so cancellation kills the whole group; and the
+	// parent-death signal, so a SIGKILLed worker does not leave the command
+	// running beside the retry (its own children are not covered: a
+	// command that forks should exit when its parent does).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(os.Environ(), shellEnv(t)...)

@@ -32,6 +32,11 @@ const (
 	UnknownHandlerGraceDefault = time.Minute
 )
 
+// ErrAborted is the cause of handler contexts cancelled by Abort: the
+// worker was told to stop without waiting (a second stop signal). The
+// attempt is recorded as failed and retried after its backoff.
+var ErrAborted = errors.New("worker aborted: a second stop signal cancelled the handler")
+
 // ErrTimeout is the cause of a handler context whose task timeout elapsed.
 var ErrTimeout = errors.New("task timeout")
 
@@ -139,7 +144,7 @@ type Worker struct {
 	wg    sync.WaitGroup
 
 	abortCtx context.Context
-	abort    context.CancelFunc
+	abort    context.CancelCauseFunc
 
 	consuming atomic.Bool
 	first     *broker.Consumer
@@ -153,7 +158,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Broker.Logger == nil {
 		cfg.Broker.Logger = cfg.Logger
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Worker{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "worker", "worker_id", cfg.ID),
@@ -193,7 +198,7 @@ func (w *Worker) BrokerReady(ctx context.Context) error {
 
 // Abort cancels the contexts of in-flight handlers (a hard stop). Their
 // attempts are recorded as failures if the database still answers.
-func (w *Worker) Abort() { w.abort() }
+func (w *Worker) Abort() { w.abort(ErrAborted) }
 
 // Run consumes until ctx ends; then it stops consuming, hands back the
 // deliveries it has not claimed, waits for in-flight handlers (see Abort)
@@ -248,7 +253,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if cons != nil {
 		cons.Close()
 	}
-	w.abort()
+	w.abort(ErrAborted)
 	w.log.Info("worker: stopped")
 	return nil
 }

@@ -72,22 +72,17 @@ CREATE INDEX task_runs_dead ON task_runs (finished_at DESC) WHERE state = 'DEAD'
 
 -- The transactional outbox: a row is written in the same transaction that
 -- makes a task READY, and stamped published_at only after the broker
--- confirmed the message. One row per (task run, fencing token generation,
--- dispatch): dispatch 1 is the promotion's; a READY task that no worker
--- claimed long after its message was confirmed (the message was lost with a
--- deleted queue or a failed broker) gets dispatch 2, 3, ... with the same
--- token, so whichever copy arrives first claims and the others lose.
+-- confirmed the message. One row per (task run, fencing token generation).
 CREATE TABLE outbox (
     id                     bigserial   PRIMARY KEY,
     task_run_id            uuid        NOT NULL REFERENCES task_runs (id) ON DELETE CASCADE,
     fencing_token_snapshot bigint      NOT NULL,
-    dispatch               integer     NOT NULL DEFAULT 1,
     payload                jsonb       NOT NULL,
     created_at             timestamptz NOT NULL DEFAULT now(),
     published_at           timestamptz,
     publish_attempts       integer     NOT NULL DEFAULT 0,
     last_error             text,
-    UNIQUE (task_run_id, fencing_token_snapshot, dispatch)
+    UNIQUE (task_run_id, fencing_token_snapshot)
 );
 CREATE INDEX outbox_pending ON outbox (id) WHERE published_at IS NULL;
 CREATE INDEX outbox_published_at ON outbox (published_at) WHERE published_at IS NOT NULL;
