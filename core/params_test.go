@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -129,5 +130,40 @@ func TestSanitizeTextOutputIsValidAndBounded(t *testing.T) {
 				t.Fatalf("SanitizeText(.., %d) = %q: no truncation marker", max, got)
 			}
 		}
+	}
+}
+
+func TestSanitizeResultAlwaysYieldsBoundedValidJSON(t *testing.T) {
+	big := `{"data": "` + strings.Repeat("x", core.MaxResultBytes) + `"}`
+	cases := []struct {
+		name string
+		in   string
+		want string // exact output, or "" to check only the invariants
+	}{
+		{"empty is null", "", "null"},
+		{"valid JSON is kept", `{"a":[1,2.5,"s"]}`, `{"a":[1,2.5,"s"]}`},
+		{"big numbers stay exact", `{"n":12345678901234567890}`, `{"n":12345678901234567890}`},
+		{"text that is not JSON becomes a string", "plain text", `"plain text"`},
+		{"NUL escapes in values and keys are replaced", `{"k\u0000":"v\u0000"}`, "{\"k\uFFFD\":\"v\uFFFD\"}"},
+		{"invalid UTF-8 is replaced", "{\"k\":\"\xff\xfe\"}", "{\"k\":\"\uFFFD\uFFFD\"}"},
+		{"trailing data makes it text", `{"a":1} {"b":2}`, `"{\"a\":1} {\"b\":2}"`},
+		{"oversized becomes a truncation marker", big, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := core.SanitizeResult(json.RawMessage(c.in))
+			if !json.Valid(out) || !utf8.Valid(out) || bytes.Contains(out, []byte(`\u0000`)) || len(out) > core.MaxResultBytes {
+				t.Fatalf("output not bounded valid JSON without NUL: %d bytes: %.200s", len(out), out)
+			}
+			if c.want != "" && string(out) != c.want {
+				t.Fatalf("SanitizeResult(%.80q) = %.200s, want %s", c.in, out, c.want)
+			}
+			if c.want == "" {
+				var m map[string]any
+				if err := json.Unmarshal(out, &m); err != nil || m["truncated"] != true {
+					t.Fatalf("oversized result: %.200s, want a truncation marker", out)
+				}
+			}
+		})
 	}
 }

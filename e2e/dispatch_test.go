@@ -492,12 +492,9 @@ func TestAReapedWorkersFinishCannotOverwriteTheNewerAttempt(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("second claim: ok=%v err=%v", ok, err)
 	}
-	state, ok, err := s.Store.Finish(context.Background(), store.FinishRequest{ID: tid, Token: second.FencingToken,
-		WorkerID: "second-worker", Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"by":"second"}`)})
-	if err != nil || !ok || state != core.TaskSucceeded {
-		t.Fatalf("second finish: state=%s ok=%v err=%v", state, ok, err)
-	}
 
+	// The first attempt finishes while the second is still RUNNING: the
+	// state check alone would let it through; the fencing token must not.
 	unblock()
 	harness.Eventually(t, 10*time.Second, "the stale finish to be rejected", func() (bool, error) {
 		families, err := m.Registry.Gather()
@@ -518,6 +515,14 @@ func TestAReapedWorkersFinishCannotOverwriteTheNewerAttempt(t *testing.T) {
 		}
 		return false, errors.New("flowforge_stale_writes_rejected_total{op=finish} is not 1")
 	})
+	if st, tok, err := s.Store.TaskStateOf(context.Background(), tid); err != nil || st != core.TaskRunning || tok != second.FencingToken {
+		t.Fatalf("after the stale finish: %s token %d (err %v), want the second attempt still RUNNING with token %d", st, tok, err, second.FencingToken)
+	}
+	state, ok, err := s.Store.Finish(context.Background(), store.FinishRequest{ID: tid, Token: second.FencingToken,
+		WorkerID: "second-worker", Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"by":"second"}`)})
+	if err != nil || !ok || state != core.TaskSucceeded {
+		t.Fatalf("second finish: state=%s ok=%v err=%v", state, ok, err)
+	}
 	r := s.ShowRun(t, runID)
 	_, st, attempt := r.Task(t, "a")
 	if st != "SUCCEEDED" || attempt != 2 {

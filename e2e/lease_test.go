@@ -133,7 +133,7 @@ name: lease-freeze
 tasks:
   - name: long
     handler: shell
-    params: {command: ["sh", "-c", "if [ \"$FLOWFORGE_ATTEMPT\" = 1 ]; then sleep 30; fi; echo done by attempt $FLOWFORGE_ATTEMPT"]}
+    params: {command: ["sh", "-c", "if [ \"$FLOWFORGE_ATTEMPT\" = 1 ]; then sleep 30; else sleep 4; fi; echo done by attempt $FLOWFORGE_ATTEMPT"]}
     retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 100ms}
 `)
 	s.Apply(t, "name: lease-filler\ntasks:\n  - {name: filler, handler: noop}\n")
@@ -164,17 +164,33 @@ tasks:
 	})
 	crashWaitTask(t, db, run, "long", 20*time.Second, "reaped", func(c crashTask) bool { return c.Token > claimed.Token })
 	s.Daemon(t, "worker-rescuer", "worker", "--id", "rescuer", "--lease", "1s", "--allow-shell")
-	crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
-	won := crashTaskOf(t, db, run, "long")
-	if won.Worker.String != "rescuer" || won.Attempt != 2 || !strings.Contains(won.Result.String, "done by attempt 2") {
-		t.Fatalf("task %+v; want SUCCEEDED by the rescuer on attempt 2", won)
-	}
+	// Thaw while the rescuer's attempt 2 is RUNNING (it sleeps 4 s): the
+	// frozen worker's writes are then refused by the fencing token, not by
+	// the state.
+	rescue := crashWaitTask(t, db, run, "long", 30*time.Second, "RUNNING on the rescuer", func(c crashTask) bool {
+		return c.State == "RUNNING" && c.Worker.String == "rescuer"
+	})
 	if err := frozen.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	thawed = true
+	thawedAt := time.Now()
 	frozen.WaitForLog(t, "heartbeat rejected", 20*time.Second)
 	frozen.WaitForLog(t, "stale finish rejected", 20*time.Second)
+	// Its handler (sleep 30, started before the freeze) still had well over
+	// ten seconds to go: finishing this soon means the rejected heartbeat
+	// cancelled it.
+	if d := time.Since(thawedAt); d > 8*time.Second {
+		t.Fatalf("the thawed worker finished %s after SIGCONT: its handler was not cancelled by the lost lease", d)
+	}
+	if mid := crashTaskOf(t, db, run, "long"); mid.State == "RUNNING" && (mid.Worker.String != "rescuer" || mid.Token != rescue.Token) {
+		t.Fatalf("the thawed worker's writes changed the running attempt: %+v, was %+v", mid, rescue)
+	}
+	crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
+	won := crashTaskOf(t, db, run, "long")
+	if won.Worker.String != "rescuer" || won.Attempt != 2 || won.Token != rescue.Token || !strings.Contains(won.Result.String, "done by attempt 2") {
+		t.Fatalf("task %+v; want SUCCEEDED by the rescuer on attempt 2", won)
+	}
 	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	harness.Eventually(t, 10*time.Second, "the stale writes to be counted", func() (bool, error) {
 		renew := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="renew"}`)
@@ -253,7 +269,8 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 			}
 			stuck := func() int {
 				return crashInt(t, db, `SELECT count(*) FROM pg_stat_activity
-				                         WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, tc.stuck)
+				                         WHERE datname = current_database() AND application_name = current_setting('application_name')
+				                           AND wait_event_type = 'Lock' AND query LIKE $1`, tc.stuck)
 			}
 			harness.Eventually(t, 30*time.Second, "every slot to be stuck in the database", func() (bool, error) {
 				return stuck() == tasks, fmt.Errorf("%d stuck", stuck())

@@ -117,6 +117,9 @@ tasks:
 	for _, a := range pubs {
 		v := dispatchMetric(t, a, "flowforge_publish_total", `outcome="confirmed"`)
 		t.Logf("publisher %s confirmed %v rows", a, v)
+		if v == 0 {
+			t.Fatalf("publisher %s published nothing: the test did not make the two publishers compete", a)
+		}
 		confirmed += v
 	}
 	if confirmed != float64(rows) {

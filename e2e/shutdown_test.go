@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	db := s.DB(t)
 	crashControlPlane(t, s)
 	old := s.Daemon(t, "worker-old", "worker", "--id", "old", "--concurrency", "1", "--slot-wait", "1m", "--lease", "1s")
-	s.Apply(t, "name: shutdown-inflight\ntasks:\n  - {name: work, handler: sleep, params: {duration: 2s}}\n")
+	s.Apply(t, "name: shutdown-inflight\ntasks:\n  - {name: work, handler: sleep, params: {duration: 6s}}\n")
 	s.Apply(t, "name: shutdown-waiting\ntasks:\n  - {name: work, handler: noop}\n")
 	inflight := s.Trigger(t, "shutdown-inflight")
 	crashWaitTask(t, db, inflight, "work", 30*time.Second, "RUNNING on the old worker", func(c crashTask) bool {
@@ -30,6 +31,9 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	})
 	waiting := s.Trigger(t, "shutdown-waiting")
 	cancelHeldByWorker(t, s, waiting)
+	if c := crashTaskOf(t, db, inflight, "work"); c.State != "RUNNING" {
+		t.Fatalf("the task is %s before SIGTERM; the test needs it in flight", c.State)
+	}
 	if err := old.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -61,5 +65,40 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	}
 	if st := crashRunState(t, db, inflight); st != "SUCCEEDED" {
 		t.Fatalf("in-flight run %s", st)
+	}
+}
+
+// TestSecondSignalAbortsInFlightHandlers: a first SIGTERM waits for the
+// in-flight handler; a second one cancels it, records the attempt as failed
+// with the reason, and the worker exits at once.
+func TestSecondSignalAbortsInFlightHandlers(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t, harness.StackOptions{})
+	db := s.DB(t)
+	crashControlPlane(t, s)
+	w := s.Daemon(t, "worker", "worker", "--id", "aborted", "--lease", "5s")
+	s.Apply(t, "name: shutdown-abort\ntasks:\n  - {name: work, handler: sleep, params: {duration: 60s}, retry: {max_attempts: 3, initial_backoff: 1s, max_backoff: 1s}}\n")
+	run := s.Trigger(t, "shutdown-abort")
+	crashWaitTask(t, db, run, "work", 30*time.Second, "RUNNING", func(c crashTask) bool { return c.State == "RUNNING" })
+	if err := w.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	w.WaitForLog(t, "stopping gracefully", 10*time.Second)
+	if c := crashTaskOf(t, db, run, "work"); c.State != "RUNNING" {
+		t.Fatalf("after one SIGTERM the task is %s, want still RUNNING (graceful)", c.State)
+	}
+	start := time.Now()
+	if err := w.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := crashWaitExit(t, w, 20*time.Second); code != 0 {
+		t.Fatalf("worker exited %d after the second SIGTERM, want 0", code)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the second SIGTERM took %s to stop a 60 s handler", d)
+	}
+	c := crashTaskOf(t, db, run, "work")
+	if c.State != "RETRYING" || c.Attempt != 1 || !strings.Contains(c.Error.String, "aborted") {
+		t.Fatalf("aborted task %+v; want RETRYING after attempt 1 with the abort as its error", c)
 	}
 }

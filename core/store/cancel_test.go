@@ -8,21 +8,22 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// waitBlocked polls until n sessions of the test database wait on a lock.
+// waitBlocked polls until n sessions of this test (same application name,
+// see storetest) wait on a lock.
 func (f *fixture) waitBlocked(n int) {
 	f.t.Helper()
 	f.waitDB("sessions to block on a lock",
-		`SELECT count(*) >= $1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`, n)
+		`SELECT count(*) >= $1 FROM pg_stat_activity
+		  WHERE datname = current_database() AND application_name = current_setting('application_name') AND wait_event_type = 'Lock'`, n)
 }
 
 // TestCancelRunRacingAPromotionCancelsThePromotedTasks drives, step by
 // step, a scheduler pass that promotes tasks while an operator cancels the
-// run. CancelRun's single statement takes its snapshot, then waits for the
-// run row the pass holds; when the pass commits, its task update re-checks
-// "state = PENDING" against the promoted rows and skips them. The promoted
-// tasks stay READY with outbox rows in a cancelled run, Claim (which does
-// not look at the run) lets a worker start them, and no later Advance
-// cancels them.
+// run: CancelRun waits for the run row the pass holds, then cancels the
+// tasks in a second statement whose snapshot includes the promotion, so the
+// promoted tasks end CANCELLED and no worker can claim them. (A single
+// statement would have taken its snapshot before the pass committed and
+// missed them: the bug this test was written for.)
 func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
 	f := newFixture(t)
 	f.apply(diamond)

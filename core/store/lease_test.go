@@ -208,3 +208,42 @@ func (f *fixture) dbBool(query string, args ...any) bool {
 	}
 	return ok
 }
+
+// TestAStaleTokenCannotFinishANewerRunningAttempt isolates the fencing
+// token: the task is RUNNING again (a newer claim), so the state check alone
+// would let the old attempt's finish through; only the token refuses it.
+func TestAStaleTokenCannotFinishANewerRunningAttempt(t *testing.T) {
+	f := newFixture(t)
+	f.apply(oneTask)
+	id := f.taskID(f.trigger("one", ""), "a")
+	old := f.claim(id, "w1", time.Millisecond)
+	f.waitLeaseExpired(id)
+	if n, err := f.s.ReapExpired(f.ctx, 10, zeroBackoff, "reaper"); err != nil || n != 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	f.waitRetryDue(id)
+	f.advance() // RETRYING -> READY with a new token
+	_, readyToken := f.state(id)
+	newer, ok, err := f.s.Claim(f.ctx, id, readyToken, "w2", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("second claim: ok=%v err=%v", ok, err)
+	}
+	before := f.task(id)
+	for _, out := range []store.Outcome{store.OutcomeSucceeded, store.OutcomeFailed, store.OutcomeCancelled} {
+		st, ok, err := f.s.Finish(f.ctx, store.FinishRequest{ID: id, Token: old.FencingToken, Outcome: out, Result: json.RawMessage(`{"late":true}`), WorkerID: "w1"})
+		if ok || err != nil || st != "" {
+			t.Fatalf("finish %s with the old token while the newer attempt runs: state=%q ok=%v err=%v", out, st, ok, err)
+		}
+	}
+	if r, err := f.s.Renew(f.ctx, id, old.FencingToken, time.Hour); err != nil || r.OK {
+		t.Fatalf("renew with the old token while the newer attempt runs: %+v %v", r, err)
+	}
+	after := f.task(id)
+	if after.State != "RUNNING" || after.FencingToken != newer.FencingToken || after.Attempt != 2 ||
+		*after.WorkerID != "w2" || !after.LeaseExpiresAt.Equal(*before.LeaseExpiresAt) || len(after.Result) != 0 {
+		t.Fatalf("the stale writes changed the running attempt:\nbefore %+v\nafter  %+v", before.TaskRun, after.TaskRun)
+	}
+	if st := f.finish(newer, store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"newer":true}`)}); st != "SUCCEEDED" {
+		t.Fatalf("the newer attempt's finish: %s", st)
+	}
+}

@@ -308,7 +308,13 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 		_ = d.Requeue()
 		return
 	}
-	claimed, ok, err := w.cfg.Store.Claim(ctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, w.cfg.Lease)
+	// The claim must not be cut short by shutdown: a statement cancelled
+	// after the server committed it would leave a RUNNING task that this
+	// worker never runs (until its lease expires and costs an attempt).
+	// Shutdown was checked just above; the claim itself is bounded.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
+	claimed, ok, err := w.cfg.Store.Claim(cctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, w.cfg.Lease)
+	cancel()
 	if err != nil {
 		log.Error("worker: claim failed; requeueing the delivery", "err", err)
 		_ = backoff.Sleep(ctx, time.Second)

@@ -99,6 +99,9 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 	})
 	q := u.Query()
 	q.Set("search_path", schema)
+	// Every session of this test carries the schema as its application
+	// name, so a test that inspects pg_stat_activity can see only its own.
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
