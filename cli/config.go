@@ -81,3 +81,19 @@ func actor() string {
 	host, _ := os.Hostname()
 	return "cli:" + name + "@" + host
 }
+
+// query opens the store for one read, runs q with it and closes it. An
+// error from q is a failed operation (exit 1).
+func query[T any](c *cli.Context, q func(ctx context.Context, s *store.Store) (T, error)) (T, error) {
+	var zero T
+	s, err := openStore(c)
+	if err != nil {
+		return zero, err
+	}
+	defer s.Close()
+	v, err := q(c.Context, s)
+	if err != nil {
+		return zero, failure(err)
+	}
+	return v, nil
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -102,14 +103,9 @@ func deadList(c *cli.Context, env *Env) error {
 	if q.Limit, err = checkLimit(c); err != nil {
 		return err
 	}
-	s, err := openStore(c)
+	tasks, err := query(c, func(ctx context.Context, s *store.Store) ([]store.TaskRun, error) { return s.ListDeadTasks(ctx, q) })
 	if err != nil {
 		return err
-	}
-	defer s.Close()
-	tasks, err := s.ListDeadTasks(c.Context, q)
-	if err != nil {
-		return failure(err)
 	}
 	if format == "json" {
 		if tasks == nil {

@@ -367,14 +367,9 @@ func runList(c *cli.Context, env *Env) error {
 	if c.NArg() != 0 {
 		return usageError("run list takes no arguments (filters are flags: --workflow, --state)")
 	}
-	s, err := openStore(c)
+	runs, err := query(c, func(ctx context.Context, s *store.Store) ([]store.Run, error) { return s.ListRuns(ctx, f) })
 	if err != nil {
 		return err
-	}
-	defer s.Close()
-	runs, err := s.ListRuns(c.Context, f)
-	if err != nil {
-		return failure(err)
 	}
 	if format == "json" {
 		if runs == nil {
@@ -404,14 +399,9 @@ func runShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStore(c)
+	run, err := query(c, func(ctx context.Context, s *store.Store) (store.Run, error) { return s.GetRun(ctx, id) })
 	if err != nil {
 		return err
-	}
-	defer s.Close()
-	run, err := s.GetRun(c.Context, id)
-	if err != nil {
-		return failure(err)
 	}
 	return printRun(env.Stdout, env.palette(), run, format)
 }

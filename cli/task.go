@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -43,14 +44,9 @@ func taskShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStore(c)
+	t, err := query(c, func(ctx context.Context, s *store.Store) (store.TaskDetail, error) { return s.GetTask(ctx, id) })
 	if err != nil {
 		return err
-	}
-	defer s.Close()
-	t, err := s.GetTask(c.Context, id)
-	if err != nil {
-		return failure(err)
 	}
 	if t.Events == nil {
 		t.Events = []store.TaskEvent{}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
 )
 
 func workflowCommand(env *Env) *cli.Command {
@@ -123,14 +125,11 @@ func workflowList(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStore(c)
+	wfs, err := query(c, func(ctx context.Context, s *store.Store) ([]store.WorkflowSummary, error) {
+		return s.ListWorkflows(ctx, limit)
+	})
 	if err != nil {
 		return err
-	}
-	defer s.Close()
-	wfs, err := s.ListWorkflows(c.Context, limit)
-	if err != nil {
-		return failure(err)
 	}
 	if format == "json" {
 		if wfs == nil {
@@ -159,14 +158,11 @@ func workflowShow(c *cli.Context, env *Env) error {
 	if c.Int("version") < 0 {
 		return usageError("--version %d: must be positive", c.Int("version"))
 	}
-	s, err := openStore(c)
+	wf, err := query(c, func(ctx context.Context, s *store.Store) (store.Workflow, error) {
+		return s.GetWorkflow(ctx, c.Args().First(), c.Int("version"))
+	})
 	if err != nil {
 		return err
-	}
-	defer s.Close()
-	wf, err := s.GetWorkflow(c.Context, c.Args().First(), c.Int("version"))
-	if err != nil {
-		return failure(err)
 	}
 	if format == "json" {
 		return writeJSON(env.Stdout, wf)
