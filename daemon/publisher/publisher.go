@@ -177,7 +177,8 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		p.mu.Unlock()
 	}()
-	var brokerBO, dbBO backoff.Backoff
+	brokerBO := daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: p.cfg.Metrics}
+	dbBO := daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: p.cfg.Metrics}
 	p.log.Info("publisher: started", "queue", p.cfg.Broker.Queue)
 	if p.cfg.Failpoints != nil {
 		p.log.Warn("publisher: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", p.cfg.Failpoints.String())
@@ -194,10 +195,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			_ = backoff.Sleep(ctx, d)
 			continue
 		}
-		if brokerBO.Reset() {
-			p.cfg.Metrics.Reconnects.WithLabelValues("rabbitmq").Inc()
-			p.log.Info("publisher: recovered", "dependency", "rabbitmq")
-		}
+		brokerBO.Succeeded()
 		if pub.Blocked() {
 			p.alarm.Store(true)
 			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending")
@@ -241,10 +239,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			if p.alarm.Swap(false) {
 				p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
 			}
-			if dbBO.Reset() {
-				p.cfg.Metrics.Reconnects.WithLabelValues("postgres").Inc()
-				p.log.Info("publisher: recovered", "dependency", "postgres")
-			}
+			dbBO.Succeeded()
 			if n == p.cfg.BatchSize {
 				continue // more may be waiting
 			}

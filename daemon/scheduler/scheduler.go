@@ -117,7 +117,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
-	var bo backoff.Backoff
+	bo := daemon.Recovery{Component: "scheduler", Dependency: "postgres", Log: s.log, Metrics: s.cfg.Metrics}
 	s.log.Info("scheduler: started", "sweep_interval", s.cfg.SweepInterval.String())
 	for {
 		err := s.RunOnce(ctx)
@@ -136,10 +136,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			continue
 		}
 		s.healthy.Store(true)
-		if bo.Reset() {
-			s.cfg.Metrics.Reconnects.WithLabelValues("postgres").Inc()
-			s.log.Info("scheduler: recovered")
-		}
+		bo.Succeeded()
 		select {
 		case <-ctx.Done():
 			s.log.Info("scheduler: stopped")

@@ -16,6 +16,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/clock"
 	"github.com/flowforge/flowforge/daemon/metrics"
@@ -204,7 +205,7 @@ func (w *Worker) Abort() { w.abort(ErrAborted) }
 // deliveries it has not claimed, waits for in-flight handlers (see Abort)
 // and returns nil. Broker and database faults never end it.
 func (w *Worker) Run(ctx context.Context) error {
-	var bo backoff.Backoff
+	bo := daemon.Recovery{Component: "worker", Dependency: "rabbitmq", Log: w.log, Metrics: w.cfg.Metrics}
 	w.log.Info("worker: started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease.String(), "handlers", w.cfg.Registry.Names())
 	cons := w.first
 	w.first = nil
@@ -222,10 +223,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				continue
 			}
 		}
-		if bo.Reset() {
-			w.cfg.Metrics.Reconnects.WithLabelValues("rabbitmq").Inc()
-			w.log.Info("worker: recovered", "dependency", "rabbitmq")
-		}
+		bo.Succeeded()
 		w.consuming.Store(true)
 		w.consume(ctx, cons)
 		w.consuming.Store(false)
