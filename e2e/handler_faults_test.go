@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/metrics"
 	"github.com/flowforge/flowforge/daemon/worker"
 	"github.com/flowforge/flowforge/e2e/harness"
@@ -128,7 +129,9 @@ func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
 	reg.MustRegister("special", func(ctx context.Context, task core.Task) (json.RawMessage, error) {
 		return json.RawMessage(`{"ran": "in-process"}`), nil
 	})
-	handlerFaultsWorker(t, s, reg, 0)                           // registers only "special"
+	// Like a program built with cli.Main: the built-ins plus its own.
+	handlers.Register(reg, handlers.Options{})
+	handlerFaultsWorker(t, s, reg, 0)                           // the built-ins and "special"
 	s.Daemon(t, "plain-worker", "worker", "--concurrency", "4") // built-ins only
 	yaml := "name: mixed\ntasks:\n"
 	for i := 0; i < 8; i++ {
