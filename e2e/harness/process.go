@@ -365,7 +365,11 @@ func BuildGo(t testing.TB, pkg, name string) string {
 			e.err = fmt.Errorf("go toolchain not in PATH: %w", err)
 			return
 		}
-		cmd := exec.Command(goBin, "build", "-o", out, pkg)
+		args := []string{"build", "-o", out}
+		if ov := os.Getenv(MutationOverlayEnv); ov != "" {
+			args = append(args, "-overlay="+ov) // make mutate: build the mutant
+		}
+		cmd := exec.Command(goBin, append(args, pkg)...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			e.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 			return
@@ -378,6 +382,11 @@ func BuildGo(t testing.TB, pkg, name string) string {
 	}
 	return e.path
 }
+
+// MutationOverlayEnv names the `go build -overlay` file of the mutant that
+// `make mutate` (scripts/mutate) is testing; BuildGo builds with it so that
+// the binaries an e2e test runs carry the mutant too. Unset in normal runs.
+const MutationOverlayEnv = "FLOWFORGE_MUTATION_OVERLAY"
 
 // FFCTLPackage is the import path BuildFFCTL compiles.
 const FFCTLPackage = "github.com/flowforge/flowforge/cli/ffctl"
