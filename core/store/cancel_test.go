@@ -67,6 +67,15 @@ func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
 	if co.err != nil {
 		t.Fatalf("cancel: %v", co.err)
 	}
+	// The cancel itself caught the promoted tasks: no later pass is needed.
+	if co.res.TasksCancelled != 3 {
+		t.Errorf("cancel reported %d tasks cancelled, want 3 (b and c promoted by the pass, d)", co.res.TasksCancelled)
+	}
+	for _, n := range []string{"b", "c", "d"} {
+		if st, _ := f.state(ts[n].ID); st != core.TaskCancelled {
+			t.Errorf("task %s is %s when the cancel returned", n, st)
+		}
+	}
 	f.advance()
 	for _, n := range []string{"b", "c", "d"} {
 		st, tok := f.state(ts[n].ID)

@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	path := fs.String("catalogue", "e2e/MUTANTS.yaml", "the mutation catalogue")
 	only := fs.String("only", "", "comma-separated mutant ids to run (default: all)")
 	list := fs.Bool("list", false, "list the mutants and exit")
-	timeout := fs.Duration("timeout", 5*time.Minute, "go test -timeout for each package run")
+	timeout := fs.Duration("timeout", 2*time.Minute, "go test -timeout for each package run")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
