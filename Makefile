@@ -13,7 +13,7 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 PKGS      ?= ./...
 
-.PHONY: help build up down status test demo lint clean distclean
+.PHONY: help build up down status test mutate demo lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
@@ -37,6 +37,14 @@ test: ## start services, then go test -race over all packages
 	eval "$$(scripts/env)"; \
 	echo "go test: FLOWFORGE_TEST_DATABASE_URL=$$FLOWFORGE_TEST_DATABASE_URL FLOWFORGE_TEST_AMQP_URL=$$FLOWFORGE_TEST_AMQP_URL"; \
 	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+# Each mutant of e2e/MUTANTS.yaml takes one mechanism of the failure model
+# away (through go test -overlay; the tree is never written) and must be
+# killed by the tests named for it. Fails listing every survivor.
+mutate: ## run every mutant of e2e/MUTANTS.yaml against the tests named for it
+	scripts/up
+	eval "$$(scripts/env)"; \
+	$(GO) run ./scripts/mutate
 
 demo: ## run the word-count demo end to end (scripts/demo)
 	scripts/demo
