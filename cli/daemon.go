@@ -47,6 +47,7 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "sweep-interval", Usage: "scheduler: period of the pass that runs without a notification", Value: scheduler.SweepIntervalDefault, EnvVars: []string{"FLOWFORGE_SWEEP_INTERVAL"}},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "publisher: period of the outbox poll that runs without a notification", Value: publisher.PollIntervalDefault, EnvVars: []string{"FLOWFORGE_POLL_INTERVAL"}},
 		&cli.StringFlag{Name: "id", Usage: "process id recorded in leases and history (default role-host-pid-random)", EnvVars: []string{"FLOWFORGE_ID"}},
+		&cli.IntFlag{Name: "db-max-conns", Usage: "connections of the daemon's main database pool (default 10, plus --concurrency for a worker); lease renewals have a pool of their own, so a small main pool never starves heartbeats", EnvVars: []string{"FLOWFORGE_DB_MAX_CONNS"}},
 		&cli.StringFlag{Name: "debug-clock-skew", Hidden: true, Usage: "testing aid: shift every wall-clock reading of the scheduler and worker by this much (+3h, -3h)", EnvVars: []string{"FLOWFORGE_DEBUG_CLOCK_SKEW"}},
 	}
 	sub := func(role, usage string) *cli.Command {
@@ -274,7 +275,13 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	}
 
 	dbURL := databaseURL(c)
-	st, err := openStoreRetrying(ctx, dbURL, 10+c.Int("concurrency"), log)
+	maxConns := 10 + c.Int("concurrency")
+	if c.IsSet("db-max-conns") {
+		if maxConns = c.Int("db-max-conns"); maxConns < 1 {
+			return usageError("--db-max-conns must be at least 1, got %d", maxConns)
+		}
+	}
+	st, err := openStoreRetrying(ctx, dbURL, maxConns, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

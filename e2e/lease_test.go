@@ -213,7 +213,9 @@ tasks:
 // wait on a lock the test holds on idempotency_keys. The heartbeats renew
 // through the worker's separate pool and keep running while the finish is
 // stuck, so no lease lapses: nothing is reaped, every task succeeds on its
-// first attempt.
+// first attempt. The worker's main pool is cut to one connection per slot,
+// so the stall exhausts it: without the renewals' own pool every lease
+// would lapse.
 func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 	t.Parallel()
 	const tasks = 6
@@ -241,7 +243,9 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 			db := s.DB(t)
 			crashControlPlane(t, s)
 			const lease = 1500 * time.Millisecond
-			s.Daemon(t, "worker", "worker", "--concurrency", strconv.Itoa(tasks), "--lease", lease.String())
+			// The main pool holds exactly one connection per slot, so the
+			// stall exhausts it: only the renewals' own pool keeps leases.
+			s.Daemon(t, "worker", "worker", "--concurrency", strconv.Itoa(tasks), "--lease", lease.String(), "--db-max-conns", strconv.Itoa(tasks))
 			s.Apply(t, wf.String())
 			lockDB := s.DB(t)
 			var tx *sql.Tx
