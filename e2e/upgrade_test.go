@@ -134,13 +134,20 @@ func (tr *upgradeTrigger) finish() ([]string, []string) {
 	return append([]string(nil), tr.ids...), append([]string(nil), tr.errs...)
 }
 
-// upgradeWaitFlowing waits until n more runs than now have succeeded: runs
-// are flowing through whatever daemons are up.
-func upgradeWaitFlowing(t *testing.T, db *sql.DB, n int, what string) {
+// waitFlowing waits until n more runs than now have succeeded: runs are
+// flowing through whatever daemons are up. A failed trigger (the CLI
+// refusing the schema) fails the test at once.
+func (tr *upgradeTrigger) waitFlowing(t *testing.T, db *sql.DB, n int, what string) {
 	t.Helper()
 	const q = `SELECT count(*) FROM workflow_runs WHERE state = 'SUCCEEDED'`
 	base := dispatchInt(t, db, q)
 	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%d more runs to succeed %s", n, what), func() (bool, error) {
+		tr.mu.Lock()
+		errs := append([]string(nil), tr.errs...)
+		tr.mu.Unlock()
+		if len(errs) > 0 {
+			t.Fatalf("%s: %d triggers failed, the first: %s", what, len(errs), errs[0])
+		}
 		got := dispatchInt(t, db, q) - base
 		return got >= n, fmt.Errorf("%d more succeeded", got)
 	})
@@ -167,7 +174,7 @@ func upgradeStop(t *testing.T, p *harness.Process) {
 // binary's `ffctl migrate` under them (old daemons keep running, and an old
 // worker started afterwards accepts the newer schema), replaces the
 // scheduler and the publisher, and replaces the workers one by one
-// (SIGTERM, then a new one). Every triggered run succeeds, every task ran
+// (SIGTERM while each holds a task, then a new one). Every triggered run succeeds, every task ran
 // exactly once (one claim, one execution, attempt 1), old and new workers
 // both ran tasks, and nothing was dead-lettered or left queued.
 func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
@@ -181,7 +188,7 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 	count := filepath.Join(t.TempDir(), "executions")
 	old.Apply(t, "name: rolling\ntasks:\n"+
 		"  - {name: a, handler: shell, params: {command: "+dispatchCountCommand(count)+"}}\n"+
-		"  - {name: b, handler: sleep, params: {duration: 150ms}, depends_on: [a]}\n")
+		"  - {name: b, handler: sleep, params: {duration: 300ms}, depends_on: [a]}\n")
 	worker := func(s *harness.Stack, id string) *harness.Process {
 		p := s.Daemon(t, id, "worker", "--allow-shell", "--concurrency", "4", "--id", id)
 		p.WaitForLog(t, "worker: started", 30*time.Second)
@@ -193,7 +200,7 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 	db := old.DB(t)
 	tr := startUpgradeTrigger(old, "rolling", 150*time.Millisecond)
 	t.Cleanup(func() { tr.finish() })
-	upgradeWaitFlowing(t, db, 3, "on the old release")
+	tr.waitFlowing(t, db, 3, "on the old release")
 
 	// The new release's migration lands under the old daemons.
 	t.Logf("new ffctl migrate: %s", strings.TrimSpace(cur.MustCLI(t, "migrate")))
@@ -208,7 +215,7 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 	if st.Version != w.Latest {
 		t.Fatalf("after the new migrate the database is at %d, want the new binary's %d", st.Version, w.Latest)
 	}
-	upgradeWaitFlowing(t, db, 3, "with old daemons on the migrated schema")
+	tr.waitFlowing(t, db, 3, "with old daemons on the migrated schema")
 	for _, p := range append([]*harness.Process{oldSched, oldPub}, workers...) {
 		if p.Exited() {
 			t.Fatalf("%s exited after the migration:\n%s", p.Name, p.Logs())
@@ -216,7 +223,7 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 	}
 	// An old daemon that restarts now must accept the newer schema.
 	workers = append(workers, worker(old, "old-worker-3"))
-	upgradeWaitFlowing(t, db, 3, "with an old worker started after the migration")
+	tr.waitFlowing(t, db, 3, "with an old worker started after the migration")
 
 	// The new scheduler and publisher take over; the CLI is the new one.
 	tr.use(&cur)
@@ -226,16 +233,20 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 	newPub := cur.Daemon(t, "new-publisher", "publisher", "--id", "new-publisher")
 	newPub.WaitForLog(t, "publisher: started", 30*time.Second)
 	upgradeStop(t, oldPub)
-	upgradeWaitFlowing(t, db, 3, "with the new scheduler and publisher and old workers")
+	tr.waitFlowing(t, db, 3, "with the new scheduler and publisher and old workers")
 
 	// Workers are replaced one by one.
 	var fresh []*harness.Process
 	for i, p := range workers {
+		// Stop it while it holds a task, so the graceful stop is exercised.
+		harness.Eventually(t, 20*time.Second, p.Name+" to hold a RUNNING task", func() (bool, error) {
+			return dispatchInt(t, db, `SELECT count(*) FROM task_runs WHERE state = 'RUNNING' AND worker_id = $1`, p.Name) > 0, nil
+		})
 		upgradeStop(t, p)
 		if i < 2 {
 			fresh = append(fresh, worker(&cur, fmt.Sprintf("new-worker-%d", i+1)))
 		}
-		upgradeWaitFlowing(t, db, 2, "after replacing "+p.Name)
+		tr.waitFlowing(t, db, 2, "after replacing "+p.Name)
 	}
 
 	ids, errs := tr.finish()
