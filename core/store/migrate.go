@@ -294,7 +294,7 @@ func (s *Store) recordCompatFloors(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("record schema compat floors: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
 	if _, err := tx.ExecContext(ctx, lockSchemaCompat); err != nil {
 		return fmt.Errorf("record schema compat floors: lock: %w", err)
 	}
