@@ -28,6 +28,10 @@ func migrateCommand(env *Env) *cli.Command {
 				return failure(err)
 			}
 			if len(res.Applied) == 0 {
+				if w, err := store.EmbeddedSchemaWindow(); err == nil && res.To > w.Latest {
+					fmt.Fprintf(env.Stdout, "schema is up to date (version %d, newer than this ffctl's %d and compatible with it)\n", res.To, w.Latest)
+					return nil
+				}
 				fmt.Fprintf(env.Stdout, "schema is up to date (version %d)\n", res.To)
 				return nil
 			}
@@ -40,10 +44,14 @@ func migrateCommand(env *Env) *cli.Command {
 func versionCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "version",
-		Usage:     "print ffctl's version",
+		Usage:     "print ffctl's version and the schema versions it runs against",
 		UsageText: "ffctl version\n\nExample:\n  ffctl version   # also: ffctl --version",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(env.Stdout, "ffctl %s\n", Version)
+			w, err := store.EmbeddedSchemaWindow()
+			if err != nil {
+				return failure(err)
+			}
+			fmt.Fprintf(env.Stdout, "ffctl %s\nschema: runs on versions %d and newer, knows up to %d (a database whose compat floor is above %d needs a newer ffctl)\n", Version, w.Min, w.Latest, w.Latest)
 			return nil
 		},
 	}

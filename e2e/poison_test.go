@@ -18,9 +18,9 @@ import (
 
 // TestGarbageOnTheDispatchQueueIsSettledAndTheWorkerCarriesOn queues, ahead
 // of a real dispatch, messages that are not dispatches (not JSON, empty,
-// binary, wrong types, unknown fields, missing id, non-positive token) and
-// two well-formed ones that must not run (an unknown task, and a real task
-// with a stale fencing token). The worker (one slot, so it meets them in
+// binary, wrong types, an unknown field without the required ones, missing
+// id, non-positive token) and two well-formed ones that must not run (an
+// unknown task, and a real task with a stale fencing token). The worker (one slot, so it meets them in
 // queue order) dead-letters the first kind with a log line and
 // flowforge_poison_messages_total, acks the second with
 // flowforge_claims_lost_total{reason}, stays up, and then runs the real

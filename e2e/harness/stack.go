@@ -40,6 +40,9 @@ type StackOptions struct {
 	// AMQPURLs of the broker (several for a cluster); empty means
 	// TestAMQPURL().
 	AMQPURLs []string
+	// Bin is the ffctl binary the stack runs (and migrates with); empty
+	// means BuildFFCTL. A rolling-upgrade test passes an older build.
+	Bin string
 }
 
 // Stack is one isolated FlowForge installation for a test: its own
@@ -53,12 +56,16 @@ type Stack struct {
 	Store       *store.Store
 }
 
-// NewStack builds ffctl, prepares and migrates the database (with `ffctl
-// migrate`), picks a unique queue name (deleted with its dead-letter queue
-// in t.Cleanup) and opens a store for assertions.
+// NewStack builds ffctl (unless opt.Bin names one), prepares and migrates
+// the database (with that binary's `ffctl migrate`), picks a unique queue
+// name (deleted with its dead-letter queue in t.Cleanup) and opens a store
+// for assertions.
 func NewStack(t testing.TB, opt StackOptions) *Stack {
 	t.Helper()
-	s := &Stack{Bin: BuildFFCTL(t), DatabaseURL: opt.DatabaseURL, AMQPURLs: opt.AMQPURLs}
+	s := &Stack{Bin: opt.Bin, DatabaseURL: opt.DatabaseURL, AMQPURLs: opt.AMQPURLs}
+	if s.Bin == "" {
+		s.Bin = BuildFFCTL(t)
+	}
 	if s.DatabaseURL == "" {
 		s.DatabaseURL = storetest.NewDatabase(t)
 	}

@@ -2,6 +2,9 @@
 -- tasks, leases, fencing tokens and dispatches lives here. Every timestamp that
 -- is compared (leases, retry due times, ages) is produced by PostgreSQL.
 
+-- Compat floor: the first schema.
+-- flowforge:compat-floor 1
+
 -- +goose Up
 CREATE TABLE workflows (
     id          bigserial PRIMARY KEY,

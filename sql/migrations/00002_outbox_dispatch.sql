@@ -4,6 +4,10 @@
 -- same fencing token and the next dispatch number; whichever copy arrives
 -- first claims, the others lose. Dispatch 1 is the promotion's own.
 
+-- Compat floor 2 (a contract): it replaces the outbox unique constraint that
+-- the inserts of a binary of version 1 name.
+-- flowforge:compat-floor 2
+
 -- +goose Up
 ALTER TABLE outbox ADD COLUMN dispatch integer NOT NULL DEFAULT 1;
 ALTER TABLE outbox DROP CONSTRAINT outbox_task_run_id_fencing_token_snapshot_key;
