@@ -80,7 +80,8 @@ type Config struct {
 	// (database clock); then it is claimed and fails permanently with
 	// "unknown handler" (default UnknownHandlerGraceDefault).
 	UnknownHandlerGrace time.Duration
-	// ID names this process in leases and history (worker_id).
+	// ID names this process in leases and history (worker_id) and is its
+	// consumer tag; see CheckID.
 	ID      string
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
@@ -123,6 +124,9 @@ func (c *Config) validate() error {
 	}
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
+	}
+	if err := CheckID(c.ID); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
