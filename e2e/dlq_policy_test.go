@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
@@ -17,8 +19,8 @@ import (
 // Mode 41: the dead-letter queue is bounded.
 
 // TestDeadLetterPolicyBoundsTheQueueAndCountsDrops, on a private node:
-// FlowForge declares its topology, the dead-letter policy is applied with
-// rabbitmqctl exactly as ffctl broker policy prints it, and the topology
+// FlowForge declares its topology, the dead-letter policy that ffctl broker
+// policy prints is applied with rabbitmqctl, and the topology
 // check still passes afterwards (a policy, unlike new queue arguments, is
 // not a 406 for the next daemon). Then limit+extra dispatches are rejected
 // the way the worker rejects poison: the dead-letter queue holds exactly
@@ -43,12 +45,20 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 	}
 	declare()
 	const limit, extra = 20, 7
-	spec, err := broker.DeadLetterPolicy{Queue: queue, MaxLength: limit}.Spec()
+	out, err := exec.Command(harness.BuildFFCTL(t), "broker", "policy", "-o", "json", "--queue", queue, "--dlq-max-length", strconv.Itoa(limit), "--amqp-url", r.URL()).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("ffctl broker policy: %v", err)
 	}
+	var printed struct {
+		Vhost  string            `json:"vhost"`
+		Policy broker.PolicySpec `json:"policy"`
+	}
+	if err := json.Unmarshal(out, &printed); err != nil {
+		t.Fatalf("ffctl broker policy -o json: %v\n%s", err, out)
+	}
+	spec := printed.Policy
 	t.Logf("rabbitmqctl %v", spec.RabbitmqctlArgs("/"))
-	r.Ctl(t, spec.RabbitmqctlArgs("/")...)
+	r.Ctl(t, spec.RabbitmqctlArgs(printed.Vhost)...)
 	declare() // an upgraded daemon's topology check passes with the policy in place
 
 	conn, err := amqp.Dial(r.URL())

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"regexp"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Bounds of the dead-letter queue applied by DeadLetterPolicy when a field
@@ -131,4 +133,18 @@ func (s PolicySpec) ManagementPath(vhost string) string {
 		vhost = "/"
 	}
 	return "/api/policies/" + url.PathEscape(vhost) + "/" + url.PathEscape(s.Name)
+}
+
+// VhostOf returns the virtual host an AMQP URL names ("/" when it names
+// none), or the URL's parse error (password redacted).
+func VhostOf(rawURL string) (string, error) {
+	name, password, err := describeURL(rawURL, 0)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	u, err := amqp.ParseURI(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, redactErr(err, password))
+	}
+	return u.Vhost, nil
 }
