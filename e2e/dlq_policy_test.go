@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
@@ -18,20 +17,21 @@ import (
 
 // Mode 41: the dead-letter queue is bounded.
 
-// TestDeadLetterPolicyBoundsTheQueueAndCountsDrops, on a private node:
-// FlowForge declares its topology, the dead-letter policy that ffctl broker
-// policy prints is applied with rabbitmqctl, and the topology
-// check still passes afterwards (a policy, unlike new queue arguments, is
-// not a 406 for the next daemon). Then limit+extra dispatches are rejected
-// the way the worker rejects poison: the dead-letter queue holds exactly
-// limit (the oldest dropped), and the broker counts the extra drops
-// (messages_dead_lettered_maxlen with the dead-letter strategy disabled).
-// Last, with a short message-ttl, dead letters expire and the broker
-// counts the expiries.
+// TestDeadLetterPolicyBoundsTheQueueAndCountsDrops, on a private node: the
+// dead-letter policy that ffctl broker policy prints is applied with
+// rabbitmqctl, and a worker still starts (a policy, unlike new queue
+// arguments, is no 406 at the topology check). Then limit+extra garbage
+// messages reach the dispatch queue; the worker dead-letters each as
+// poison; the dead-letter queue holds exactly limit (the oldest dropped),
+// the broker counts the extra drops (messages_dead_lettered_maxlen with the
+// dead-letter strategy disabled), and the worker exports the depth as
+// flowforge_dead_letter_queue_messages. Last, with a short message-ttl,
+// dead letters expire and the broker counts the expiries.
 func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 	r := harness.StartRabbit(t, harness.RabbitOptions{})
+	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{r.URL()}})
 	ctx := t.Context()
-	queue := "ff-dlq-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	queue := s.Queue
 	cfg := broker.Config{URLs: []string{r.URL()}, Queue: queue}
 	declare := func() {
 		t.Helper()
@@ -43,23 +43,26 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 		}
 		c.Close()
 	}
-	declare()
+	declare() // the topology of a daemon that ran before the policy existed
 	const limit, extra = 20, 7
-	out, err := exec.Command(harness.BuildFFCTL(t), "broker", "policy", "-o", "json", "--queue", queue, "--dlq-max-length", strconv.Itoa(limit), "--amqp-url", r.URL()).Output()
-	if err != nil {
-		t.Fatalf("ffctl broker policy: %v", err)
+	out, stderr, code := s.CLI(t, "broker", "policy", "-o", "json", "--dlq-max-length", strconv.Itoa(limit))
+	if code != 0 {
+		t.Fatalf("ffctl broker policy: exit %d: %s", code, stderr)
 	}
 	var printed struct {
 		Vhost  string            `json:"vhost"`
 		Policy broker.PolicySpec `json:"policy"`
 	}
-	if err := json.Unmarshal(out, &printed); err != nil {
+	if err := json.Unmarshal([]byte(out), &printed); err != nil {
 		t.Fatalf("ffctl broker policy -o json: %v\n%s", err, out)
 	}
 	spec := printed.Policy
-	t.Logf("rabbitmqctl %v", spec.RabbitmqctlArgs("/"))
+	t.Logf("rabbitmqctl %v", spec.RabbitmqctlArgs(printed.Vhost))
 	r.Ctl(t, spec.RabbitmqctlArgs(printed.Vhost)...)
-	declare() // an upgraded daemon's topology check passes with the policy in place
+
+	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+	w := s.Daemon(t, "worker", "worker", "--health-addr", addr)
+	w.WaitForLog(t, "worker: started", 60*time.Second)
 
 	conn, err := amqp.Dial(r.URL())
 	if err != nil {
@@ -82,19 +85,7 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 			t.Fatalf("publish %d: confirmed %v err %v", i, ok, err)
 		}
 	}
-	if err := ch.Qos(limit+extra, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range limit + extra {
-		d := <-deliveries
-		if err := d.Reject(false); err != nil { // as the worker rejects poison
-			t.Fatal(err)
-		}
-	}
+	dispatchWaitMetric(t, addr, limit+extra, "flowforge_poison_messages_total")
 	depth := func(queue string) int {
 		c, err := conn.Channel()
 		if err != nil {
@@ -107,16 +98,17 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 		}
 		return q.Messages
 	}
-	harness.Eventually(t, 30*time.Second, "the dead-letter queue to settle at its limit", func() (bool, error) {
-		return depth(queue) == limit, nil
-	})
-	t.Logf("dead-letter queue depth %d (limit %d), broker counters %+v", depth(queue), limit, droppedCounters(t, r))
 	harness.Eventually(t, 30*time.Second, fmt.Sprintf("the broker to count %d drops", extra), func() (bool, error) {
 		return droppedCounters(t, r).maxlen >= extra, nil
 	})
+	t.Logf("dead-letter queue depth %d (limit %d), broker counters %+v", depth(queue), limit, droppedCounters(t, r))
 	if d := depth(queue); d != limit {
 		t.Fatalf("dead-letter queue holds %d messages, want its limit %d", d, limit)
 	}
+	if c := droppedCounters(t, r).maxlen; c != extra {
+		t.Fatalf("broker counted %d drops, want %d", c, extra)
+	}
+	dispatchWaitMetric(t, addr, limit, "flowforge_dead_letter_queue_messages")
 
 	// A short message-ttl, on a second queue: a quorum queue computes a
 	// message's expiry when it is enqueued, so a new TTL applies to new
