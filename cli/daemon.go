@@ -40,6 +40,8 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.StringFlag{Name: "health-addr", Usage: "host:port of /health/live, /health/ready and /metrics; empty disables (default per role: all 8080, scheduler 8081, publisher 8082, worker 8083 on 127.0.0.1)", EnvVars: []string{"FLOWFORGE_HEALTH_ADDR"}},
 		&cli.IntFlag{Name: "concurrency", Usage: "worker: handlers run at once (also the prefetch)", Value: worker.ConcurrencyDefault, EnvVars: []string{"FLOWFORGE_CONCURRENCY"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "worker: enable the shell handler (runs commands as this user)", EnvVars: []string{"FLOWFORGE_ALLOW_SHELL"}},
+		&cli.StringSliceFlag{Name: "shell-env-pass", Usage: "worker: pass this variable of the worker's environment to shell commands, beyond PATH, HOME, USER, LOGNAME, TMPDIR, TZ, LANG, LANGUAGE and LC_* (repeatable; FLOWFORGE_* and PG* are refused)", EnvVars: []string{"FLOWFORGE_SHELL_ENV_PASS"}},
+		&cli.BoolFlag{Name: "http-deny-private", Usage: "worker: the http handler refuses loopback, private, link-local, CGNAT, multicast and reserved addresses (checked on every address dialled, redirects included; no proxy)", EnvVars: []string{"FLOWFORGE_HTTP_DENY_PRIVATE"}},
 		&cli.DurationFlag{Name: "lease", Usage: "worker: lease duration; heartbeats every lease/3", Value: worker.LeaseDefault, EnvVars: []string{"FLOWFORGE_LEASE"}},
 		&cli.DurationFlag{Name: "unknown-handler-grace", Usage: "worker: hand a task whose handler this worker lacks back to the queue (for a worker that has it) until it has been READY this long; then it fails permanently", Value: worker.UnknownHandlerGraceDefault, EnvVars: []string{"FLOWFORGE_UNKNOWN_HANDLER_GRACE"}},
 		&cli.DurationFlag{Name: "slot-wait", Usage: "worker: how long a delivery may wait for a free slot before it is handed back (keep below the broker's consumer_timeout)", Value: worker.SlotWaitDefault, EnvVars: []string{"FLOWFORGE_SLOT_WAIT"}},
@@ -177,6 +179,12 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	id := c.String("id")
 	if id == "" {
 		id = fmt.Sprintf("%s-%s-%d-%s", role, host, os.Getpid(), uuid.NewString()[:4])
+	}
+	if err := worker.CheckID(id); err != nil {
+		return usageError("--id: %v", err)
+	}
+	if err := handlers.CheckShellEnvPass(c.StringSlice("shell-env-pass")); err != nil {
+		return usageError("--shell-env-pass: %v", err)
 	}
 	log = log.With("process_id", id)
 
@@ -329,7 +337,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		}
 		defer hbStore.Close()
 		reg := env.Registry
-		handlers.Register(reg, handlers.Options{AllowShell: c.Bool("allow-shell")})
+		handlers.Register(reg, handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"), HTTPDenyPrivate: c.Bool("http-deny-private")})
 		wcfg := worker.Config{Store: st, Renewer: hbStore, Broker: brokerConfig(c, log), Registry: reg,
 			Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"), SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"),
 			ID: id, Logger: log, Metrics: m, Clock: clk}

@@ -203,6 +203,7 @@ func NewApp(env *Env) *cli.App {
 			taskCommand(env),
 			deadCommand(env),
 			outboxCommand(env),
+			brokerCommand(env),
 			tuiCommand(env),
 			versionCommand(env),
 			completionCommand(env),

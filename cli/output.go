@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
@@ -44,11 +47,39 @@ func outputFormat(c *cli.Context) (string, error) {
 	}
 }
 
+// writeJSON writes v as indented JSON. Beyond what encoding/json escapes
+// (C0 controls), it escapes DEL, the C1 controls U+0080-U+009F (U+009B is
+// a one-byte CSI that drives many terminals), the bidirectional formatting
+// characters (U+202E and its kin) and U+2028/U+2029 as \uXXXX: the same
+// JSON value, but stored text cannot drive or disguise itself on the
+// terminal of whoever reads the output. Such characters appear only inside
+// strings, so escaping them in the encoded bytes is safe.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // keep <, > and & readable for grep and sed
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := w.Write(escapeInvisible(buf.Bytes()))
+	return err
+}
+
+// escapeInvisible rewrites the characters writeJSON promises to escape in
+// encoded JSON b.
+func escapeInvisible(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Bidi_Control, r) {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // isTerminal reports whether s (a stream) is an interactive terminal.

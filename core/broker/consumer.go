@@ -272,6 +272,21 @@ func (c *Consumer) Err() error {
 	return c.err
 }
 
+// DeadLetterDepth returns the number of messages in the dead-letter queue
+// of the consumer's dispatch queue (a passive declare on a throwaway
+// channel of the consumer's connection). Errors: the queue does not exist,
+// or the connection is lost (wrapping ErrConnectionLost).
+func (c *Consumer) DeadLetterDepth() (int, error) {
+	q, exists, err := inspectQueue(c.conn, DeadLetterQueue(c.cfg.Queue))
+	if err != nil {
+		return 0, err
+	}
+	if !exists {
+		return 0, fmt.Errorf("dead-letter queue %s does not exist", DeadLetterQueue(c.cfg.Queue))
+	}
+	return q.Messages, nil
+}
+
 // Tag returns the consumer tag.
 func (c *Consumer) Tag() string { return c.tag }
 

@@ -20,8 +20,16 @@ type Options struct {
 	// AllowShell enables the shell handler (off by default: it runs
 	// arbitrary commands as the worker's user).
 	AllowShell bool
-	// HTTPClient is used by the http handler; nil means a client with a
-	// 30 s timeout.
+	// ShellEnvPass names worker variables the shell handler passes to its
+	// commands beyond its minimal environment (see ShellHandler); check it
+	// with CheckShellEnvPass.
+	ShellEnvPass []string
+	// HTTPDenyPrivate makes the default http client refuse private and
+	// loopback addresses (HTTPClientOptions.DenyPrivate). Ignored when
+	// HTTPClient is set.
+	HTTPDenyPrivate bool
+	// HTTPClient is used by the http handler; nil means
+	// NewHTTPClient(HTTPClientOptions{DenyPrivate: HTTPDenyPrivate}).
 	HTTPClient *http.Client
 }
 
@@ -30,7 +38,7 @@ type Options struct {
 func Register(reg *core.Registry, opt Options) {
 	client := opt.HTTPClient
 	if client == nil {
-		client = &http.Client{Timeout: 30 * time.Second}
+		client = NewHTTPClient(HTTPClientOptions{DenyPrivate: opt.HTTPDenyPrivate})
 	}
 	builtins := map[string]core.Handler{
 		"noop":  Noop,
@@ -39,7 +47,7 @@ func Register(reg *core.Registry, opt Options) {
 		"http":  HTTP(client),
 	}
 	if opt.AllowShell {
-		builtins["shell"] = Shell
+		builtins["shell"] = ShellHandler(ShellOptions{EnvPass: opt.ShellEnvPass})
 	}
 	for name, h := range builtins {
 		if !reg.Has(name) {

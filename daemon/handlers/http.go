@@ -33,7 +33,8 @@ type HTTPResult struct {
 
 // HTTP returns the http handler: it sends a JSON request with the task's
 // idempotency key (if any) in the Idempotency-Key header. 2xx/3xx succeed;
-// 4xx are permanent; 5xx and network errors are retried.
+// 4xx are permanent; 5xx and network errors are retried; an address the
+// client refuses (a *DeniedAddressError, see NewHTTPClient) is permanent.
 func HTTP(client *http.Client) core.Handler {
 	return func(ctx context.Context, t core.Task) (json.RawMessage, error) {
 		var p HTTPParams
@@ -67,6 +68,9 @@ func HTTP(client *http.Client) core.Handler {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
+			if isDenied(err) {
+				return nil, core.Permanent(fmt.Errorf("http: %w", err))
+			}
 			return nil, fmt.Errorf("http: %w", err)
 		}
 		defer resp.Body.Close()

@@ -61,16 +61,38 @@ func (t *tail) String() string {
 	return s
 }
 
-// Shell runs params.command. Its environment is the worker's plus
-// FLOWFORGE_RUN_ID, FLOWFORGE_TASK_RUN_ID, FLOWFORGE_TASK_NAME,
-// FLOWFORGE_ATTEMPT, FLOWFORGE_WORKFLOW, FLOWFORGE_PARAMS (the run's params
-// as JSON), FLOWFORGE_UPSTREAM (upstream results as JSON), one
-// FLOWFORGE_PARAM_<KEY> per top-level scalar run param (key upper-cased,
-// non-alphanumerics as _), and params.env. A zero exit succeeds with
-// ShellResult; a non-zero exit fails (retryable) with the stderr tail; a
-// missing command is permanent. On cancellation the whole process group is
-// killed; if the worker process dies, the command is killed too.
+// Shell is the shell handler with the default ShellOptions: the minimal
+// environment (ShellBaseEnv) and nothing passed through. See ShellHandler.
 func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
+	return runShell(ctx, t, ShellOptions{})
+}
+
+// ShellHandler returns the shell handler configured by opt. It runs
+// params.command in a minimal, explicit environment, never the worker's
+// own (which holds FLOWFORGE_DATABASE_URL, FLOWFORGE_AMQP_URL, PG* and
+// whatever credentials the worker was started with):
+//
+//   - PATH, HOME, USER, LOGNAME, TMPDIR, TZ, LANG, LANGUAGE, LC_ALL and the
+//     POSIX LC_* categories, and the opt.EnvPass names, copied from the
+//     worker's environment when set there (PATH falls back to
+//     ShellPathDefault);
+//   - FLOWFORGE_RUN_ID, FLOWFORGE_TASK_RUN_ID, FLOWFORGE_TASK_NAME,
+//     FLOWFORGE_ATTEMPT, FLOWFORGE_WORKFLOW, FLOWFORGE_PARAMS (the run's
+//     params as JSON), FLOWFORGE_UPSTREAM (upstream results as JSON), one
+//     FLOWFORGE_PARAM_<KEY> per top-level scalar run param (key upper-cased,
+//     non-alphanumerics as _);
+//   - params.env, last (so a workflow may set PATH or LANG itself).
+//
+// A zero exit succeeds with ShellResult; a non-zero exit fails (retryable)
+// with the stderr tail; a missing command is permanent. On cancellation the
+// whole process group is killed; if the worker process dies, the command
+// is killed too. The caller checks opt.EnvPass with CheckShellEnvPass
+// first (names it refuses are skipped).
+func ShellHandler(opt ShellOptions) core.Handler {
+	return func(ctx context.Context, t core.Task) (json.RawMessage, error) { return runShell(ctx, t, opt) }
+}
+
+func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessage, error) {
 	var p ShellParams
 	if err := decodeParams(t.Params, &p); err != nil {
 		return nil, err
@@ -87,7 +109,7 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(os.Environ(), shellEnv(t)...)
+	cmd.Env = append(baseEnv(opt), shellEnv(t)...)
 	keys := make([]string, 0, len(p.Env))
 	for k := range p.Env {
 		keys = append(keys, k)

@@ -71,6 +71,9 @@ type Metrics struct {
 
 	outboxMu  sync.Mutex
 	outboxSrc OutboxSource
+
+	dlqOnce sync.Once // SetDeadLetterSource registers dlq once
+	dlq     *deadLetterCollector
 }
 
 // SetOutboxSource makes every scrape refresh OutboxPending and

@@ -80,7 +80,8 @@ type Config struct {
 	// (database clock); then it is claimed and fails permanently with
 	// "unknown handler" (default UnknownHandlerGraceDefault).
 	UnknownHandlerGrace time.Duration
-	// ID names this process in leases and history (worker_id).
+	// ID names this process in leases and history (worker_id) and is its
+	// consumer tag; see CheckID.
 	ID      string
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
@@ -124,6 +125,9 @@ func (c *Config) validate() error {
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
 	}
+	if err := CheckID(c.ID); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,6 +153,7 @@ type Worker struct {
 
 	consuming atomic.Bool
 	first     *broker.Consumer
+	current   atomic.Pointer[broker.Consumer] // the consumer of Run, nil between connections
 }
 
 // New validates cfg and returns a Worker.
@@ -160,13 +165,26 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Broker.Logger = cfg.Logger
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Worker{
+	w := &Worker{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "worker", "worker_id", cfg.ID),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		abortCtx: ctx,
 		abort:    cancel,
-	}, nil
+	}
+	cfg.Metrics.SetDeadLetterSource(w.deadLetterDepth)
+	return w, nil
+}
+
+// deadLetterDepth reads the dead-letter queue's depth through the current
+// consumer's connection, for flowforge_dead_letter_queue_messages.
+func (w *Worker) deadLetterDepth(context.Context) (float64, error) {
+	c := w.current.Load()
+	if c == nil {
+		return 0, errors.New("not connected")
+	}
+	n, err := c.DeadLetterDepth()
+	return float64(n), err
 }
 
 // ID returns the worker's id (worker_id in leases and history).
@@ -225,7 +243,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		bo.Succeeded()
 		w.consuming.Store(true)
+		w.current.Store(cons)
 		w.consume(ctx, cons)
+		w.current.Store(nil)
 		w.consuming.Store(false)
 		if ctx.Err() != nil {
 			break
