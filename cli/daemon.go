@@ -49,6 +49,7 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.StringFlag{Name: "id", Usage: "process id recorded in leases and history (default role-host-pid-random)", EnvVars: []string{"FLOWFORGE_ID"}},
 		&cli.StringFlag{Name: "debug-clock-skew", Hidden: true, Usage: "testing aid: shift every wall-clock reading of the scheduler and worker by this much (+3h, -3h)", EnvVars: []string{"FLOWFORGE_DEBUG_CLOCK_SKEW"}},
 	}
+	flags = append(flags, dbSessionFlags()...)
 	sub := func(role, usage string) *cli.Command {
 		return &cli.Command{
 			Name:      role,
@@ -224,6 +225,10 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	if len(bcfg.URLs) == 0 && role != "scheduler" {
 		return usageError("--amqp-url is empty")
 	}
+	dbURL, err := sessionURL(c, role, bcfg)
+	if err != nil {
+		return err
+	}
 
 	// The health server comes up before any dependency is reached, so that
 	// /health/live answers and /health/ready reports 503 while the daemon
@@ -273,7 +278,6 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		}()
 	}
 
-	dbURL := databaseURL(c)
 	st, err := openStoreRetrying(ctx, dbURL, 10+c.Int("concurrency"), log)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -350,6 +354,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		countReconnects = []string{"postgres"}
 	}
 	go watchDependencies(ctx, checks, countReconnects, m, log)
+	go watchDBHealth(ctx, c, st, m, log)
 
 	// Presence for the dashboard's Workers screen; failures are ignored (the
 	// loops report database trouble themselves).

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -40,7 +42,8 @@ type MigrationResult struct {
 }
 
 // Migrate applies every pending migration under a PostgreSQL advisory lock,
-// so concurrent callers are safe. Re-running is a no-op.
+// so concurrent callers are safe. Re-running is a no-op. On an error the
+// result still names the migrations applied before the one that failed.
 func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 	p, err := s.provider()
 	if err != nil {
@@ -51,13 +54,17 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		return MigrationResult{}, fmt.Errorf("read schema version: %w", err)
 	}
 	res, err := p.Up(ctx)
-	if err != nil {
-		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		res = partial.Applied
 	}
 	out := MigrationResult{From: from, To: from}
 	for _, r := range res {
 		out.Applied = append(out.Applied, r.Source.Path)
 		out.To = r.Source.Version
+	}
+	if err != nil {
+		return out, fmt.Errorf("migrate: %w", err)
 	}
 	return out, nil
 }
@@ -95,4 +102,87 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 		return fmt.Errorf("%w: the database is at schema version %d, this ffctl knows only up to %d: upgrade ffctl", ErrSchemaTooNew, have, want)
 	}
 	return nil
+}
+
+// Defaults of MigrateRetry, used by `ffctl migrate`.
+const (
+	// MigrateLockTimeoutDefault is the lock_timeout of a migration's
+	// session (Options.LockTimeout): the longest a migration's lock request
+	// (ALTER TABLE wants ACCESS EXCLUSIVE) queues behind a long
+	// transaction, and so the longest every daemon statement on that table
+	// queues behind the migration.
+	MigrateLockTimeoutDefault = 5 * time.Second
+	// MigrateLockRetriesDefault is how many times a migration that timed
+	// out on a lock is tried again.
+	MigrateLockRetriesDefault = 5
+	// MigrateRetryBackoffDefault is the first pause between attempts; it
+	// doubles up to MigrateRetryBackoffMax.
+	MigrateRetryBackoffDefault = time.Second
+	// MigrateRetryBackoffMax caps the pause between attempts.
+	MigrateRetryBackoffMax = 10 * time.Second
+)
+
+// ErrMigrationLockTimeout is wrapped by MigrateRetrying when every attempt
+// timed out waiting for a lock.
+var ErrMigrationLockTimeout = errors.New("migration could not take its locks")
+
+// MigrateRetry bounds MigrateRetrying's retries of a migration that timed
+// out waiting for a lock (the store's Options.LockTimeout, which must be
+// set for a lock wait to time out at all).
+type MigrateRetry struct {
+	// Retries is how many times to try again after the first attempt; 0
+	// tries once.
+	Retries int
+	// Backoff is the first pause between attempts (doubling, capped at
+	// MigrateRetryBackoffMax); 0 means MigrateRetryBackoffDefault.
+	Backoff time.Duration
+}
+
+// MigrateRetrying is Migrate, tried again (1+r.Retries attempts in all, with
+// doubling pauses) while a migration fails with a lock timeout: a
+// migration then never queues for long behind a long transaction while
+// every daemon statement on the table queues behind it. Each retry is
+// logged with the oldest open transaction, the likely culprit. A migration
+// that failed rolled back (goose runs each in a transaction) and the ones
+// before it stay applied. Errors: as Migrate; after the last attempt timed
+// out, one wrapping ErrMigrationLockTimeout and the last lock error; ctx's
+// error when it ends during a pause.
+func (s *Store) MigrateRetrying(ctx context.Context, r MigrateRetry) (MigrationResult, error) {
+	pause := r.Backoff
+	if pause <= 0 {
+		pause = MigrateRetryBackoffDefault
+	}
+	var out MigrationResult
+	for attempt := 1; ; attempt++ {
+		res, err := s.Migrate(ctx)
+		if attempt == 1 {
+			out.From = res.From
+		}
+		out.Applied = append(out.Applied, res.Applied...)
+		out.To = res.To
+		if err == nil || !IsLockTimeout(err) {
+			if err == nil && attempt > 1 {
+				s.log.Info("migrate: locks taken after retrying", "attempt", attempt)
+			}
+			return out, err
+		}
+		holder := "none seen"
+		if h, herr := s.DBHealth(ctx); herr == nil && h.Holder != nil {
+			holder = h.Holder.String()
+		}
+		if attempt > r.Retries {
+			return out, fmt.Errorf("%w: gave up after %d attempts, each waiting on a lock held by another transaction (oldest open transaction: %s): %w",
+				ErrMigrationLockTimeout, attempt, holder, err)
+		}
+		s.log.Warn("migrate: lock not available; retrying", "attempt", attempt, "attempts", r.Retries+1,
+			"retry_in", pause.String(), "oldest_transaction", holder, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, fmt.Errorf("migrate: %w (while retrying after: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		pause = min(2*pause, MigrateRetryBackoffMax)
+	}
 }
