@@ -50,8 +50,8 @@ var ErrBadSessionBounds = errors.New("bad database session timeouts")
 // set, LockTimeout must not exceed StatementTimeout (it would never fire).
 // idleHeld is the longest time the caller holds a transaction open while
 // idle (the publisher: its broker confirm timeout; 0 when none): a set
-// IdleInTxTimeout must exceed it by at least IdleInTxMargin, or PostgreSQL
-// would end healthy sessions. The error wraps ErrBadSessionBounds.
+// IdleInTxTimeout must exceed it by at least IdleInTxMargin (so is never
+// below IdleInTxMargin), or PostgreSQL would end healthy sessions. The error wraps ErrBadSessionBounds.
 func (o Options) ValidateSession(idleHeld time.Duration) error {
 	for _, b := range []struct {
 		name string
@@ -68,8 +68,8 @@ func (o Options) ValidateSession(idleHeld time.Duration) error {
 		return fmt.Errorf("%w: the lock timeout (%s) exceeds the statement timeout (%s), so it would never fire", ErrBadSessionBounds, o.LockTimeout, o.StatementTimeout)
 	}
 	if o.IdleInTxTimeout > 0 && o.IdleInTxTimeout < idleHeld+IdleInTxMargin {
-		return fmt.Errorf("%w: the idle-in-transaction timeout (%s) must exceed the %s a transaction may stay idle (the publisher's confirm timeout) by at least %s: PostgreSQL would end healthy sessions",
-			ErrBadSessionBounds, o.IdleInTxTimeout, idleHeld, IdleInTxMargin)
+		return fmt.Errorf("%w: the idle-in-transaction timeout (%s) must be at least %s (the %s a transaction may stay idle, the publisher's confirm timeout, plus %s for round trips): PostgreSQL would end healthy sessions",
+			ErrBadSessionBounds, o.IdleInTxTimeout, idleHeld+IdleInTxMargin, idleHeld, IdleInTxMargin)
 	}
 	return nil
 }
