@@ -142,7 +142,8 @@ type MigrateRetry struct {
 // doubling pauses) while a migration fails with a lock timeout: a
 // migration then never queues for long behind a long transaction while
 // every daemon statement on the table queues behind it. Each retry is
-// logged with the oldest open transaction, the likely culprit. A migration
+// logged with the oldest transaction holding a lock on a table of the
+// schema, the likely culprit. A migration
 // that failed rolled back (goose runs each in a transaction) and the ones
 // before it stay applied. Errors: as Migrate; after the last attempt timed
 // out, one wrapping ErrMigrationLockTimeout and the last lock error; ctx's
@@ -166,16 +167,13 @@ func (s *Store) MigrateRetrying(ctx context.Context, r MigrateRetry) (MigrationR
 			}
 			return out, err
 		}
-		holder := "none seen"
-		if h, herr := s.DBHealth(ctx); herr == nil && h.Holder != nil {
-			holder = h.Holder.String()
-		}
+		holder := s.oldestLockHolder(ctx)
 		if attempt > r.Retries {
-			return out, fmt.Errorf("%w: gave up after %d attempts, each waiting on a lock held by another transaction (oldest open transaction: %s): %w",
+			return out, fmt.Errorf("%w: gave up after %d attempts, each waiting on a lock held by another transaction (oldest holding a lock on a FlowForge table: %s): %w",
 				ErrMigrationLockTimeout, attempt, holder, err)
 		}
 		s.log.Warn("migrate: lock not available; retrying", "attempt", attempt, "attempts", r.Retries+1,
-			"retry_in", pause.String(), "oldest_transaction", holder, "err", err)
+			"retry_in", pause.String(), "lock_holder", holder, "err", err)
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -185,4 +183,27 @@ func (s *Store) MigrateRetrying(ctx context.Context, r MigrateRetry) (MigrationR
 		}
 		pause = min(2*pause, MigrateRetryBackoffMax)
 	}
+}
+
+const qOldestLockHolder = `
+SELECT a.pid::text, coalesce(a.application_name, ''), coalesce(a.state, ''), left(coalesce(a.query, ''), 200),
+       coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8
+FROM pg_locks l
+JOIN pg_class c ON c.oid = l.relation
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND c.relnamespace = current_schema()::regnamespace AND a.pid <> pg_backend_pid()
+ORDER BY a.xact_start ASC NULLS LAST
+LIMIT 1`
+
+// oldestLockHolder describes the oldest transaction holding a lock on a
+// table of the current schema, for messages; "none seen" when there is
+// none or the read fails.
+func (s *Store) oldestLockHolder(ctx context.Context) string {
+	h := HorizonHolder{Kind: "session"}
+	err := s.db.QueryRowContext(ctx, qOldestLockHolder).Scan(&h.Name, &h.Application, &h.State, &h.Query, &h.Seconds)
+	if err != nil {
+		return "none seen"
+	}
+	return h.String()
 }
