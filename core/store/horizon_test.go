@@ -2,9 +2,6 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -14,44 +11,6 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
-
-// privateDatabase creates a real database (not a schema: the xmin horizon
-// is per database, and other tests' transactions share storetest's) and
-// returns its URL; it is dropped in t.Cleanup.
-func privateDatabase(t *testing.T) string {
-	t.Helper()
-	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, storetest.AdminURL())
-	if err != nil {
-		t.Skipf("PostgreSQL does not answer: %v", err)
-	}
-	defer admin.Close(context.Background())
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	name := "ff_horizon_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, storetest.AdminURL())
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(storetest.AdminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
 
 // pollDBHealth reads s.DBHealth until ok accepts it or 15s pass.
 func pollDBHealth(t *testing.T, s *store.Store, what string, ok func(store.DBHealth) bool) store.DBHealth {
@@ -82,7 +41,7 @@ func pollDBHealth(t *testing.T, s *store.Store, what string, ok func(store.DBHea
 // horizon is free again. Dead tuples of the hot tables are counted.
 func TestDBHealthReportsHeldSnapshot(t *testing.T) {
 	t.Parallel()
-	s, dbURL := storetest.Open(t, privateDatabase(t))
+	s, dbURL := storetest.Open(t, storetest.NewPrivateDatabase(t))
 	ctx := t.Context()
 
 	if h := pollDBHealth(t, s, "nothing holds the horizon at start", func(h store.DBHealth) bool { return h.Holder == nil }); h.HorizonSeconds != 0 || len(h.DeadTuples) != len(store.HotTables()) {
