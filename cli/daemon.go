@@ -52,6 +52,7 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.IntFlag{Name: "db-max-conns", Usage: "connections of the daemon's main database pool (default 10, plus --concurrency for a worker); lease renewals have a pool of their own, so a small main pool never starves heartbeats", EnvVars: []string{"FLOWFORGE_DB_MAX_CONNS"}},
 		&cli.StringFlag{Name: "debug-clock-skew", Hidden: true, Usage: "testing aid: shift every wall-clock reading of the scheduler and worker by this much (+3h, -3h)", EnvVars: []string{"FLOWFORGE_DEBUG_CLOCK_SKEW"}},
 	}
+	flags = append(flags, dbSessionFlags()...)
 	sub := func(role, usage string) *cli.Command {
 		return &cli.Command{
 			Name:      role,
@@ -233,6 +234,10 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	if len(bcfg.URLs) == 0 && role != "scheduler" {
 		return usageError("--amqp-url is empty")
 	}
+	dbURL, err := sessionURL(c, role, bcfg)
+	if err != nil {
+		return err
+	}
 
 	// The health server comes up before any dependency is reached, so that
 	// /health/live answers and /health/ready reports 503 while the daemon
@@ -282,7 +287,6 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		}()
 	}
 
-	dbURL := databaseURL(c)
 	maxConns := 10 + c.Int("concurrency")
 	if c.IsSet("db-max-conns") {
 		if maxConns = c.Int("db-max-conns"); maxConns < 1 {
@@ -365,6 +369,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		countReconnects = []string{"postgres"}
 	}
 	go watchDependencies(ctx, checks, countReconnects, m, log)
+	go watchDBHealth(ctx, c, st, m, log)
 
 	// Presence for the dashboard's Workers screen; failures are ignored (the
 	// loops report database trouble themselves).

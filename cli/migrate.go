@@ -14,16 +14,30 @@ func migrateCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "migrate",
 		Usage:     "create or upgrade FlowForge's schema (safe to re-run)",
-		UsageText: "ffctl migrate\n\nExample:\n  FLOWFORGE_DATABASE_URL=postgres://postgres@db:5432/flowforge ffctl migrate",
+		UsageText: "ffctl migrate [--lock-timeout 5s] [--lock-retries 5]\n\nExample:\n  FLOWFORGE_DATABASE_URL=postgres://postgres@db:5432/flowforge ffctl migrate",
+		Flags: []cli.Flag{
+			&cli.DurationFlag{Name: "lock-timeout", Usage: "lock_timeout of the migration's session: the longest a migration's lock request queues behind another transaction (while every statement on the table queues behind it); 0 waits without bound", Value: store.MigrateLockTimeoutDefault, EnvVars: []string{"FLOWFORGE_MIGRATE_LOCK_TIMEOUT"}},
+			&cli.IntFlag{Name: "lock-retries", Usage: "how many times a migration that timed out on a lock is tried again (pausing 1s, 2s, 4s, ... up to 10s)", Value: store.MigrateLockRetriesDefault, EnvVars: []string{"FLOWFORGE_MIGRATE_LOCK_RETRIES"}},
+		},
 		Action: func(c *cli.Context) error {
+			if c.Duration("lock-timeout") < 0 || (c.Duration("lock-timeout") > 0 && c.Duration("lock-timeout") < time.Millisecond) {
+				return usageError("--lock-timeout must be 0 (no bound) or at least 1ms")
+			}
+			if c.Int("lock-retries") < 0 {
+				return usageError("--lock-retries must not be negative")
+			}
+			log, err := logger(c, env)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := context.WithTimeout(c.Context, 2*time.Minute)
 			defer cancel()
-			s, err := store.Open(ctx, databaseURL(c), store.Options{MaxConns: 2})
+			s, err := store.Open(ctx, databaseURL(c), store.Options{MaxConns: 2, LockTimeout: c.Duration("lock-timeout"), Logger: log})
 			if err != nil {
 				return failure(err)
 			}
 			defer s.Close()
-			res, err := s.Migrate(ctx)
+			res, err := s.MigrateRetrying(ctx, store.MigrateRetry{Retries: c.Int("lock-retries")})
 			if err != nil {
 				return failure(err)
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/tui"
 )
 
@@ -18,6 +19,7 @@ func tuiCommand(env *Env) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "refresh", Usage: "how often the screen re-reads the database", Value: tui.RefreshDefault, EnvVars: []string{"FLOWFORGE_TUI_REFRESH"}},
 			&cli.BoolFlag{Name: "readonly", Usage: "hide the actions (requeue, cancel)", EnvVars: []string{"FLOWFORGE_TUI_READONLY"}},
+			&cli.DurationFlag{Name: "xmin-horizon-warn", Usage: "warn on the Outbox screen when the database's xmin horizon has been held back this long", Value: store.XminHorizonWarnDefault, EnvVars: []string{"FLOWFORGE_TUI_XMIN_HORIZON_WARN"}},
 		},
 		Action: func(c *cli.Context) error {
 			refresh := c.Duration("refresh")
@@ -32,7 +34,9 @@ func tuiCommand(env *Env) *cli.Command {
 				return err
 			}
 			defer s.Close()
-			err = tui.Run(c.Context, tui.NewStoreSource(s, actor()), tui.Options{
+			src := tui.NewStoreSource(s, actor())
+			src.HorizonWarn = c.Duration("xmin-horizon-warn")
+			err = tui.Run(c.Context, src, tui.Options{
 				Refresh:  refresh,
 				ReadOnly: c.Bool("readonly"),
 				NoColor:  os.Getenv("NO_COLOR") != "",

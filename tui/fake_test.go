@@ -210,6 +210,9 @@ func newFake() *fakeSource {
 	}
 	f.outbox = OutboxData{
 		Status: store.OutboxStatus{Pending: 2, OldestPendingSeconds: 3.5, PublishedLastMinute: 270, FailingRows: 1},
+		DB: store.DBHealth{OldestTransactionSeconds: 372, HorizonSeconds: 372, HorizonXIDs: 90210, DeadTuples: map[string]int64{"task_runs": 5120, "outbox": 880},
+			Holder: &store.HorizonHolder{Kind: "session", Name: "4242", Application: "psql\x1b[2J", State: "idle in transaction", Seconds: 372, Query: "SELECT * FROM task_runs"}},
+		HorizonWarn: 5 * time.Minute,
 		Oldest: []store.PendingDispatch{
 			{ID: 9001, TaskRunID: id(301), FencingToken: 1, TaskName: "extract", Workflow: "wordcount", AgeSeconds: 3.5, Attempts: 2, LastError: str("broker nack: queue full")},
 			{ID: 9002, TaskRunID: id(302), FencingToken: 4, TaskName: "load", Workflow: "nightly-report", AgeSeconds: 0.2},

@@ -8,8 +8,9 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// outboxModel is the Outbox screen: backlog, its age, the publish rate and
-// the oldest pending rows.
+// outboxModel is the Outbox screen: backlog, its age, the publish rate, the
+// database's xmin horizon (a warning line while it is held back past
+// OutboxData.HorizonWarn) and the oldest pending rows.
 type outboxModel struct {
 	c      *shared
 	data   OutboxData
@@ -87,5 +88,31 @@ func (m *outboxModel) view(width, height int) string {
 			sub = th.dim.Render(failing)
 		}
 	}
-	return clip(head, width, 1) + "\n" + clip(sub, width, 1) + "\n" + m.tbl.view(th, width, height-2)
+	return clip(head, width, 1) + "\n" + clip(sub, width, 1) + "\n" + clip(m.horizonView(), width, 1) + "\n" + m.tbl.view(th, width, height-3)
+}
+
+// horizonView is the database line: a warning naming the holder while the
+// xmin horizon is held back past the threshold, else the oldest
+// transaction and the hot tables' dead tuples, dimmed.
+func (m *outboxModel) horizonView() string {
+	th := m.c.theme
+	if !m.loaded {
+		return ""
+	}
+	db := m.data.DB
+	if db.Holder != nil && m.data.HorizonWarn > 0 && db.HorizonSeconds >= m.data.HorizonWarn.Seconds() {
+		h := db.Holder
+		who := h.Kind + " " + h.Name
+		if h.Application != "" {
+			who += " " + h.Application
+		}
+		return th.bad.Render(Sanitize(fmt.Sprintf("! xmin horizon held back %s (dead rows pile up) by %s, %s: %s",
+			fmtSeconds(db.HorizonSeconds), who, h.State, h.Query)))
+	}
+	var dead int64
+	for _, n := range db.DeadTuples {
+		dead += n
+	}
+	return th.dim.Render(fmt.Sprintf("database: oldest transaction %s · xmin horizon %s · %d dead tuples in the hot tables",
+		fmtSeconds(db.OldestTransactionSeconds), fmtSeconds(db.HorizonSeconds), dead))
 }

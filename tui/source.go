@@ -78,6 +78,11 @@ type OutboxData struct {
 	Now    time.Time
 	Status store.OutboxStatus
 	Oldest []store.PendingDispatch
+	// DB is the database's oldest transaction, xmin horizon and hot-table
+	// dead tuples; the screen warns when DB.HorizonSeconds reaches
+	// HorizonWarn.
+	DB          store.DBHealth
+	HorizonWarn time.Duration
 }
 
 // DeadData feeds the DEAD screen.

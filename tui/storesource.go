@@ -27,6 +27,9 @@ const (
 type StoreSource struct {
 	Store *store.Store
 	Actor string
+	// HorizonWarn is the xmin-horizon hold the Outbox screen warns about;
+	// 0 means store.XminHorizonWarnDefault.
+	HorizonWarn time.Duration
 }
 
 // NewStoreSource returns a Source over s whose actions are audited as actor.
@@ -109,7 +112,8 @@ func (s *StoreSource) Leases(ctx context.Context) (LeasesData, error) {
 	return LeasesData{Now: now, Leases: l}, nil
 }
 
-// Outbox reads the outbox summary and its oldest pending rows.
+// Outbox reads the outbox summary, its oldest pending rows and the
+// database's xmin horizon (store.DBHealth).
 func (s *StoreSource) Outbox(ctx context.Context) (OutboxData, error) {
 	now, err := s.Store.Now(ctx)
 	if err != nil {
@@ -123,7 +127,15 @@ func (s *StoreSource) Outbox(ctx context.Context) (OutboxData, error) {
 	if err != nil {
 		return OutboxData{}, s.classify(ctx, err)
 	}
-	return OutboxData{Now: now, Status: st, Oldest: rows}, nil
+	db, err := s.Store.DBHealth(ctx)
+	if err != nil {
+		return OutboxData{}, s.classify(ctx, err)
+	}
+	warn := s.HorizonWarn
+	if warn <= 0 {
+		warn = store.XminHorizonWarnDefault
+	}
+	return OutboxData{Now: now, Status: st, Oldest: rows, DB: db, HorizonWarn: warn}, nil
 }
 
 // Dead reads the most recent DEAD tasks.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -246,7 +247,8 @@ type MigrationResult struct {
 // no-op, and so is running it with a binary older than the database when
 // the database's floor admits that binary. It returns an error wrapping
 // ErrSchemaTooNew, and changes nothing, when a contract migration raised
-// the database's floor above this binary's newest migration.
+// the database's floor above this binary's newest migration. On an error the
+// result still names the migrations applied before the one that failed.
 func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 	w, err := EmbeddedSchemaWindow()
 	if err != nil {
@@ -271,13 +273,17 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		return MigrationResult{}, fmt.Errorf("read schema version: %w", err)
 	}
 	res, err := p.Up(ctx)
-	if err != nil {
-		return MigrationResult{}, fmt.Errorf("migrate: %w", err)
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		res = partial.Applied
 	}
 	out := MigrationResult{From: from, To: from}
 	for _, r := range res {
 		out.Applied = append(out.Applied, r.Source.Path)
 		out.To = r.Source.Version
+	}
+	if err != nil {
+		return out, fmt.Errorf("migrate: %w", err)
 	}
 	return out, nil
 }

@@ -9,8 +9,9 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 )
 
@@ -38,6 +39,19 @@ type Options struct {
 	MaxConns int
 	// Logger receives nothing on the hot path; nil discards.
 	Logger *slog.Logger
+	// StatementTimeout is every session's statement_timeout (sent in
+	// milliseconds); 0 keeps the server's default. See
+	// StatementTimeoutDefault.
+	StatementTimeout time.Duration
+	// LockTimeout is every session's lock_timeout: a statement waiting
+	// longer for a lock fails with SQLSTATE 55P03 (IsLockTimeout); 0 keeps
+	// the server's default. See LockTimeoutDefault.
+	LockTimeout time.Duration
+	// IdleInTxTimeout is every session's
+	// idle_in_transaction_session_timeout: PostgreSQL ends a session idle
+	// inside a transaction this long; 0 keeps the server's default. See
+	// IdleInTxTimeoutDefault and ValidateSession.
+	IdleInTxTimeout time.Duration
 }
 
 // Store is a handle on FlowForge's database. It is safe for concurrent use.
@@ -46,13 +60,20 @@ type Store struct {
 	log *slog.Logger
 }
 
-// Open connects to url (a postgres:// URL) and pings it, bounded by ctx. It
-// does not check the schema: see CheckSchema.
+// Open connects to url (a postgres:// URL or key=value DSN) and pings it,
+// bounded by ctx. Every session of the pool carries opt's session bounds
+// (StatementTimeout, LockTimeout, IdleInTxTimeout). It does not check the
+// schema: see CheckSchema. Errors: a url that does not parse, a database
+// that does not answer.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
-	db, err := sqlx.Open("pgx", url)
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", RedactURL(url), err)
 	}
+	for k, v := range opt.runtimeParams() {
+		cfg.RuntimeParams[k] = v
+	}
+	db := sqlx.NewDb(stdlib.OpenDB(*cfg), "pgx")
 	n := opt.MaxConns
 	if n <= 0 {
 		n = 10
@@ -110,6 +131,11 @@ func pgCode(err error) string {
 	}
 	return ""
 }
+
+// IsLockTimeout reports whether err is PostgreSQL's lock_not_available
+// (SQLSTATE 55P03): a statement gave up waiting for a lock after
+// lock_timeout.
+func IsLockTimeout(err error) bool { return pgCode(err) == "55P03" }
 
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {

@@ -68,6 +68,16 @@ type Metrics struct {
 	DependencyUp *prometheus.GaugeVec
 	// InFlight is the number of handlers running in this process.
 	InFlight prometheus.Gauge
+	// DBOldestTransactionSeconds, DBXminHorizonSeconds and
+	// DBXminHorizonXIDs describe the sessions of the database that hold
+	// back VACUUM (store.DBHealth, refreshed by package dbhealth): the age
+	// of the oldest open transaction, the age of the oldest one holding
+	// the xmin horizon back, and the horizon's lag in transaction ids.
+	DBOldestTransactionSeconds prometheus.Gauge
+	DBXminHorizonSeconds       prometheus.Gauge
+	DBXminHorizonXIDs          prometheus.Gauge
+	// DBDeadTuples is n_dead_tup of each hot table, by table.
+	DBDeadTuples *prometheus.GaugeVec
 
 	outboxMu  sync.Mutex
 	outboxSrc OutboxSource
@@ -150,8 +160,13 @@ func New() *Metrics {
 		DependencyUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_dependency_up", Help: "1 while the dependency answers the readiness check, 0 while it does not."}, []string{"dependency"}),
 		InFlight:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_tasks_in_flight", Help: "Handlers running in this process."}),
 	}
+	m.DBOldestTransactionSeconds = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_oldest_transaction_seconds", Help: "Age of the oldest open transaction of another session of the database (database clock)."})
+	m.DBXminHorizonSeconds = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_xmin_horizon_seconds", Help: "Age of the oldest transaction holding the xmin horizon back (VACUUM removes no newer dead row)."})
+	m.DBXminHorizonXIDs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_xmin_horizon_xids", Help: "Transaction ids the xmin horizon lags behind (sessions, prepared transactions, replication slots)."})
+	m.DBDeadTuples = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_db_dead_tuples", Help: "Dead tuples (n_dead_tup) of FlowForge's hot tables, by table."}, []string{"table"})
 	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
+		m.DBOldestTransactionSeconds, m.DBXminHorizonSeconds, m.DBXminHorizonXIDs, m.DBDeadTuples,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range finishedStates {
 		m.TasksFinished.WithLabelValues(s)

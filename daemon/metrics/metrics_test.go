@@ -80,3 +80,24 @@ func TestDependencySeriesOnlyForDeclaredDependencies(t *testing.T) {
 		t.Fatalf("reconnect series %v, want postgres only", got)
 	}
 }
+
+// The database-health gauges (package dbhealth) are registered under the
+// names the README and FAILURE_MODEL.md give.
+func TestDBHealthGaugesAreRegistered(t *testing.T) {
+	m := New()
+	m.DBDeadTuples.WithLabelValues("task_runs").Set(3)
+	m.DBXminHorizonSeconds.Set(61)
+	for name, want := range map[string]map[string]float64{
+		"flowforge_db_oldest_transaction_seconds": {"": 0},
+		"flowforge_db_xmin_horizon_seconds":       {"": 61},
+		"flowforge_db_xmin_horizon_xids":          {"": 0},
+		"flowforge_db_dead_tuples":                {"task_runs": 3},
+	} {
+		got := gathered(t, m, name)
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s{%s} = %v (present %v), want %v", name, k, g, ok, v)
+			}
+		}
+	}
+}

@@ -129,3 +129,49 @@ func Open(t testing.TB, dbURL string) (*store.Store, string) {
 	}
 	return s, dbURL
 }
+
+// NewPrivateDatabase creates a real database of its own (CREATE DATABASE,
+// about a second) on the test server and returns its URL; it is dropped
+// (WITH FORCE) in t.Cleanup. Use it where a schema in the shared database
+// is not isolation enough: what PostgreSQL tracks per database, such as the
+// xmin horizon and pg_stat_activity's transactions, is shared by every
+// test's schema. Skipped like NewDatabase when the server does not answer.
+func NewPrivateDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adminURL := AdminURL()
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("PostgreSQL at %s does not answer: %v", store.RedactURL(adminURL), err)
+		}
+		t.Skipf("PostgreSQL at %s does not answer: %v", store.RedactURL(adminURL), err)
+	}
+	defer admin.Close(context.Background())
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "fftest_db_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, adminURL)
+		if err != nil {
+			t.Logf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", store.RedactURL(adminURL), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
