@@ -209,7 +209,7 @@ func newFake() *fakeSource {
 		{ID: id(203), Name: "load", Workflow: "nightly-report", State: "RUNNING", WorkerID: &worker, FencingToken: 2, LeaseSeconds: f64(21.4), HeartbeatAt: ago(2 * time.Second)},
 	}
 	f.outbox = OutboxData{
-		Status: store.OutboxStatus{Pending: 2, OldestPendingSeconds: 3.5, PublishedLastMinute: 270, FailingRows: 1},
+		Status: store.OutboxStatus{Pending: 2, OldestPendingSeconds: 3.5, PublishedLastMinute: 270, FailingRows: 1, Quarantined: 1},
 		Oldest: []store.PendingDispatch{
 			{ID: 9001, TaskRunID: id(301), FencingToken: 1, TaskName: "extract", Workflow: "wordcount", AgeSeconds: 3.5, Attempts: 2, LastError: str("broker nack: queue full")},
 			{ID: 9002, TaskRunID: id(302), FencingToken: 4, TaskName: "load", Workflow: "nightly-report", AgeSeconds: 0.2},
