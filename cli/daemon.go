@@ -48,6 +48,7 @@ func daemonCommand(env *Env) *cli.Command {
 		&cli.DurationFlag{Name: "redispatch-after", Usage: "scheduler: dispatch a READY task again when no worker claimed it this long after its dispatch was confirmed (a lost message)", Value: scheduler.RedispatchAfterDefault, EnvVars: []string{"FLOWFORGE_REDISPATCH_AFTER"}},
 		&cli.DurationFlag{Name: "sweep-interval", Usage: "scheduler: period of the pass that runs without a notification", Value: scheduler.SweepIntervalDefault, EnvVars: []string{"FLOWFORGE_SWEEP_INTERVAL"}},
 		&cli.DurationFlag{Name: "poll-interval", Usage: "publisher: period of the outbox poll that runs without a notification", Value: publisher.PollIntervalDefault, EnvVars: []string{"FLOWFORGE_POLL_INTERVAL"}},
+		&cli.IntFlag{Name: "max-message-bytes", Usage: "publisher: largest dispatch message body it publishes; a larger outbox row is quarantined (ffctl outbox quarantined). Keep it below the broker's max_message_size", Value: publisher.MaxMessageBytesDefault, EnvVars: []string{"FLOWFORGE_MAX_MESSAGE_BYTES"}},
 		&cli.StringFlag{Name: "id", Usage: "process id recorded in leases and history (default role-host-pid-random)", EnvVars: []string{"FLOWFORGE_ID"}},
 		&cli.IntFlag{Name: "db-max-conns", Usage: "connections of the daemon's main database pool (default 10, plus --concurrency for a worker); lease renewals have a pool of their own, so a small main pool never starves heartbeats", EnvVars: []string{"FLOWFORGE_DB_MAX_CONNS"}},
 		&cli.StringFlag{Name: "debug-clock-skew", Hidden: true, Usage: "testing aid: shift every wall-clock reading of the scheduler and worker by this much (+3h, -3h)", EnvVars: []string{"FLOWFORGE_DEBUG_CLOCK_SKEW"}},
@@ -175,6 +176,9 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	}
 	if c.Duration("lease") < 300*time.Millisecond {
 		return usageError("--lease must be at least 300ms")
+	}
+	if c.Int("max-message-bytes") < 1 {
+		return usageError("--max-message-bytes must be at least 1")
 	}
 	host, _ := os.Hostname()
 	id := c.String("id")
@@ -306,6 +310,10 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		o, err := st.OutboxStatus(ctx)
 		return float64(o.Pending), o.OldestPendingSeconds, err
 	})
+	m.SetQuarantinedSource(func(ctx context.Context) (float64, error) {
+		o, err := st.OutboxStatus(ctx)
+		return float64(o.Quarantined), err
+	})
 
 	type runner struct {
 		name string
@@ -321,7 +329,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		runners = append(runners, runner{"scheduler", s.Run})
 	}
 	if role == "publisher" || role == "all" {
-		p, err := publisher.New(publisher.Config{Store: st, DatabaseURL: dbURL, Broker: bcfg, PollInterval: c.Duration("poll-interval"), Logger: log, Metrics: m, Failpoints: fps})
+		p, err := publisher.New(publisher.Config{Store: st, DatabaseURL: dbURL, Broker: bcfg, PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Logger: log, Metrics: m, Failpoints: fps})
 		if err != nil {
 			return failure(err)
 		}

@@ -269,9 +269,16 @@ func describeQuery(q store.DeadQuery) string {
 
 // requeueReason returns --reason, or asks for it on a terminal.
 func requeueReason(c *cli.Context, env *Env, in *bufio.Reader) (string, error) {
+	return auditReason(c, env, in, "requeue", "why the task is requeued")
+}
+
+// auditReason returns --reason, or asks for it on a terminal, for the
+// audited action verb; why ends the missing-reason error ("why the task
+// is requeued"). Errors (usage): empty, too long, or a NUL character.
+func auditReason(c *cli.Context, env *Env, in *bufio.Reader, verb, why string) (string, error) {
 	reason := strings.TrimSpace(c.String("reason"))
 	if reason == "" && !c.IsSet("reason") && env.interactive() {
-		fmt.Fprint(env.Stderr, "Reason for the requeue (recorded in the audit trail): ")
+		fmt.Fprintf(env.Stderr, "Reason for the %s (recorded in the audit trail): ", verb)
 		line, err := in.ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return "", usageError("read reason: %v", err)
@@ -280,7 +287,7 @@ func requeueReason(c *cli.Context, env *Env, in *bufio.Reader) (string, error) {
 	}
 	switch {
 	case reason == "":
-		return "", usageError("--reason is required: say why the task is requeued (it is audited)")
+		return "", usageError("--reason is required: say %s (it is audited)", why)
 	case len(reason) > maxReasonBytes:
 		return "", usageError("--reason is longer than %d bytes", maxReasonBytes)
 	case strings.ContainsRune(reason, 0):

@@ -49,7 +49,7 @@ func (s TaskState) Active() bool {
 // runs.
 var legalTransitions = map[TaskState][]TaskState{
 	TaskPending:   {TaskReady, TaskCancelled},
-	TaskReady:     {TaskRunning, TaskCancelled},
+	TaskReady:     {TaskRunning, TaskDead, TaskCancelled},
 	TaskRunning:   {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled},
 	TaskRetrying:  {TaskReady, TaskCancelled},
 	TaskDead:      {TaskPending},

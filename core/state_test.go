@@ -13,6 +13,7 @@ var legalEdges = map[[2]core.TaskState]bool{
 	{core.TaskPending, core.TaskReady}:      true,
 	{core.TaskPending, core.TaskCancelled}:  true,
 	{core.TaskReady, core.TaskRunning}:      true,
+	{core.TaskReady, core.TaskDead}:         true, // an outbox drop buries it
 	{core.TaskReady, core.TaskCancelled}:    true,
 	{core.TaskRunning, core.TaskSucceeded}:  true,
 	{core.TaskRunning, core.TaskRetrying}:   true,

@@ -17,6 +17,11 @@ import (
 // MaxNameLength bounds workflow and task names (characters).
 const MaxNameLength = 128
 
+// MaxHandlerLength bounds a task's handler name, in bytes. The handler name
+// is copied into every dispatch message of the task, so an unbounded one
+// could make a message the broker refuses.
+const MaxHandlerLength = 128
+
 // MaxTasks bounds the number of tasks of one workflow.
 const MaxTasks = 1000
 
@@ -221,6 +226,9 @@ func (d *Definition) Validate() error {
 func (t TaskDef) validate() error {
 	if strings.TrimSpace(t.Handler) == "" {
 		return errors.New("handler is missing")
+	}
+	if len(t.Handler) > MaxHandlerLength {
+		return fmt.Errorf("handler name is %d bytes, longer than the limit of %d", len(t.Handler), MaxHandlerLength)
 	}
 	if len(t.Params) > 0 && string(t.Params) != "null" {
 		if err := ValidateParams(t.Params); err != nil {

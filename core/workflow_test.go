@@ -137,6 +137,7 @@ func TestParseDefinitionRejectsBadInput(t *testing.T) {
 		{"invalid task name", "name: w\ntasks:\n  - {name: Extract!, handler: noop}\n", []string{`task name "Extract!"`}},
 		{"workflow name too long", "name: " + long + "\ntasks:\n  - {name: a, handler: noop}\n", []string{"longer than 128"}},
 		{"task name too long", "name: w\ntasks:\n  - {name: " + long + ", handler: noop}\n", []string{"task name", "longer than 128"}},
+		{"handler name too long", "name: w\ntasks:\n  - {name: a, handler: " + long + "}\n", []string{`"a"`, "handler name is 129 bytes, longer than the limit of 128"}},
 		{"unknown top-level field", "name: w\ntaks: []\ntasks:\n  - {name: a, handler: noop}\n", []string{`unknown field "taks"`}},
 		{"unknown task field", task(", retyr: {max_attempts: 2}"), []string{`unknown field "retyr"`}},
 		{"unknown retry field", task(", retry: {attempts: 2}"), []string{`unknown field "attempts"`}},

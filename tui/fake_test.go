@@ -209,7 +209,7 @@ func newFake() *fakeSource {
 		{ID: id(203), Name: "load", Workflow: "nightly-report", State: "RUNNING", WorkerID: &worker, FencingToken: 2, LeaseSeconds: f64(21.4), HeartbeatAt: ago(2 * time.Second)},
 	}
 	f.outbox = OutboxData{
-		Status: store.OutboxStatus{Pending: 2, OldestPendingSeconds: 3.5, PublishedLastMinute: 270, FailingRows: 1},
+		Status: store.OutboxStatus{Pending: 2, OldestPendingSeconds: 3.5, PublishedLastMinute: 270, FailingRows: 1, Quarantined: 1},
 		DB: store.DBHealth{OldestTransactionSeconds: 372, HorizonSeconds: 372, HorizonXIDs: 90210, DeadTuples: map[string]int64{"task_runs": 5120, "outbox": 880},
 			Holder: &store.HorizonHolder{Kind: "session", Name: "4242", Application: "psql\x1b[2J", State: "idle in transaction", Seconds: 372, Query: "SELECT * FROM task_runs"}},
 		HorizonWarn: 5 * time.Minute,

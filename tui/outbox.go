@@ -8,9 +8,10 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// outboxModel is the Outbox screen: backlog, its age, the publish rate, the
-// database's xmin horizon (a warning line while it is held back past
-// OutboxData.HorizonWarn) and the oldest pending rows.
+// outboxModel is the Outbox screen: backlog, its age, the publish rate,
+// failing and quarantined rows, the database's xmin horizon (a warning line
+// while it is held back past OutboxData.HorizonWarn) and the oldest pending
+// rows.
 type outboxModel struct {
 	c      *shared
 	data   OutboxData
@@ -82,7 +83,12 @@ func (m *outboxModel) view(width, height int) string {
 		head += pending + " · oldest " + fmtSeconds(st.OldestPendingSeconds) +
 			" · publish rate " + fmtRate(float64(st.PublishedLastMinute)/60)
 		failing := fmt.Sprintf("%d published in the last minute · %d pending rows failing to publish", st.PublishedLastMinute, st.FailingRows)
-		if st.FailingRows > 0 {
+		if st.Quarantined > 0 {
+			// Refused by the broker for good: only an operator can act,
+			// so it comes first, where a narrow terminal does not clip it.
+			failing = fmt.Sprintf("%d quarantined (ffctl outbox quarantined) · ", st.Quarantined) + failing
+		}
+		if st.FailingRows > 0 || st.Quarantined > 0 {
 			sub = th.bad.Render(failing)
 		} else {
 			sub = th.dim.Render(failing)

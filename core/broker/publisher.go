@@ -46,6 +46,10 @@ const (
 	// unknown: it may or may not be in the queue, so publishing it again can
 	// produce a duplicate (consumers deduplicate by MessageId).
 	TimedOut
+	// Refused: the message is refused permanently; no retry can cure it
+	// (see PermanentRefusal). PublishBatch never reports it itself: the
+	// caller, which knows which message the refusal was about, does.
+	Refused
 )
 
 // String returns a lowercase name such as "confirmed" or "timed out".
@@ -61,6 +65,8 @@ func (o Outcome) String() string {
 		return "returned"
 	case TimedOut:
 		return "timed out"
+	case Refused:
+		return "refused"
 	default:
 		return fmt.Sprintf("outcome(%d)", int(o))
 	}
@@ -435,12 +441,53 @@ func (p *Publisher) batchErr(ctx, wctx context.Context, watchdogFired bool, pubE
 	case errors.Is(pubErr, ErrBlocked):
 		return fmt.Errorf("publish batch: %w", ErrBlocked)
 	case pubErr != nil:
+		if cause := p.closeCause(); cause != nil && !p.closing.Load() {
+			return fmt.Errorf("publish batch: %w: %w", lost(pubErr), cause)
+		}
 		return fmt.Errorf("publish batch: %w", lost(pubErr))
 	case pending > 0:
 		// Only a closing channel resolves confirms without an answer.
+		p.closeCause()
 		return fmt.Errorf("publish batch: %d of %d messages unconfirmed: %w", pending, total, p.deadErrNow())
 	}
 	return nil
+}
+
+// PermanentRefusal reports whether err (from PublishBatch) says that the
+// broker refused a message for good, and the broker's reason. The
+// refusals no retry can cure, as RabbitMQ reports them:
+//   - 406 PRECONDITION_FAILED closing the channel while publishing: the
+//     message is larger than the broker's max_message_size, or another
+//     property of the message itself is refused.
+//
+// The channel is closed, so the rest of the batch is TimedOut or NotSent:
+// the broker does not say which message it refused. A batch of one
+// message names it.
+func PermanentRefusal(err error) (reason string, ok bool) {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Server && ae.Code == amqp.PreconditionFailed {
+		return ae.Reason, true
+	}
+	return "", false
+}
+
+// closeCauseWait bounds how long a failed batch waits for the broker's
+// reason for closing the channel.
+const closeCauseWait = time.Second
+
+// closeCause waits (at most closeCauseWait) for the connection or channel
+// to be reported closed and returns why, or nil if it was not.
+func (p *Publisher) closeCause() error {
+	t := time.NewTimer(closeCauseWait)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		return nil
+	}
+	p.reasonMu.Lock()
+	defer p.reasonMu.Unlock()
+	return p.reason
 }
 
 // deadErrNow is deadErr without waiting for watch to have noticed the

@@ -265,3 +265,29 @@ func TestOutcomeString(t *testing.T) {
 		t.Error("zero Outcome must not be Confirmed")
 	}
 }
+
+func TestPermanentRefusalIsA406FromTheBroker(t *testing.T) {
+	t.Parallel()
+	size := &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 300 is larger than configured max size 250", Server: true}
+	cases := []struct {
+		name   string
+		err    error
+		want   bool
+		reason string
+	}{
+		{"nil", nil, false, ""},
+		{"406 from the broker, wrapped", fmt.Errorf("publish batch: %w: %w", ErrConnectionLost, fmt.Errorf("channel closed: %w", size)), true, size.Reason},
+		{"406 raised by the client", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "x", Server: false}, false, ""},
+		{"404 from the broker", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue", Server: true}, false, ""},
+		{"connection lost", fmt.Errorf("publish batch: %w", ErrConnectionLost), false, ""},
+		{"channel closed", fmt.Errorf("publish batch: %w", amqp.ErrClosed), false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			reason, ok := PermanentRefusal(c.err)
+			if ok != c.want || reason != c.reason {
+				t.Fatalf("PermanentRefusal(%v) = %q, %v; want %q, %v", c.err, reason, ok, c.reason, c.want)
+			}
+		})
+	}
+}

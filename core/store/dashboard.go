@@ -73,7 +73,7 @@ type PendingDispatch struct {
 const qOldestPending = `
 SELECT o.id, o.task_run_id, o.fencing_token_snapshot, t.task_name, r.workflow_name, o.created_at,
        extract(epoch FROM now() - o.created_at)::float8 AS age_seconds, o.publish_attempts, o.last_error
-  FROM (SELECT * FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1) o
+  FROM (SELECT * FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL ORDER BY id LIMIT $1) o
   JOIN task_runs t ON t.id = o.task_run_id
   JOIN workflow_runs r ON r.id = t.run_id
  ORDER BY o.id`

@@ -19,28 +19,46 @@ type OutboxRow struct {
 // batches). The publisher publishes them, marks what the broker confirmed,
 // and commits; until the commit nothing is stamped, so a crash anywhere
 // leaves every row pending (at-least-once).
+//
+// The transaction does not end when the ctx given to LockOutbox is
+// cancelled: only Commit or Rollback end it. database/sql rolls a
+// transaction back when the context it was begun with is cancelled, so a
+// batch begun with the daemon's context lost its stamps to a shutdown
+// signal that arrived between the broker's confirm and the commit, although
+// the stamps were written with a fresh context (mode 44).
 type OutboxBatch struct {
+	conn *sqlx.Conn
 	tx   *sqlx.Tx
 	Rows []OutboxRow
 }
 
+// qLockOutbox walks outbox_pending (unpublished and not quarantined rows).
 const qLockOutbox = `
 SELECT id, payload, publish_attempts FROM outbox
- WHERE published_at IS NULL
+ WHERE published_at IS NULL AND quarantined_at IS NULL
  ORDER BY id
  LIMIT $1
    FOR UPDATE SKIP LOCKED`
 
 // LockOutbox begins a transaction and locks up to limit pending rows, oldest
-// first. With no rows it returns a batch with no Rows (call Rollback).
+// first. ctx bounds taking a connection and the locking query; the
+// transaction itself outlives ctx (see OutboxBatch) and ends only with
+// Commit or Rollback, which the caller must call. With no rows it returns a
+// batch with no Rows (call Rollback). Errors: the pool or the query failed,
+// or ctx ended first.
 func (s *Store) LockOutbox(ctx context.Context, limit int) (*OutboxBatch, error) {
-	tx, err := s.db.BeginTxx(ctx, nil)
+	conn, err := s.db.Connx(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("lock outbox: connect: %w", err)
+	}
+	tx, err := conn.BeginTxx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		_ = conn.Close()
 		return nil, fmt.Errorf("lock outbox: begin: %w", err)
 	}
-	b := &OutboxBatch{tx: tx}
+	b := &OutboxBatch{conn: conn, tx: tx}
 	if err := tx.SelectContext(ctx, &b.Rows, qLockOutbox, limit); err != nil {
-		_ = tx.Rollback()
+		_ = b.Rollback()
 		return nil, fmt.Errorf("lock outbox: %w", err)
 	}
 	return b, nil
@@ -71,21 +89,28 @@ func (b *OutboxBatch) MarkFailed(ctx context.Context, ids []int64, reason string
 	return nil
 }
 
-// Commit commits the batch's stamps.
+// Commit commits the batch's stamps and returns its connection to the
+// pool.
 func (b *OutboxBatch) Commit() error {
-	if err := b.tx.Commit(); err != nil {
+	err := b.tx.Commit()
+	_ = b.conn.Close()
+	if err != nil {
 		return fmt.Errorf("commit outbox batch: %w", err)
 	}
 	return nil
 }
 
-// Rollback abandons the batch; every row stays pending. Safe after Commit.
+// Rollback abandons the batch; every row stays pending. Safe after Commit
+// (then it does nothing and returns sql.ErrTxDone).
 func (b *OutboxBatch) Rollback() error {
-	return b.tx.Rollback()
+	err := b.tx.Rollback()
+	_ = b.conn.Close()
+	return err
 }
 
 // OutboxStatus summarises the outbox.
 type OutboxStatus struct {
+	// Pending counts rows waiting to be published (not quarantined).
 	Pending int64 `db:"pending" json:"pending"`
 	// OldestPendingSeconds is the age of the oldest pending row on the
 	// database clock, 0 when nothing is pending.
@@ -93,16 +118,20 @@ type OutboxStatus struct {
 	PublishedLastMinute  int64   `db:"published_last_minute" json:"published_last_minute"`
 	// FailingRows counts pending rows whose last publish attempt failed.
 	FailingRows int64 `db:"failing" json:"failing"`
+	// Quarantined counts rows the broker refuses permanently, set aside
+	// until an operator retries or drops them (ffctl outbox quarantined).
+	Quarantined int64 `db:"quarantined" json:"quarantined"`
 }
 
 // OutboxStatus reads the outbox summary; every count is index-backed.
 func (s *Store) OutboxStatus(ctx context.Context) (OutboxStatus, error) {
 	var st OutboxStatus
 	err := s.db.GetContext(ctx, &st, `
-SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL) AS pending,
-       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds,
+SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL) AS pending,
+       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds,
        (SELECT count(*) FROM outbox WHERE published_at > now() - interval '1 minute') AS published_last_minute,
-       (SELECT count(*) FROM outbox WHERE published_at IS NULL AND last_error IS NOT NULL) AS failing`)
+       (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL AND last_error IS NOT NULL) AS failing,
+       (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NOT NULL AND dropped_at IS NULL) AS quarantined`)
 	if err != nil {
 		return OutboxStatus{}, fmt.Errorf("outbox status: %w", err)
 	}

@@ -31,6 +31,11 @@
 //     the rows, so its transaction dies with it. Proves that a publisher
 //     crash between confirm and stamp leaves the rows pending for the next
 //     publisher.
+//   - publisher.sigterm-after-confirm: once the broker has answered a batch,
+//     the publisher sends itself SIGTERM and waits until the signal has
+//     cancelled its context, then stamps the rows as usual. Proves that a
+//     shutdown signal between confirm and stamp does not roll the stamp
+//     back (mode 44).
 //
 // A daemon logs a warning at start when failpoints are configured, so a
 // failpoint left set in a real deployment is visible.

@@ -1,12 +1,14 @@
 package failpoint
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 )
 
 // EnvVar is the environment variable the cli reads failpoints from.
@@ -22,9 +24,11 @@ type Name string
 const (
 	PublisherDiscardConfirms  Name = "publisher.discard-confirms"
 	PublisherExitAfterConfirm Name = "publisher.exit-after-confirm"
+	// PublisherSigtermAfterConfirm: see SignalIf.
+	PublisherSigtermAfterConfirm Name = "publisher.sigterm-after-confirm"
 )
 
-var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm}
+var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm}
 
 // Failpoints is a set of armed failpoints, each with the number of times it
 // will still fire. A nil *Failpoints is valid and never fires. It is safe
@@ -118,6 +122,22 @@ func (f *Failpoints) ExitIf(name Name) {
 		fmt.Fprintf(os.Stderr, "failpoint %s fired: exiting with status %d\n", name, ExitCode)
 		os.Exit(ExitCode)
 	}
+}
+
+// SignalIf sends SIGTERM to this process when failpoint name fires, and
+// returns once ctx (the daemon's context, which the signal cancels) has
+// ended: the caller then runs exactly as after a shutdown signal that
+// arrived at that point. It is the hook of the sigterm-after-* failpoints.
+func (f *Failpoints) SignalIf(ctx context.Context, name Name) {
+	if !f.Fire(name) {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "failpoint %s fired: sending SIGTERM to this process\n", name)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		fmt.Fprintf(os.Stderr, "failpoint %s: %v\n", name, err)
+		return
+	}
+	<-ctx.Done()
 }
 
 // String lists the armed failpoints with their remaining counts, sorted;

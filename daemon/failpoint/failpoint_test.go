@@ -18,6 +18,7 @@ func TestParse(t *testing.T) {
 		{spec: ",", want: ""},
 		{spec: "publisher.discard-confirms=2", want: "publisher.discard-confirms=2"},
 		{spec: "publisher.exit-after-confirm", want: "publisher.exit-after-confirm=1"},
+		{spec: "publisher.sigterm-after-confirm", want: "publisher.sigterm-after-confirm=1"},
 		{spec: " publisher.exit-after-confirm = 1 , publisher.discard-confirms=3 ", want: "publisher.discard-confirms=3,publisher.exit-after-confirm=1"},
 		{spec: "publisher.discard-confirm=1", wantErr: "unknown failpoint"},
 		{spec: "publisher.discard-confirms=0", wantErr: "positive integer"},
@@ -78,4 +79,17 @@ func TestFireCountsDownExactlyUnderConcurrency(t *testing.T) {
 	if f.Fire(PublisherExitAfterConfirm) {
 		t.Fatal("an unarmed failpoint fired")
 	}
+}
+
+// TestSignalIfIsInertUnlessArmed: an unarmed or nil SignalIf returns at
+// once without signalling (the armed path is proven end to end by
+// TestASigtermBetweenConfirmAndStampKeepsTheStamp).
+func TestSignalIfIsInertUnlessArmed(t *testing.T) {
+	var nilFP *Failpoints
+	nilFP.SignalIf(t.Context(), PublisherSigtermAfterConfirm)
+	f, err := Parse(string(PublisherDiscardConfirms))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SignalIf(t.Context(), PublisherSigtermAfterConfirm)
 }

@@ -16,6 +16,10 @@ import (
 // the oldest pending row) at scrape time.
 type OutboxSource func(ctx context.Context) (pending, oldestSeconds float64, err error)
 
+// QuarantinedSource reads the number of quarantined outbox rows at scrape
+// time.
+type QuarantinedSource func(ctx context.Context) (float64, error)
+
 // OutboxScrapeTimeout bounds the OutboxSource call of one scrape.
 const OutboxScrapeTimeout = time.Second
 
@@ -60,6 +64,13 @@ type Metrics struct {
 	// they stay true while the publisher cannot publish (broker down).
 	OutboxPending       prometheus.Gauge
 	OutboxOldestSeconds prometheus.Gauge
+	// OutboxQuarantined is the number of quarantined outbox rows (refused
+	// by the broker for good, waiting for `ffctl outbox retry|drop`): the
+	// alert metric of mode 37. Read at scrape time when a
+	// QuarantinedSource is set, else refreshed by the publisher.
+	OutboxQuarantined prometheus.Gauge
+	// OutboxQuarantinedTotal counts rows this process quarantined.
+	OutboxQuarantinedTotal prometheus.Counter
 	// Reconnects counts re-established connections by dependency
 	// (postgres, rabbitmq), once per outage, by the loop that noticed it.
 	Reconnects *prometheus.CounterVec
@@ -79,11 +90,21 @@ type Metrics struct {
 	// DBDeadTuples is n_dead_tup of each hot table, by table.
 	DBDeadTuples *prometheus.GaugeVec
 
-	outboxMu  sync.Mutex
-	outboxSrc OutboxSource
+	outboxMu       sync.Mutex
+	outboxSrc      OutboxSource
+	quarantinedSrc QuarantinedSource
 
 	dlqOnce sync.Once // SetDeadLetterSource registers dlq once
 	dlq     *deadLetterCollector
+}
+
+// SetQuarantinedSource makes every scrape refresh OutboxQuarantined from
+// src (bounded by OutboxScrapeTimeout). When src fails the gauge keeps its
+// last value.
+func (m *Metrics) SetQuarantinedSource(src QuarantinedSource) {
+	m.outboxMu.Lock()
+	m.quarantinedSrc = src
+	m.outboxMu.Unlock()
 }
 
 // SetOutboxSource makes every scrape refresh OutboxPending and
@@ -101,12 +122,21 @@ type outboxCollector struct{ m *Metrics }
 func (c outboxCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.m.OutboxPending.Describe(ch)
 	c.m.OutboxOldestSeconds.Describe(ch)
+	c.m.OutboxQuarantined.Describe(ch)
 }
 
 func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.outboxMu.Lock()
-	src := c.m.outboxSrc
+	src, qsrc := c.m.outboxSrc, c.m.quarantinedSrc
 	c.m.outboxMu.Unlock()
+	if qsrc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), OutboxScrapeTimeout)
+		n, err := qsrc(ctx)
+		cancel()
+		if err == nil {
+			c.m.OutboxQuarantined.Set(n)
+		}
+	}
 	if src != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), OutboxScrapeTimeout)
 		pending, oldest, err := src(ctx)
@@ -118,13 +148,14 @@ func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.m.OutboxPending.Collect(ch)
 	c.m.OutboxOldestSeconds.Collect(ch)
+	c.m.OutboxQuarantined.Collect(ch)
 }
 
 // Task states and publish outcomes exported at 0 before they first happen,
 // so that dashboards and alerts see every series.
 var (
 	finishedStates  = []string{"SUCCEEDED", "RETRYING", "DEAD", "CANCELLED"}
-	publishOutcomes = []string{"confirmed", "nacked", "returned", "timed out", "not sent"}
+	publishOutcomes = []string{"confirmed", "nacked", "returned", "timed out", "not sent", "refused"}
 	staleWriteOps   = []string{"finish", "renew"}
 )
 
@@ -156,6 +187,7 @@ func New() *Metrics {
 		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: "Outbox publishes by outcome (confirmed, nacked, returned, timeout, not_sent)."}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),
+		OutboxQuarantined:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_quarantined", Help: "Outbox rows the broker refuses permanently, set aside until ffctl outbox retry or drop (alert when > 0)."}),
 		Reconnects:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_reconnects_total", Help: "Connections re-established after a failure, by dependency."}, []string{"dependency"}),
 		DependencyUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_dependency_up", Help: "1 while the dependency answers the readiness check, 0 while it does not."}, []string{"dependency"}),
 		InFlight:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_tasks_in_flight", Help: "Handlers running in this process."}),
@@ -164,6 +196,8 @@ func New() *Metrics {
 	m.DBXminHorizonSeconds = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_xmin_horizon_seconds", Help: "Age of the oldest transaction holding the xmin horizon back (VACUUM removes no newer dead row)."})
 	m.DBXminHorizonXIDs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_xmin_horizon_xids", Help: "Transaction ids the xmin horizon lags behind (sessions, prepared transactions, replication slots)."})
 	m.DBDeadTuples = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_db_dead_tuples", Help: "Dead tuples (n_dead_tup) of FlowForge's hot tables, by table."}, []string{"table"})
+	m.OutboxQuarantinedTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_outbox_quarantined_total", Help: "Outbox rows this process quarantined."})
+	r.MustRegister(m.OutboxQuarantinedTotal)
 	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		m.DBOldestTransactionSeconds, m.DBXminHorizonSeconds, m.DBXminHorizonXIDs, m.DBDeadTuples,

@@ -39,13 +39,13 @@ func gathered(t *testing.T, m *Metrics, name string) map[string]float64 {
 func TestPublishOutcomeLabelsMatchBrokerOutcomes(t *testing.T) {
 	m := New()
 	got := gathered(t, m, "flowforge_publish_total")
-	for _, o := range []broker.Outcome{broker.Confirmed, broker.Nacked, broker.Returned, broker.TimedOut, broker.NotSent} {
+	for _, o := range []broker.Outcome{broker.Confirmed, broker.Nacked, broker.Returned, broker.TimedOut, broker.NotSent, broker.Refused} {
 		if _, ok := got[o.String()]; !ok {
 			t.Errorf("outcome %q is not exported before the first publish (have %v)", o, got)
 		}
 	}
-	if len(got) != 5 {
-		t.Errorf("exported outcomes %v, want exactly the 5 broker outcomes", got)
+	if len(got) != 6 {
+		t.Errorf("exported outcomes %v, want exactly the 6 broker outcomes", got)
 	}
 	for _, st := range []string{"SUCCEEDED", "RETRYING", "DEAD", "CANCELLED"} {
 		if _, ok := gathered(t, m, "flowforge_tasks_finished_total")[st]; !ok {

@@ -2,10 +2,30 @@
 // RabbitMQ. One cycle, in ONE database transaction:
 //
 //	lock up to BatchSize pending rows (FOR UPDATE SKIP LOCKED)
-//	publish each (persistent, mandatory, quorum queue) and wait for all confirms
+//	set aside the rows larger than MaxMessageBytes (quarantine, below)
+//	publish each other (persistent, mandatory, quorum queue) and wait for all confirms
 //	stamp published_at on the rows the broker confirmed and did not return
 //	record the attempt and last_error on the others (they stay pending)
 //	commit
+//
+// The batch's transaction is not bound to Run's context (see
+// store.OutboxBatch): a shutdown signal after the confirms does not roll
+// the stamps back; they are written and committed under a fresh context.
+//
+// Quarantine. A row the broker refuses permanently would fail its batch on
+// every cycle and block every row after it. The refusals no retry can cure:
+// a message larger than MaxMessageBytes (checked before publishing; keep it
+// below the broker's max_message_size), and broker.PermanentRefusal (a 406
+// closing the channel). A 406 does not say which message it was about, so
+// the publisher then publishes the batch's unconfirmed rows one per batch,
+// and quarantines the single row refused. A quarantined row is set aside
+// with its reason in the batch's transaction (store.OutboxBatch.Quarantine),
+// logged at ERROR and counted (flowforge_outbox_quarantined,
+// flowforge_outbox_quarantined_total); the others are published. Readiness
+// does not turn red for it: one bad row is no reason for an orchestrator to
+// restart a publisher that publishes everything else (every publisher would
+// be killed alike, and none of them can cure it). The gauge is the alert;
+// `ffctl outbox quarantined|retry|drop` is the operator's answer.
 //
 // Nothing is stamped before the broker confirmed it, so a crash, a lost
 // confirm, a nack, a return or a timeout leaves the row pending and a later
@@ -25,6 +45,7 @@
 // arguments is fatal at start.
 //
 // Config.Failpoints (a testing aid, see package failpoint) can discard a
-// batch's confirms or end the process between the confirm and the stamp;
+// batch's confirms, or end the process or send it SIGTERM between the
+// confirm and the stamp;
 // it is nil, and inert, unless FLOWFORGE_FAILPOINTS is set.
 package publisher

@@ -23,7 +23,18 @@ import (
 const (
 	BatchSizeDefault    = 200
 	PollIntervalDefault = time.Second
+	// MaxMessageBytesDefault is FlowForge's own limit on a dispatch
+	// message body: 1 MiB. A dispatch carries ids and two names bounded at
+	// apply (core.MaxNameLength, core.MaxHandlerLength), well under 1 KiB,
+	// so anything near the limit is an anomaly; and it stays far below
+	// every RabbitMQ default max_message_size (128 MiB up to 3.13, 16 MiB
+	// from 4.0), so FlowForge refuses an oversized row itself, cleanly,
+	// before the broker closes the channel over it.
+	MaxMessageBytesDefault = 1 << 20
 )
+
+// QuarantineActor is the actor of the publisher's quarantine audit rows.
+const QuarantineActor = "publisher"
 
 // Store is what the publisher needs from the database.
 type Store interface {
@@ -42,8 +53,12 @@ type Config struct {
 	BatchSize int
 	// PollInterval is the period of the cycle that runs without a NOTIFY.
 	PollInterval time.Duration
-	Logger       *slog.Logger
-	Metrics      *metrics.Metrics
+	// MaxMessageBytes bounds a dispatch message body, in bytes (default
+	// MaxMessageBytesDefault; keep it below the broker's
+	// max_message_size). A larger row is quarantined before publishing.
+	MaxMessageBytes int
+	Logger          *slog.Logger
+	Metrics         *metrics.Metrics
 	// Failpoints arms test-only faults (see package failpoint); nil, the
 	// normal case, arms none.
 	Failpoints *failpoint.Failpoints
@@ -75,6 +90,12 @@ func (c *Config) validate() error {
 	if c.PollInterval <= 0 {
 		c.PollInterval = PollIntervalDefault
 	}
+	if c.MaxMessageBytes < 0 {
+		return fmt.Errorf("publisher: MaxMessageBytes %d must not be negative", c.MaxMessageBytes)
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = MaxMessageBytesDefault
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -100,6 +121,11 @@ type Publisher struct {
 	// connection is closed when the confirm wait times out, so the state
 	// must outlive the connection for readiness to stay 503.
 	alarm atomic.Bool
+	// isolate counts the rows still to publish one per batch after the
+	// broker refused a multi-row batch permanently (a 406 closes the
+	// channel without saying which message it refused): a single-row batch
+	// refused that way names its row, which is quarantined. Owned by Run.
+	isolate int
 }
 
 // New validates cfg and returns a Publisher.
@@ -206,6 +232,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		limit := p.batchLimit()
 		n, err := p.cycle(ctx, pub)
 		if time.Since(lastStatus) > 5*time.Second {
 			lastStatus = time.Now()
@@ -240,7 +267,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 				p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
 			}
 			dbBO.Succeeded()
-			if n == p.cfg.BatchSize {
+			if n == limit {
 				continue // more may be waiting
 			}
 			select {
@@ -291,42 +318,111 @@ func (p *Publisher) refreshGauges(ctx context.Context) {
 	}
 	p.cfg.Metrics.OutboxPending.Set(float64(st.Pending))
 	p.cfg.Metrics.OutboxOldestSeconds.Set(st.OldestPendingSeconds)
+	p.cfg.Metrics.OutboxQuarantined.Set(float64(st.Quarantined))
+}
+
+// batchLimit is the number of rows the next cycle locks: one while a
+// permanent refusal is being isolated, else BatchSize.
+func (p *Publisher) batchLimit() int {
+	if p.isolate > 0 {
+		return 1
+	}
+	return p.cfg.BatchSize
 }
 
 // cycle publishes one batch; it returns how many rows the batch held.
+// Rows the broker refuses permanently (see quarantineReasons) are
+// quarantined in the batch's transaction; the others are published.
 func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, error) {
-	batch, err := p.cfg.Store.LockOutbox(ctx, p.cfg.BatchSize)
+	limit := p.batchLimit()
+	batch, err := p.cfg.Store.LockOutbox(ctx, limit)
 	if err != nil {
 		return 0, err
 	}
 	defer batch.Rollback()
 	if len(batch.Rows) == 0 {
+		p.isolate = 0
 		return 0, nil
 	}
-	msgs := make([]broker.Message, len(batch.Rows))
-	for i, r := range batch.Rows {
+	quarantine := map[int64]string{}
+	var sendable []store.OutboxRow
+	for _, r := range batch.Rows {
+		if len(r.Payload) > p.cfg.MaxMessageBytes {
+			quarantine[r.ID] = fmt.Sprintf("message of %d bytes is larger than the max message size of %d bytes (--max-message-bytes)", len(r.Payload), p.cfg.MaxMessageBytes)
+			continue
+		}
+		sendable = append(sendable, r)
+	}
+	msgs := make([]broker.Message, len(sendable))
+	for i, r := range sendable {
 		msgs[i] = broker.Message{ID: strconv.FormatInt(r.ID, 10), Body: r.Payload}
 	}
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
-	p.injectFaults(outcomes)
-	var confirmed []int64
-	returned, nacked := 0, 0
-	failed := map[string][]int64{}
-	for i, r := range batch.Rows {
+	p.injectFaults(ctx, outcomes)
+	refused, permanent := broker.PermanentRefusal(pubErr)
+	if permanent && len(sendable) == 1 {
+		quarantine[sendable[0].ID] = "the broker refused the message: " + refused
+		pubErr = nil
+		outcomes = []broker.Outcome{broker.Refused}
+	}
+	res := p.sortOutcomes(sendable, outcomes, pubErr)
+	if permanent && len(sendable) > 1 {
+		p.isolate = len(sendable) - len(res.confirmed)
+		p.log.Warn("publisher: the broker refused a message of the batch permanently; publishing the unconfirmed rows one at a time to find it", "reason", refused, "rows", p.isolate)
+	} else if p.isolate > 0 {
+		p.isolate--
+	}
+	// The stamps are written with a fresh context: once the broker has
+	// confirmed, shutting down must not discard what we know. The batch's
+	// transaction outlives ctx (store.OutboxBatch), so the commit stands.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := p.record(wctx, batch, res, quarantine); err != nil {
+		return 0, err
+	}
+	if err := batch.Commit(); err != nil {
+		return 0, err
+	}
+	p.logOutcome(len(batch.Rows), res, quarantine)
+	switch {
+	case pubErr != nil:
+		return len(batch.Rows), fmt.Errorf("publish batch: %w", pubErr)
+	case res.returned > 0:
+		return len(batch.Rows), fmt.Errorf("%d of %d rows: %w", res.returned, len(batch.Rows), errReturned)
+	case res.nacked > 0:
+		return len(batch.Rows), fmt.Errorf("%d of %d rows: %w", res.nacked, len(batch.Rows), errNacked)
+	}
+	return len(batch.Rows), nil
+}
+
+// batchResult is what the broker's outcomes mean for a batch's rows.
+type batchResult struct {
+	confirmed        []int64
+	failed           map[string][]int64 // reason -> rows left pending
+	returned, nacked int
+}
+
+// sortOutcomes sorts the published rows by outcome, counting each in
+// flowforge_publish_total. A Refused row is counted but neither confirmed
+// nor failed: it is quarantined.
+func (p *Publisher) sortOutcomes(rows []store.OutboxRow, outcomes []broker.Outcome, pubErr error) batchResult {
+	res := batchResult{failed: map[string][]int64{}}
+	for i, r := range rows {
 		o := broker.NotSent
 		if i < len(outcomes) {
 			o = outcomes[i]
 		}
 		p.cfg.Metrics.PublishOutcomes.WithLabelValues(o.String()).Inc()
-		if o == broker.Confirmed {
-			confirmed = append(confirmed, r.ID)
+		switch o {
+		case broker.Confirmed:
+			res.confirmed = append(res.confirmed, r.ID)
 			continue
-		}
-		if o == broker.Returned {
-			returned++
-		}
-		if o == broker.Nacked {
-			nacked++
+		case broker.Refused:
+			continue
+		case broker.Returned:
+			res.returned++
+		case broker.Nacked:
+			res.nacked++
 		}
 		reason := o.String()
 		if o == broker.TimedOut && pubErr == nil {
@@ -335,41 +431,48 @@ func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, erro
 		if pubErr != nil {
 			reason = fmt.Sprintf("%s: %v", o, pubErr)
 		}
-		failed[reason] = append(failed[reason], r.ID)
+		res.failed[reason] = append(res.failed[reason], r.ID)
 	}
-	// The stamps are written with a fresh context: once the broker has
-	// confirmed, shutting down must not discard what we know.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := batch.MarkPublished(wctx, confirmed); err != nil {
-		return 0, err
+	return res
+}
+
+// record writes the batch's stamps, failures and quarantines in its
+// transaction.
+func (p *Publisher) record(ctx context.Context, batch *store.OutboxBatch, res batchResult, quarantine map[int64]string) error {
+	if err := batch.MarkPublished(ctx, res.confirmed); err != nil {
+		return err
 	}
-	for reason, ids := range failed {
-		if err := batch.MarkFailed(wctx, ids, reason); err != nil {
-			return 0, err
+	for reason, ids := range res.failed {
+		if err := batch.MarkFailed(ctx, ids, reason); err != nil {
+			return err
 		}
 	}
-	if err := batch.Commit(); err != nil {
-		return 0, err
+	for id, reason := range quarantine {
+		if _, err := batch.Quarantine(ctx, []int64{id}, QuarantineActor, reason); err != nil {
+			return err
+		}
 	}
-	if len(failed) > 0 {
-		reasons := make([]string, 0, len(failed))
-		for reason := range failed {
+	return nil
+}
+
+// logOutcome logs what a committed batch left behind and counts the
+// quarantines.
+func (p *Publisher) logOutcome(rows int, res batchResult, quarantine map[int64]string) {
+	for id, reason := range quarantine {
+		p.cfg.Metrics.OutboxQuarantinedTotal.Inc()
+		p.log.Error("publisher: quarantined an outbox row the broker refuses permanently; the others are published (see ffctl outbox quarantined)", "outbox_id", id, "reason", reason)
+	}
+	if len(quarantine) > 0 {
+		p.cfg.Metrics.OutboxQuarantined.Add(float64(len(quarantine)))
+	}
+	if len(res.failed) > 0 {
+		reasons := make([]string, 0, len(res.failed))
+		for reason := range res.failed {
 			reasons = append(reasons, reason)
 		}
 		sort.Strings(reasons)
-		p.log.Warn("publisher: rows left pending", "confirmed", len(confirmed), "pending", len(batch.Rows)-len(confirmed), "reasons", reasons)
+		p.log.Warn("publisher: rows left pending", "confirmed", len(res.confirmed), "pending", rows-len(res.confirmed)-len(quarantine), "reasons", reasons)
 	}
-	if pubErr != nil {
-		return len(batch.Rows), fmt.Errorf("publish batch: %w", pubErr)
-	}
-	if returned > 0 {
-		return len(batch.Rows), fmt.Errorf("%d of %d rows: %w", returned, len(batch.Rows), errReturned)
-	}
-	if nacked > 0 {
-		return len(batch.Rows), fmt.Errorf("%d of %d rows: %w", nacked, len(batch.Rows), errNacked)
-	}
-	return len(batch.Rows), nil
 }
 
 // injectFaults applies the armed failpoints to a batch the broker has
@@ -377,7 +480,9 @@ func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, erro
 // a lost one (the messages are in the queue; the rows must stay pending).
 // publisher.exit-after-confirm ends the process once the broker confirmed
 // something, before any row is stamped: the open transaction dies with it.
-func (p *Publisher) injectFaults(outcomes []broker.Outcome) {
+// publisher.sigterm-after-confirm sends the process SIGTERM at that point
+// and returns once the signal has cancelled ctx.
+func (p *Publisher) injectFaults(ctx context.Context, outcomes []broker.Outcome) {
 	if p.cfg.Failpoints == nil || !hasConfirmed(outcomes) {
 		return
 	}
@@ -390,6 +495,7 @@ func (p *Publisher) injectFaults(outcomes []broker.Outcome) {
 		}
 	}
 	p.cfg.Failpoints.ExitIf(failpoint.PublisherExitAfterConfirm)
+	p.cfg.Failpoints.SignalIf(ctx, failpoint.PublisherSigtermAfterConfirm)
 }
 
 func hasConfirmed(outcomes []broker.Outcome) bool {

@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flowforge/flowforge/core"
@@ -219,5 +222,111 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 	}
 	if row.attempts < 2 || row.lastError != "" {
 		t.Fatalf("published row: %+v, want at least 2 attempts (returned first) and no last_error", row)
+	}
+}
+
+// publisherFixture is a store with the one-task workflows "small" (task
+// "a") and "big" (a task name of core.MaxNameLength bytes, so its dispatch
+// message is larger), and a fresh queue on the test broker.
+func publisherFixture(t *testing.T) (*store.Store, *sql.DB, string, string) {
+	t.Helper()
+	amqpURL := publisherAMQPURL(t)
+	st, dbURL := storetest.New(t)
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	queue := "fftest." + hex.EncodeToString(b)
+	raw := publisherChannel(t, amqpURL)
+	t.Cleanup(func() {
+		_, _ = raw.QueueDelete(queue, false, false, false)
+		_, _ = raw.QueueDelete(broker.DeadLetterQueue(queue), false, false, false)
+	})
+	for _, src := range []string{
+		"name: small\ntasks:\n  - {name: a, handler: noop}\n",
+		"name: big\ntasks:\n  - {name: " + strings.Repeat("b", core.MaxNameLength) + ", handler: noop}\n",
+	} {
+		def, err := core.ParseDefinition([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.ApplyWorkflow(t.Context(), def); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, db, amqpURL, queue
+}
+
+// TestAnOversizedRowIsQuarantinedAndTheRestOfItsBatchIsPublished puts a
+// row larger than MaxMessageBytes between smaller ones: one cycle
+// publishes and stamps the others and quarantines it with its reason,
+// counted in the metrics; it is never handed to the broker.
+func TestAnOversizedRowIsQuarantinedAndTheRestOfItsBatchIsPublished(t *testing.T) {
+	t.Parallel()
+	st, db, amqpURL, queue := publisherFixture(t)
+	ctx := t.Context()
+	for _, wf := range []string{"small", "big", "small", "small"} {
+		if _, err := st.Trigger(ctx, store.TriggerRequest{Workflow: wf, Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var small, big int
+	if err := db.QueryRowContext(ctx, `SELECT min(length(payload::text)), max(length(payload::text)) FROM outbox`).Scan(&small, &big); err != nil {
+		t.Fatal(err)
+	}
+	limit := (small + big) / 2
+	m := metrics.New()
+	p, err := New(Config{Store: st, Broker: broker.Config{URLs: []string{amqpURL}, Queue: queue}, MaxMessageBytes: limit, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil || p.pub == nil {
+		t.Fatalf("start: %v (connected %v)", err, p.pub != nil)
+	}
+	t.Cleanup(func() { p.pub.Close() })
+	n, err := p.cycle(ctx, p.pub)
+	if err != nil || n != 4 {
+		t.Fatalf("cycle: %d rows, err %v; want 4 rows and no error", n, err)
+	}
+	var published, quarantined int
+	var reason string
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE published_at IS NOT NULL), count(*) FILTER (WHERE quarantined_at IS NOT NULL), coalesce(max(quarantine_reason), '') FROM outbox`).Scan(&published, &quarantined, &reason); err != nil {
+		t.Fatal(err)
+	}
+	if published != 3 || quarantined != 1 {
+		t.Fatalf("%d published, %d quarantined; want 3 and 1", published, quarantined)
+	}
+	want := fmt.Sprintf("message of %d bytes is larger than the max message size of %d bytes", big, limit)
+	if !strings.Contains(reason, want) {
+		t.Fatalf("quarantine reason %q, want it to contain %q", reason, want)
+	}
+	if got := testutil.ToFloat64(m.OutboxQuarantinedTotal); got != 1 {
+		t.Fatalf("flowforge_outbox_quarantined_total = %v, want 1", got)
+	}
+	if got := publishOutcomes(t, m, "confirmed"); got != 3 {
+		t.Fatalf("confirmed publishes = %v, want 3 (the big row is never sent)", got)
+	}
+	q, err := publisherChannel(t, amqpURL).QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil || q.Messages != 3 {
+		t.Fatalf("dispatch queue: %d messages (err %v), want 3", q.Messages, err)
+	}
+	// The next cycle finds nothing: the quarantined row does not block.
+	if n, err := p.cycle(ctx, p.pub); err != nil || n != 0 {
+		t.Fatalf("second cycle: %d rows, err %v; want none", n, err)
+	}
+}
+
+func TestConfigRejectsANegativeMaxMessageBytes(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Store: &store.Store{}, Broker: broker.Config{URLs: []string{"amqp://x"}}, MaxMessageBytes: -1})
+	if err == nil || !strings.Contains(err.Error(), "MaxMessageBytes -1 must not be negative") {
+		t.Fatalf("New with MaxMessageBytes -1: %v", err)
+	}
+	p, err := New(Config{Store: &store.Store{}, Broker: broker.Config{URLs: []string{"amqp://x"}}})
+	if err != nil || p.cfg.MaxMessageBytes != MaxMessageBytesDefault {
+		t.Fatalf("default MaxMessageBytes: %v, %v", p.cfg.MaxMessageBytes, err)
 	}
 }
