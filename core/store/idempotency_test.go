@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +158,65 @@ func TestIdempotencyKeyRendersNumbersVerbatim(t *testing.T) {
 		if got != want {
 			t.Errorf("params %s: key %q, want %q", params, got, want)
 		}
+	}
+}
+
+// TestLongIdempotencyKeysAreComparedWhole: two rendered keys longer than
+// the stored bound that differ only past it are two keys (each owner runs
+// its handler); the same long key is one key (its result is reused). The
+// stored and claimed form is bounded and starts with the key itself.
+func TestLongIdempotencyKeysAreComparedWhole(t *testing.T) {
+	f := newFixture(t)
+	f.apply(keyed)
+	long := strings.Repeat("x", 3000)
+	claims := make([]store.ClaimedTask, 3)
+	for i, day := range []string{long + "a", long + "b", long + "a"} {
+		runID := f.trigger("keyed", fmt.Sprintf(`{"day":%q}`, day))
+		claims[i] = f.claim(f.taskID(runID, "report"), "w", time.Minute)
+	}
+	key := func(i int) string { return claims[i].IdempotencyKey.String }
+	for i := range claims {
+		if k := key(i); len(k) > 1200 || !strings.HasPrefix(k, "k-xxxxxxxx") {
+			t.Fatalf("stored key %d is %d bytes (%.40q...), want a bounded form starting with the key", i, len(k), k)
+		}
+		if d := f.task(claims[i].ID); d.IdempotencyKey == nil || *d.IdempotencyKey != key(i) {
+			t.Fatalf("task %d shows key %v, claimed %q", i, d.IdempotencyKey, key(i))
+		}
+	}
+	if key(0) == key(1) {
+		t.Fatalf("keys differing after byte 3002 are stored equal: %.60q...", key(0))
+	}
+	if key(0) != key(2) {
+		t.Fatalf("equal keys are stored differently: %.60q... and %.60q...", key(0), key(2))
+	}
+	for i := range 2 {
+		if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key(i), claims[i].ID, claims[i].FencingToken); err != nil || !kc.Owned {
+			t.Fatalf("claim of key %d: %+v %v; want Owned (a different key)", i, kc, err)
+		}
+	}
+	f.finish(claims[0], store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`"a"`), IdempotencyKey: key(0)})
+	f.finish(claims[1], store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`"b"`), IdempotencyKey: key(1)})
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key(2), claims[2].ID, claims[2].FencingToken); err != nil || !kc.Done || string(kc.Result) != `"a"` {
+		t.Fatalf("claim of the repeated key: %+v (result %s) %v; want Done with \"a\"", kc, kc.Result, err)
+	}
+}
+
+// TestIdempotencyKeysThatCannotBeStoredAsTheyAreAreRefused: a rendered key
+// with a NUL character or invalid UTF-8 is refused at trigger (replacing
+// the bytes would make different keys equal) and nothing is written.
+func TestIdempotencyKeysThatCannotBeStoredAsTheyAreAreRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct{ name, tmpl, params, want string }{
+		{"nul", `k-{{ printf "%c" 0 }}{{ .Params.day }}`, `{"day": "d"}`, "NUL"},
+		{"cut", `k-{{ slice .Params.day 0 1 }}`, `{"day": "éa"}`, "UTF-8"},
+	} {
+		f.apply(fmt.Sprintf("name: %s\ntasks:\n  - {name: t, handler: noop, idempotency_key: '%s'}\n", tc.name, tc.tmpl))
+		_, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: tc.name, Params: json.RawMessage(tc.params), Actor: "test"})
+		if !errors.Is(err, core.ErrBadParams) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("trigger of %s: %v; want core.ErrBadParams naming %s", tc.name, err, tc.want)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
+		t.Fatalf("%d runs written by refused triggers", n)
 	}
 }
