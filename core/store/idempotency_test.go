@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
@@ -218,5 +221,137 @@ func TestIdempotencyKeysThatCannotBeStoredAsTheyAreAreRefused(t *testing.T) {
 	}
 	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
 		t.Fatalf("%d runs written by refused triggers", n)
+	}
+}
+
+// TestAKeyClaimWaitingBehindTheOwnersKeyClaimSeesTheOwnerRunning forces the
+// interleaving in which a key claim's snapshot predates the owner's task
+// claim: attempt B asks for the key while the owner A's key claim is held
+// uncommitted (a transaction that writes exactly what A's claim writes:
+// the row for A with the token A's Claim is about to give it), so B's
+// statement starts, then waits for that row; A's Claim commits; then A's
+// key claim commits. B must see A RUNNING and wait, not take the key: two
+// owners would run the handler twice, concurrently. Both shapes: a free key
+// (B waits on A's insert) and a key A takes over from a failed owner (B
+// waits on A's update).
+func TestAKeyClaimWaitingBehindTheOwnersKeyClaimSeesTheOwnerRunning(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		takeOver bool
+	}{
+		{"free key", false},
+		{"key taken over from a failed owner", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.apply(keyed)
+			const key = "k-d"
+			var old store.ClaimedTask
+			if tc.takeOver {
+				old = f.claim(f.taskID(f.trigger("keyed", `{"day":"d"}`), "report"), "w0", time.Minute)
+				if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, old.ID, old.FencingToken); err != nil || !kc.Owned {
+					t.Fatalf("first owner's claim: %+v %v", kc, err)
+				}
+				f.finish(old, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", RetryDelay: time.Hour, IdempotencyKey: key})
+			}
+			a := f.taskID(f.trigger("keyed", `{"day":"d"}`), "report")
+			b := f.claim(f.taskID(f.trigger("keyed", `{"day":"d"}`), "report"), "wb", time.Minute)
+			_, tokA, err := f.s.TaskStateOf(f.ctx, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hold, err := f.db.BeginTx(f.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { hold.Rollback() })
+			ownerWrite := `INSERT INTO idempotency_keys (key, task_run_id, fencing_token) VALUES ($1, $2, $3)`
+			if tc.takeOver {
+				ownerWrite = `UPDATE idempotency_keys SET task_run_id = $2, fencing_token = $3 WHERE key = $1`
+			}
+			if _, err := hold.ExecContext(f.ctx, ownerWrite, key, a, tokA+1); err != nil {
+				t.Fatal(err)
+			}
+			type out struct {
+				kc  store.KeyClaim
+				err error
+			}
+			got := make(chan out, 1)
+			go func() {
+				kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, b.ID, b.FencingToken)
+				got <- out{kc, err}
+			}()
+			f.waitBlocked(1)
+			ca := f.claim(a, "wa", time.Minute)
+			if ca.FencingToken != tokA+1 {
+				t.Fatalf("A claimed with token %d, the held key claim wrote %d", ca.FencingToken, tokA+1)
+			}
+			if err := hold.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			o := <-got
+			if o.err != nil {
+				t.Fatalf("B's key claim: %v", o.err)
+			}
+			if o.kc.Owned || o.kc.Done {
+				t.Fatalf("B's key claim while A runs with the key: %+v; want wait (A and B would both run the handler)", o.kc)
+			}
+			var owner string
+			if err := f.db.QueryRowContext(f.ctx, `SELECT task_run_id::text FROM idempotency_keys WHERE key = $1`, key).Scan(&owner); err != nil || owner != a.String() {
+				t.Fatalf("key owner %s %v, want A %s", owner, err, a)
+			}
+			// A is the owner: asking again says so; B still waits.
+			if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, ca.ID, ca.FencingToken); err != nil || !kc.Owned {
+				t.Fatalf("A asking again: %+v %v; want Owned", kc, err)
+			}
+			if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, b.ID, b.FencingToken); err != nil || kc.Owned || kc.Done {
+				t.Fatalf("B asking again: %+v %v; want wait", kc, err)
+			}
+		})
+	}
+}
+
+// TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners: in each round 16 READY
+// attempts sharing a fresh key are claimed and immediately claim the key,
+// all at once, so key claims interleave with other attempts' task claims.
+// Exactly one attempt may own the key per round.
+func TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners(t *testing.T) {
+	f := newFixture(t)
+	f.apply(keyed)
+	const attempts = 16
+	rounds := 60
+	if testing.Short() {
+		rounds = 10
+	}
+	for round := range rounds {
+		day := fmt.Sprintf("r%d", round)
+		ids := make([]uuid.UUID, attempts)
+		toks := make([]int64, attempts)
+		for i := range ids {
+			ids[i] = f.taskID(f.trigger("keyed", fmt.Sprintf(`{"day":%q}`, day)), "report")
+			_, tok, err := f.s.TaskStateOf(f.ctx, ids[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			toks[i] = tok
+		}
+		var owners atomic.Int32
+		together(attempts, func(i int) {
+			c, ok, err := f.s.Claim(f.ctx, ids[i], toks[i], fmt.Sprintf("w%d", i), time.Minute)
+			if err != nil || !ok {
+				t.Errorf("claim %d: %v %v", i, ok, err)
+				return
+			}
+			kc, err := f.s.ClaimIdempotencyKey(f.ctx, "k-"+day, c.ID, c.FencingToken)
+			if err != nil {
+				t.Errorf("key claim %d: %v", i, err)
+			}
+			if kc.Owned {
+				owners.Add(1)
+			}
+		})
+		if n := owners.Load(); n != 1 {
+			t.Fatalf("round %d: %d attempts own the key, want exactly 1", round, n)
+		}
 	}
 }
