@@ -319,9 +319,9 @@ func TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners(t *testing.T) {
 	f := newFixture(t)
 	f.apply(keyed)
 	const attempts = 16
-	rounds := 60
+	rounds := 200
 	if testing.Short() {
-		rounds = 10
+		rounds = 20
 	}
 	for round := range rounds {
 		day := fmt.Sprintf("r%d", round)
