@@ -327,13 +327,21 @@ func TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners(t *testing.T) {
 		day := fmt.Sprintf("r%d", round)
 		ids := make([]uuid.UUID, attempts)
 		toks := make([]int64, attempts)
-		for i := range ids {
-			ids[i] = f.taskID(f.trigger("keyed", fmt.Sprintf(`{"day":%q}`, day)), "report")
-			_, tok, err := f.s.TaskStateOf(f.ctx, ids[i])
+		together(attempts, func(i int) {
+			res, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "keyed", Params: json.RawMessage(fmt.Sprintf(`{"day":%q}`, day)), Actor: "test"})
 			if err != nil {
-				t.Fatal(err)
+				t.Errorf("trigger %d: %v", i, err)
+				return
 			}
-			toks[i] = tok
+			run, err := f.s.GetRun(f.ctx, res.RunID)
+			if err != nil || len(run.Tasks) != 1 {
+				t.Errorf("run %d: %+v %v", i, run, err)
+				return
+			}
+			ids[i], toks[i] = run.Tasks[0].ID, run.Tasks[0].FencingToken
+		})
+		if t.Failed() {
+			t.FailNow()
 		}
 		var owners atomic.Int32
 		together(attempts, func(i int) {
