@@ -15,6 +15,13 @@ import (
 // (or whose run was cancelled); the task is left unchanged.
 var ErrNotDead = errors.New("task is not DEAD")
 
+// setRequeued is the SET list of a task run sent back to PENDING by an
+// operator's requeue (qRequeue) or with it (qFailFastRevive): the fencing
+// token is bumped, the attempt counter reset, lease, worker, error and
+// finish time cleared.
+const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
+           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
+
 // qRequeue is DEAD -> PENDING in one statement: the fencing token is bumped,
 // the attempt counter is reset (the task gets a fresh budget of
 // max_attempts), the last error is cleared (the history keeps it), the run
@@ -34,9 +41,7 @@ WITH target AS (
      WHERE t.id = target.id
         OR (target.fail_fast AND t.run_id = target.run_id AND t.state IN ('DEAD', 'CANCELLED'))
 ), rq AS (
-    UPDATE task_runs t
-       SET state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
-           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL
+    UPDATE task_runs t SET ` + setRequeued + `
       FROM cand
      WHERE t.id = cand.id AND t.state = cand.state
  RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state

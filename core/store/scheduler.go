@@ -151,9 +151,7 @@ WITH cand AS (
      WHERE t.run_id = ANY ($1::uuid[]) AND r.fail_fast AND r.cancel_requested_at IS NULL AND t.state = 'CANCELLED'
        AND NOT EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = t.run_id AND d.state = 'DEAD')
 ), c AS (
-    UPDATE task_runs t
-       SET state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
-           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL
+    UPDATE task_runs t SET ` + setRequeued + `
       FROM cand WHERE t.id = cand.id AND t.state = cand.state
  RETURNING t.id, t.run_id, t.fencing_token
 ), ev AS (
