@@ -21,9 +21,11 @@ type KeyClaim struct {
 	// Otherwise another live attempt owns the key: wait and ask again.
 }
 
-// qInsertKey takes a key nobody has claimed yet.
+// qInsertKey takes a key nobody has claimed yet, for a claimer that is
+// RUNNING with its token (a reaped attempt must not start the handler).
 const qInsertKey = `
-INSERT INTO idempotency_keys (key, task_run_id, fencing_token) VALUES ($1, $2, $3)
+INSERT INTO idempotency_keys (key, task_run_id, fencing_token)
+SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM task_runs WHERE id = $2 AND state = 'RUNNING' AND fencing_token = $3)
 ON CONFLICT (key) DO NOTHING
 RETURNING true`
 
@@ -42,8 +44,10 @@ SELECT task_run_id, fencing_token, result, completed_at IS NOT NULL AS done
 // commits before it claims the key. A check inside the claiming statement
 // would use that statement's snapshot, taken before it waited for the row,
 // and could see a just-claimed owner as not yet RUNNING.
+// It also asks the same of the claimer.
 const qOwnerLive = `
-SELECT EXISTS (SELECT 1 FROM task_runs WHERE id = $1 AND state = 'RUNNING' AND fencing_token = $2)`
+SELECT EXISTS (SELECT 1 FROM task_runs WHERE id = $1 AND state = 'RUNNING' AND fencing_token = $2) AS owner,
+       EXISTS (SELECT 1 FROM task_runs WHERE id = $3 AND state = 'RUNNING' AND fencing_token = $4) AS claimer`
 
 // qTakeOverKey moves an uncompleted key from the owner read under the lock
 // to the claimer: one statement, guarded by that owner and token.
@@ -58,7 +62,9 @@ UPDATE idempotency_keys SET task_run_id = $2, fencing_token = $3
 // whether its owner is still RUNNING with its token, and take the key over
 // only if not. So while an owner's lease is valid no other attempt takes its
 // key, and a completed result is reused by every later claimer. The owner
-// itself asking again is told it owns the key. Errors are database errors
+// itself asking again is told it owns the key. A claimer that is no longer
+// RUNNING with token (reaped while it waited) never takes the key: it is
+// told to wait, and its heartbeat cancels it. Errors are database errors
 // ("claim idempotency key: ..."); nothing changed then.
 func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (KeyClaim, error) {
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -84,7 +90,9 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUI
 	}
 	switch err := tx.GetContext(ctx, &row, qLockKey, key); {
 	case errors.Is(err, sql.ErrNoRows):
-		return KeyClaim{}, nil // deleted since the insert saw it: ask again
+		// No key row: the claimer is not RUNNING with its token (so it
+		// inserted nothing), or the row was deleted since: wait, ask again.
+		return KeyClaim{}, nil
 	case err != nil:
 		return KeyClaim{}, fmt.Errorf("claim idempotency key: lock: %w", err)
 	}
@@ -98,11 +106,14 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUI
 	case row.Owner == id && row.Token == token:
 		return KeyClaim{Owned: true}, nil
 	}
-	var live bool
-	if err := tx.GetContext(ctx, &live, qOwnerLive, row.Owner, row.Token); err != nil {
+	var live struct {
+		Owner   bool `db:"owner"`
+		Claimer bool `db:"claimer"`
+	}
+	if err := tx.GetContext(ctx, &live, qOwnerLive, row.Owner, row.Token, id, token); err != nil {
 		return KeyClaim{}, fmt.Errorf("claim idempotency key: read owner %s: %w", row.Owner, err)
 	}
-	if live {
+	if live.Owner || !live.Claimer {
 		return KeyClaim{}, nil
 	}
 	r, err := tx.ExecContext(ctx, qTakeOverKey, key, id, token, row.Owner, row.Token)

@@ -394,3 +394,36 @@ func TestRunIdempotencyKeysAreComparedWhole(t *testing.T) {
 		t.Fatalf("%d runs, want 2", n)
 	}
 }
+
+// TestAReapedAttemptNeverTakesAnIdempotencyKey: an attempt whose lease was
+// reaped while it waited for the key (its token moved on) must not start
+// the handler, neither for a free key nor for one whose owner failed: the
+// retry of its task may be running it already.
+func TestAReapedAttemptNeverTakesAnIdempotencyKey(t *testing.T) {
+	for _, ownerFailed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("owner failed %v", ownerFailed), func(t *testing.T) {
+			f := newFixture(t)
+			f.apply(keyed)
+			const key = "k-d"
+			if ownerFailed {
+				o := f.claim(f.taskID(f.trigger("keyed", `{"day":"d"}`), "report"), "w0", time.Minute)
+				if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, o.ID, o.FencingToken); err != nil || !kc.Owned {
+					t.Fatalf("first owner: %+v %v", kc, err)
+				}
+				f.finish(o, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", RetryDelay: time.Hour, IdempotencyKey: key})
+			}
+			stale := f.claim(f.taskID(f.trigger("keyed", `{"day":"d"}`), "report"), "w1", time.Millisecond)
+			f.waitLeaseExpired(stale.ID)
+			if n, err := f.s.ReapExpired(f.ctx, 10, zeroBackoff, "reaper"); n != 1 || err != nil {
+				t.Fatalf("reap: %d %v", n, err)
+			}
+			if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, stale.ID, stale.FencingToken); err != nil || kc.Owned || kc.Done {
+				t.Fatalf("key claim of a reaped attempt: %+v %v; want wait", kc, err)
+			}
+			live := f.claim(f.taskID(f.trigger("keyed", `{"day":"d"}`), "report"), "w2", time.Minute)
+			if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, live.ID, live.FencingToken); err != nil || !kc.Owned {
+				t.Fatalf("key claim of a live attempt after it: %+v %v; want Owned", kc, err)
+			}
+		})
+	}
+}
