@@ -45,7 +45,9 @@ func deadCommand(env *Env) *cli.Command {
 					"Each task moves DEAD -> PENDING in one conditional statement: its fencing token is bumped,\n" +
 					"its attempt counter reset to 0 (a fresh budget of max_attempts), its run reopened, and an\n" +
 					"audit row written (who, when, why, DEAD -> PENDING). A task that is not DEAD, or whose run\n" +
-					"was cancelled, is refused and left unchanged. Without --reason a terminal prompts for it.\n" +
+					"was cancelled, is refused and left unchanged. In a fail_fast run a requeue requeues the\n" +
+					"whole run: its other DEAD tasks and the tasks fail_fast cancelled go back to PENDING too.\n" +
+					"Without --reason a terminal prompts for it.\n" +
 					"--all asks for confirmation on a terminal; elsewhere it needs --yes.\n\n" +
 					"Example:\n  ffctl dead requeue 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 --reason 'upstream API fixed'\n" +
 					"  ffctl dead requeue --all --workflow nightly-report --reason 'disk freed' --yes",
@@ -125,6 +127,11 @@ type requeueResult struct {
 	ID       uuid.UUID `json:"id"`
 	Requeued bool      `json:"requeued"`
 	Error    string    `json:"error,omitempty"`
+	// Also lists the other tasks of a fail_fast run this requeue moved to
+	// PENDING (its other DEAD tasks and the ones fail_fast cancelled).
+	Also []uuid.UUID `json:"also_requeued,omitempty"`
+	// With is the task whose requeue already moved this one.
+	With *uuid.UUID `json:"requeued_with,omitempty"`
 }
 
 func deadRequeue(c *cli.Context, env *Env) error {
@@ -222,12 +229,26 @@ func deadRequeue(c *cli.Context, env *Env) error {
 	results := make([]requeueResult, 0, len(ids))
 	failed := 0
 	who := actor()
+	// A requeue in a fail_fast run requeues the run's other DEAD (and
+	// fail_fast-cancelled) tasks with it: a later id it already moved is
+	// reported requeued, not tried again.
+	moved := map[uuid.UUID]uuid.UUID{}
 	for _, id := range ids {
-		err := s.Requeue(c.Context, id, who, reason)
+		if by, ok := moved[id]; ok {
+			results = append(results, requeueResult{ID: id, Requeued: true, With: &by})
+			continue
+		}
+		got, err := s.RequeueTask(c.Context, id, who, reason)
 		r := requeueResult{ID: id, Requeued: err == nil}
 		if err != nil {
 			failed++
 			r.Error = err.Error()
+		}
+		for _, m := range got {
+			if m != id {
+				moved[m] = id
+				r.Also = append(r.Also, m)
+			}
 		}
 		results = append(results, r)
 	}
@@ -237,9 +258,14 @@ func deadRequeue(c *cli.Context, env *Env) error {
 		}
 	} else {
 		for _, r := range results {
-			if r.Requeued {
+			switch {
+			case r.Requeued && r.With != nil:
+				fmt.Fprintf(env.Stdout, "requeued %s (with %s)\n", r.ID, r.With)
+			case r.Requeued && len(r.Also) > 0:
+				fmt.Fprintf(env.Stdout, "requeued %s and %d other task(s) of its fail_fast run\n", r.ID, len(r.Also))
+			case r.Requeued:
 				fmt.Fprintf(env.Stdout, "requeued %s\n", r.ID)
-			} else {
+			default:
 				fmt.Fprintf(env.Stderr, "not requeued: %s\n", r.Error)
 			}
 		}

@@ -314,3 +314,99 @@ func TestTaskShowListsEveryAttempt(t *testing.T) {
 		}
 	}
 }
+
+const failFastPair = `
+name: ffpair
+fail_fast: true
+tasks:
+  - {name: x, handler: fail}
+  - {name: y, handler: fail}
+  - {name: after, handler: noop, depends_on: [x]}
+  - {name: sibling, handler: noop}
+`
+
+// failFastPairRun returns a run of failFastPair whose x and y are DEAD and
+// whose other tasks fail_fast cancelled, and its task ids by name.
+func (h *harness) failFastPairRun() (uuid.UUID, map[string]uuid.UUID) {
+	h.t.Helper()
+	runID := h.trigger("ffpair")
+	ids := map[string]uuid.UUID{}
+	for _, n := range []string{"x", "y", "after", "sibling"} {
+		ids[n] = h.taskID(runID, n)
+	}
+	h.kill(ids["x"], "boom x")
+	h.kill(ids["y"], "boom y")
+	h.advance()
+	for _, n := range []string{"after", "sibling"} {
+		if st := h.state(ids[n]); st != core.TaskCancelled {
+			h.t.Fatalf("%s is %s, want CANCELLED by fail_fast", n, st)
+		}
+	}
+	return runID, ids
+}
+
+// TestDeadRequeueLeavesAFailFastRunRunnable: `dead requeue --all --run R`
+// on a fail_fast run with two DEAD tasks, and `dead requeue ID` of one of
+// them, leave the run runnable: no task is cancelled again by the next
+// scheduler pass, the tasks fail_fast cancelled are back, and the run
+// reaches SUCCEEDED.
+func TestDeadRequeueLeavesAFailFastRunRunnable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(failFastPair)
+	type jsonOut struct {
+		ID       string   `json:"id"`
+		Requeued bool     `json:"requeued"`
+		Error    string   `json:"error"`
+		Also     []string `json:"also_requeued"`
+		With     string   `json:"requeued_with"`
+	}
+	for _, tc := range []struct {
+		name string
+		args func(runID uuid.UUID, ids map[string]uuid.UUID) []string
+		want func(t *testing.T, ids map[string]uuid.UUID, r result)
+	}{
+		{
+			name: "--all --run",
+			args: func(runID uuid.UUID, _ map[string]uuid.UUID) []string {
+				return []string{"dead", "requeue", "--all", "--run", runID.String(), "--reason", "fixed", "--yes", "-o", "json"}
+			},
+			want: func(t *testing.T, ids map[string]uuid.UUID, r result) {
+				res := decode[[]jsonOut](t, r.stdout)
+				if len(res) != 2 || !res[0].Requeued || !res[1].Requeued || len(res[0].Also) != 3 || res[1].With != res[0].ID {
+					t.Fatalf("dead requeue --all --run: %+v", res)
+				}
+			},
+		},
+		{
+			name: "one id",
+			args: func(_ uuid.UUID, ids map[string]uuid.UUID) []string {
+				return []string{"dead", "requeue", ids["y"].String(), "--reason", "fixed"}
+			},
+			want: func(t *testing.T, ids map[string]uuid.UUID, r result) {
+				if want := "requeued " + ids["y"].String() + " and 3 other task(s) of its fail_fast run\n"; r.stdout != want {
+					t.Fatalf("dead requeue ID: %q, want %q", r.stdout, want)
+				}
+			},
+		},
+	} {
+		runID, ids := h.failFastPairRun()
+		r := h.must(tc.args(runID, ids)...)
+		h.advance()
+		for n, want := range map[string]core.TaskState{"x": core.TaskReady, "y": core.TaskReady, "sibling": core.TaskReady, "after": core.TaskPending} {
+			if st := h.state(ids[n]); st != want {
+				t.Fatalf("%s: after the requeue and a scheduler pass %s is %s, want %s", tc.name, n, st, want)
+			}
+		}
+		tc.want(t, ids, r)
+		for _, n := range []string{"x", "y", "sibling"} {
+			h.succeed(ids[n])
+		}
+		h.advance()
+		h.succeed(ids["after"])
+		h.advance()
+		if r := h.run(runID); r.State != "SUCCEEDED" {
+			t.Fatalf("%s: the requeued fail_fast run is %s, want SUCCEEDED", tc.name, r.State)
+		}
+	}
+}

@@ -20,8 +20,9 @@ func (c TaskCounts) Total() int {
 //  3. SUCCEEDED when every task SUCCEEDED (and there is at least one);
 //  4. PENDING when nothing has started: every task PENDING (an empty run too);
 //  5. CANCELLED when nothing can run any more (RunSettled) and some task was
-//     CANCELLED: a fail_fast run whose DEAD task was requeued and succeeded
-//     still had its other tasks cancelled, so it did not complete;
+//     CANCELLED without a cancel request (a run settled so by an older
+//     version: a requeue of a fail_fast run now returns the tasks fail_fast
+//     cancelled to PENDING, see store.RequeueTask);
 //  6. RUNNING otherwise.
 //
 // A requeued DEAD task therefore reopens a FAILED run by construction.

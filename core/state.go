@@ -12,7 +12,8 @@ type TaskState string
 // Task states. PENDING waits for its dependencies; READY has an outbox row and
 // waits for a worker; RUNNING holds a lease; RETRYING waits for its backoff to
 // elapse; SUCCEEDED, DEAD and CANCELLED are terminal (DEAD can be requeued by
-// an operator).
+// an operator, and a requeue in a fail_fast run also returns the tasks
+// fail_fast CANCELLED to PENDING).
 const (
 	TaskPending   TaskState = "PENDING"
 	TaskReady     TaskState = "READY"
@@ -54,7 +55,7 @@ var legalTransitions = map[TaskState][]TaskState{
 	TaskRetrying:  {TaskReady, TaskCancelled},
 	TaskDead:      {TaskPending},
 	TaskSucceeded: nil,
-	TaskCancelled: nil,
+	TaskCancelled: {TaskPending},
 }
 
 // ErrIllegalTransition is returned (wrapped in a *TransitionError) when code

@@ -22,6 +22,7 @@ var legalEdges = map[[2]core.TaskState]bool{
 	{core.TaskRetrying, core.TaskReady}:     true,
 	{core.TaskRetrying, core.TaskCancelled}: true,
 	{core.TaskDead, core.TaskPending}:       true,
+	{core.TaskCancelled, core.TaskPending}:  true,
 }
 
 func TestTransitionTableIsExhaustive(t *testing.T) {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -308,4 +310,37 @@ func RenderIdempotencyKey(tmpl string, data KeyData) (string, error) {
 		return "", fmt.Errorf("idempotency_key of task %q renders empty", data.Task)
 	}
 	return buf.String(), nil
+}
+
+// MaxTaskKeyBytes bounds the part of a rendered task idempotency key that is
+// stored verbatim (1 KiB); see StoredIdempotencyKey.
+const MaxTaskKeyBytes = 1024
+
+// StoredIdempotencyKey maps a rendered task idempotency key to the value that
+// is stored in task_runs and idempotency_keys, compared by the key claim and
+// sent by the http handler as its Idempotency-Key header. A key of at most
+// MaxTaskKeyBytes bytes is itself. A longer key becomes its first
+// MaxTaskKeyBytes bytes (cut on a rune boundary), then
+// "… [N bytes, sha256 H]" with N the whole key's length in bytes and H the
+// SHA-256 of the whole key in lowercase hex: at most MaxTaskKeyBytes+90
+// bytes. Equal keys map to equal values and different keys to different
+// values (a long form is always longer than MaxTaskKeyBytes, so it never
+// equals a short key; two long forms differ in their hashes). It returns an
+// error, and nothing may be stored, when the key contains a NUL character or
+// invalid UTF-8: PostgreSQL's text cannot hold them, and replacing them
+// would make different keys equal.
+func StoredIdempotencyKey(key string) (string, error) {
+	switch {
+	case !utf8.ValidString(key):
+		return "", errors.New("idempotency key is not valid UTF-8")
+	case strings.ContainsRune(key, 0):
+		return "", errors.New("idempotency key contains a NUL character")
+	case len(key) <= MaxTaskKeyBytes:
+		return key, nil
+	}
+	cut := MaxTaskKeyBytes
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [%d bytes, sha256 %x]", key[:cut], len(key), sha256.Sum256([]byte(key))), nil
 }

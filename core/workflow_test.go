@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -240,5 +241,37 @@ func TestDefinitionRoundTripsThroughJSON(t *testing.T) {
 	js2, _ := jsonMarshal(again)
 	if string(js) != string(js2) {
 		t.Fatalf("round trip changed the definition:\n%s\n%s", js, js2)
+	}
+}
+
+func TestStoredIdempotencyKeyIsBoundedAndKeepsKeysApart(t *testing.T) {
+	long := strings.Repeat("é", core.MaxTaskKeyBytes) // 2 bytes a rune: the cut lands mid-rune
+	keys := []string{"", "k", strings.Repeat("x", core.MaxTaskKeyBytes), strings.Repeat("x", core.MaxTaskKeyBytes+1),
+		long, long + "a", long + "b", "x" + long}
+	seen := map[string]string{}
+	for _, k := range keys {
+		got, err := core.StoredIdempotencyKey(k)
+		if err != nil {
+			t.Fatalf("StoredIdempotencyKey(%d bytes): %v", len(k), err)
+		}
+		if again, _ := core.StoredIdempotencyKey(k); again != got {
+			t.Fatalf("not deterministic for a %d-byte key", len(k))
+		}
+		switch {
+		case len(k) <= core.MaxTaskKeyBytes && got != k:
+			t.Fatalf("a %d-byte key is stored as %q, want itself", len(k), got)
+		case len(k) > core.MaxTaskKeyBytes && (len(got) <= core.MaxTaskKeyBytes || len(got) > core.MaxTaskKeyBytes+100 ||
+			!utf8.ValidString(got) || !strings.HasPrefix(got, k[:core.MaxTaskKeyBytes-3]) || !strings.Contains(got, "sha256 ")):
+			t.Fatalf("a %d-byte key is stored as %d bytes %.80q...", len(k), len(got), got)
+		}
+		if prev, ok := seen[got]; ok {
+			t.Fatalf("keys of %d and %d bytes are stored equal", len(prev), len(k))
+		}
+		seen[got] = k
+	}
+	for _, bad := range []string{"a\x00b", "a\xffb", strings.Repeat("x", 2000) + "\x00"} {
+		if _, err := core.StoredIdempotencyKey(bad); err == nil {
+			t.Errorf("StoredIdempotencyKey(%.20q) accepted a key PostgreSQL text cannot hold verbatim", bad)
+		}
 	}
 }

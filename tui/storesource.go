@@ -164,14 +164,24 @@ func (s *StoreSource) Workers(ctx context.Context) (WorkersData, error) {
 	return WorkersData{Now: now, Workers: w}, nil
 }
 
-// Requeue requeues each task with store.Requeue, as `ffctl dead requeue`
-// does: one audited transition per task, each succeeding or failing alone.
+// Requeue requeues each task with store.RequeueTask, as `ffctl dead
+// requeue` does: one audited transition per task, each succeeding or
+// failing alone; a task an earlier requeue of its fail_fast run already
+// moved counts as requeued.
 func (s *StoreSource) Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error) {
 	out := make([]RequeueResult, 0, len(ids))
+	moved := map[uuid.UUID]bool{}
 	for _, id := range ids {
-		err := s.Store.Requeue(ctx, id, s.Actor, reason)
+		if moved[id] {
+			out = append(out, RequeueResult{ID: id})
+			continue
+		}
+		got, err := s.Store.RequeueTask(ctx, id, s.Actor, reason)
 		if err != nil && ctx.Err() != nil {
 			return out, s.classify(ctx, err)
+		}
+		for _, m := range got {
+			moved[m] = true
 		}
 		out = append(out, RequeueResult{ID: id, Err: err})
 	}

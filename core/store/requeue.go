@@ -15,64 +15,101 @@ import (
 // (or whose run was cancelled); the task is left unchanged.
 var ErrNotDead = errors.New("task is not DEAD")
 
+// setRequeued is the SET list of a task run sent back to PENDING by an
+// operator's requeue (qRequeue) or with it (qFailFastRevive): the fencing
+// token is bumped, the attempt counter reset, lease, worker, error and
+// finish time cleared.
+const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
+           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
+
 // qRequeue is DEAD -> PENDING in one statement: the fencing token is bumped,
 // the attempt counter is reset (the task gets a fresh budget of
 // max_attempts), the last error is cleared (the history keeps it), the run
-// is reopened, and the audit row is written.
+// is reopened, and the audit rows are written. In a fail_fast run it also
+// moves every other DEAD task and every CANCELLED task of the run to
+// PENDING the same way: an uncancelled fail_fast run's CANCELLED tasks were
+// all cancelled by fail_fast, and the requeue withdraws the failure that
+// stopped the run, so the run can run to SUCCEEDED. It returns the ids
+// moved, the requeued task first.
 const qRequeue = `
-WITH rq AS (
-    UPDATE task_runs t
-       SET state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
-           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL
-      FROM workflow_runs r
-     WHERE t.id = $1 AND t.state = 'DEAD' AND r.id = t.run_id AND r.cancel_requested_at IS NULL
- RETURNING t.id, t.run_id, t.fencing_token
+WITH target AS (
+    SELECT t.id, t.run_id, r.fail_fast
+      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+     WHERE t.id = $1 AND t.state = 'DEAD' AND r.cancel_requested_at IS NULL
+), cand AS (
+    SELECT t.id, t.state FROM task_runs t, target
+     WHERE t.id = target.id
+        OR (target.fail_fast AND t.run_id = target.run_id AND t.state IN ('DEAD', 'CANCELLED'))
+), rq AS (
+    UPDATE task_runs t SET ` + setRequeued + `
+      FROM cand
+     WHERE t.id = cand.id AND t.state = cand.state
+ RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state
 ), reopen AS (
-    UPDATE workflow_runs r SET finished_at = NULL FROM rq WHERE r.id = rq.run_id
+    UPDATE workflow_runs r SET finished_at = NULL FROM target WHERE r.id = target.run_id AND EXISTS (SELECT 1 FROM rq)
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
-    SELECT id, run_id, 'DEAD', 'PENDING', 0, fencing_token, $2, $3 FROM rq
+    SELECT id, run_id, from_state, 'PENDING', 0, fencing_token, $2,
+           CASE WHEN id = $1 THEN $3 ELSE 'fail_fast run requeued with task ' || $1::text || ': ' || $3 END
+      FROM rq
 )
-SELECT count(*) FROM rq`
+SELECT id FROM rq ORDER BY id <> $1, id`
 
 // Requeue moves one DEAD task back to PENDING, audited with actor and
-// reason, and wakes the schedulers. Errors: ErrNotFound for an unknown id,
-// ErrNotDead (naming the current state) when it is not DEAD or its run was
-// cancelled; in both cases nothing changes. Concurrent requeues of one task:
-// exactly one succeeds, the others get ErrNotDead.
+// reason, and wakes the schedulers; see RequeueTask, whose result it drops.
 func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string) error {
+	_, err := s.RequeueTask(ctx, id, actor, reason)
+	return err
+}
+
+// RequeueTask moves one DEAD task back to PENDING with a fresh budget of
+// attempts, audited with actor and reason, reopens its run and wakes the
+// schedulers. In a fail_fast run it requeues the whole run: every DEAD task
+// and every task fail_fast CANCELLED goes back to PENDING with it (audited,
+// the reason naming the task requeued), so fail_fast cannot cancel the
+// requeued task again for a sibling that is still DEAD, and the run can
+// reach SUCCEEDED. It returns the ids moved, id first. Errors: ErrNotFound
+// for an unknown id, ErrNotDead (naming the current state) when it is not
+// DEAD or its run was cancelled; in both cases nothing changes. Concurrent
+// requeues of one task (or of two tasks of one fail_fast run): exactly one
+// succeeds, the others get ErrNotDead.
+func (s *Store) RequeueTask(ctx context.Context, id uuid.UUID, actor, reason string) ([]uuid.UUID, error) {
 	if err := mustEdge(core.TaskDead, core.TaskPending); err != nil {
-		return err
+		return nil, err
 	}
-	var n int
+	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
+		return nil, err
+	}
+	var moved []uuid.UUID
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		// Lock the run row before the task row, in the same order as the
-		// scheduler's pass and CancelRun, so they cannot deadlock.
+		// Lock the run row before the task rows, in the same order as the
+		// scheduler's pass and CancelRun, so they cannot deadlock; the
+		// requeue's statement then sees what a pass committed before.
 		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM workflow_runs r JOIN task_runs t ON t.run_id = r.id WHERE t.id = $1 FOR UPDATE OF r`, id); err != nil {
 			return fmt.Errorf("requeue task %s: lock run: %w", id, err)
 		}
-		if err := tx.GetContext(ctx, &n, qRequeue, id, actor, reason); err != nil {
+		if err := tx.SelectContext(ctx, &moved, qRequeue, id, actor, reason); err != nil {
 			return fmt.Errorf("requeue task %s: %w", id, err)
 		}
-		if n == 0 {
+		if len(moved) == 0 {
 			return nil
 		}
 		return notify(ctx, tx, TopicTasks)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if n == 1 {
-		return nil
+	if len(moved) > 0 {
+		return moved, nil
 	}
 	state, _, err := s.TaskStateOf(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if state == core.TaskDead {
-		return fmt.Errorf("task %s: %w: its run was cancelled", id, ErrNotDead)
+		return nil, fmt.Errorf("task %s: %w: its run was cancelled", id, ErrNotDead)
 	}
-	return fmt.Errorf("task %s: %w (it is %s)", id, ErrNotDead, state)
+	return nil, fmt.Errorf("task %s: %w (it is %s)", id, ErrNotDead, state)
 }
 
 // ErrRunFinished is returned by CancelRun for a run that already SUCCEEDED

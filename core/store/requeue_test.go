@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,5 +240,143 @@ func TestCancelledRunSettlesWhenItsRunningTaskFails(t *testing.T) {
 				t.Fatalf("task %s, run %s finished %v; want CANCELLED, CANCELLED and settled", st, r.State, r.FinishedAt)
 			}
 		})
+	}
+}
+
+const failFastPair = `
+name: ffpair
+fail_fast: true
+tasks:
+  - {name: x, handler: fail, retry: {max_attempts: 1}}
+  - {name: y, handler: fail, retry: {max_attempts: 1}}
+  - {name: after, handler: noop, depends_on: [x]}
+  - {name: sibling, handler: noop}
+`
+
+// failFastPairRun returns a run of failFastPair whose x and y are DEAD and
+// whose other tasks fail_fast cancelled.
+func (f *fixture) failFastPairRun() (uuid.UUID, map[string]store.TaskRun) {
+	f.t.Helper()
+	f.apply(failFastPair)
+	runID := f.trigger("ffpair", "")
+	ts := f.tasks(runID)
+	for _, n := range []string{"x", "y"} {
+		c := f.claim(ts[n].ID, "w", time.Minute)
+		if st := f.finish(c, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom " + n, Permanent: true}); st != core.TaskDead {
+			f.t.Fatalf("%s: %s", n, st)
+		}
+	}
+	f.advance()
+	f.wantState(ts["after"].ID, core.TaskCancelled)
+	f.wantState(ts["sibling"].ID, core.TaskCancelled)
+	if r := f.run(runID); r.State != "FAILED" || r.FinishedAt == nil {
+		f.t.Fatalf("run %s finished %v, want FAILED and settled", r.State, r.FinishedAt)
+	}
+	return runID, ts
+}
+
+// TestARequeueInAFailFastRunRequeuesTheWholeRun: with two DEAD tasks,
+// requeueing one must not be undone by fail_fast for the other (the
+// scheduler used to cancel it again at once, and a CANCELLED task can never
+// be requeued): the requeue moves both DEAD tasks and the tasks fail_fast
+// cancelled back to PENDING, and the run can then succeed.
+func TestARequeueInAFailFastRunRequeuesTheWholeRun(t *testing.T) {
+	f := newFixture(t)
+	runID, ts := f.failFastPairRun()
+	if err := f.s.Requeue(f.ctx, ts["x"].ID, "alice", "fixed"); err != nil {
+		t.Fatalf("requeue x: %v", err)
+	}
+	for _, n := range []string{"x", "y", "after", "sibling"} {
+		d := f.task(ts[n].ID)
+		if d.State != "PENDING" || d.Attempt != 0 || d.FencingToken <= ts[n].FencingToken {
+			t.Fatalf("%s after the requeue: %s attempt %d token %d", n, d.State, d.Attempt, d.FencingToken)
+		}
+		last := d.Events[len(d.Events)-1]
+		if last.ToState != "PENDING" || last.Actor != "alice" || last.Reason == nil || !strings.Contains(*last.Reason, "fixed") {
+			t.Fatalf("%s audit event %+v", n, last)
+		}
+	}
+	f.advance()
+	for _, n := range []string{"x", "y", "sibling"} {
+		f.wantState(ts[n].ID, core.TaskReady)
+	}
+	if err := f.s.Requeue(f.ctx, ts["y"].ID, "bob", "again"); !errors.Is(err, store.ErrNotDead) {
+		t.Fatalf("requeue of y after the run was requeued: %v, want ErrNotDead", err)
+	}
+	f.wantState(ts["after"].ID, core.TaskPending)
+	for _, n := range []string{"x", "y", "sibling"} {
+		f.runTask(ts[n].ID)
+	}
+	f.advance()
+	f.runTask(ts["after"].ID)
+	f.advance()
+	if r := f.run(runID); r.State != "SUCCEEDED" || r.FinishedAt == nil {
+		t.Fatalf("requeued fail_fast run %s finished %v, want SUCCEEDED", r.State, r.FinishedAt)
+	}
+}
+
+// TestAFailFastSiblingCancelledAfterTheRequeueIsRevived: a sibling that
+// was running when the run failed is told to stop; the operator requeues
+// the DEAD task before that sibling's handler returns, so it ends
+// CANCELLED after the requeue. The next scheduler pass returns it to
+// PENDING (the run has no DEAD task any more), and the run can succeed.
+func TestAFailFastSiblingCancelledAfterTheRequeueIsRevived(t *testing.T) {
+	f := newFixture(t)
+	f.apply(`
+name: fflate
+fail_fast: true
+tasks:
+  - {name: x, handler: fail, retry: {max_attempts: 1}}
+  - {name: slow, handler: sleep}
+`)
+	runID := f.trigger("fflate", "")
+	ts := f.tasks(runID)
+	slow := f.claim(ts["slow"].ID, "w1", time.Minute)
+	x := f.claim(ts["x"].ID, "w2", time.Minute)
+	f.finish(x, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", Permanent: true})
+	f.advance()
+	if rr, err := f.s.Renew(f.ctx, slow.ID, slow.FencingToken, time.Minute); err != nil || !rr.OK || !rr.Stop {
+		t.Fatalf("renew of the running sibling: %+v %v; want Stop", rr, err)
+	}
+	if err := f.s.Requeue(f.ctx, ts["x"].ID, "alice", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	f.finish(slow, store.FinishRequest{Outcome: store.OutcomeCancelled, Error: "cancelled: run failed"})
+	f.advance()
+	f.wantState(ts["slow"].ID, core.TaskReady)
+	f.wantState(ts["x"].ID, core.TaskReady)
+	f.runTask(ts["x"].ID)
+	f.runTask(ts["slow"].ID)
+	f.advance()
+	if r := f.run(runID); r.State != "SUCCEEDED" || r.FinishedAt == nil {
+		t.Fatalf("run %s finished %v, want SUCCEEDED", r.State, r.FinishedAt)
+	}
+}
+
+// TestConcurrentRequeuesOfAFailFastRunRequeueItOnce: two operators requeue
+// the two DEAD tasks of one fail_fast run at once: exactly one requeue
+// happens (it moves both), the other gets ErrNotDead, and every task has
+// exactly one audit row back to PENDING.
+func TestConcurrentRequeuesOfAFailFastRunRequeueItOnce(t *testing.T) {
+	f := newFixture(t)
+	runID, ts := f.failFastPairRun()
+	var wins atomic.Int32
+	errs := make([]error, 2)
+	together(2, func(i int) {
+		errs[i] = f.s.Requeue(f.ctx, ts[[]string{"x", "y"}[i]].ID, "alice", "fixed")
+		if errs[i] == nil {
+			wins.Add(1)
+		}
+	})
+	if wins.Load() != 1 {
+		t.Fatalf("%d of two concurrent requeues in one fail_fast run succeeded (%v), want 1", wins.Load(), errs)
+	}
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, store.ErrNotDead) {
+			t.Fatalf("losing requeue %d: %v, want ErrNotDead", i, err)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state = 'PENDING' AND actor = 'alice'`, runID); n != 4 {
+		t.Fatalf("%d audit rows to PENDING, want 4 (one per task)", n)
 	}
 }

@@ -101,6 +101,7 @@ type AdvanceResult struct {
 	Promoted          int // PENDING -> READY
 	RetriesDue        int // RETRYING -> READY
 	FailFastCancelled int // tasks cancelled because a fail_fast run failed
+	FailFastRevived   int // CANCELLED -> PENDING: a requeued fail_fast run has no DEAD task any more
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
 	// Next is where the following pass should start; nil when this pass
@@ -135,6 +136,27 @@ WITH cand AS (
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'CANCELLED', attempt, fencing_token, $2, 'fail_fast: a task of the run is DEAD' FROM c
+)
+SELECT count(*) FROM c`
+
+// qFailFastRevive returns to PENDING (token bumped, fresh budget, audited)
+// the CANCELLED tasks of the locked, uncancelled fail_fast runs that have no
+// DEAD task: in such a run only fail_fast cancels, and no DEAD task means an
+// operator requeued the one that failed it. RequeueTask revives the tasks
+// CANCELLED by then; this catches a running task that was told to stop
+// before the requeue and finished CANCELLED after it.
+const qFailFastRevive = `
+WITH cand AS (
+    SELECT t.id, t.state FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+     WHERE t.run_id = ANY ($1::uuid[]) AND r.fail_fast AND r.cancel_requested_at IS NULL AND t.state = 'CANCELLED'
+       AND NOT EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = t.run_id AND d.state = 'DEAD')
+), c AS (
+    UPDATE task_runs t SET ` + setRequeued + `
+      FROM cand WHERE t.id = cand.id AND t.state = cand.state
+ RETURNING t.id, t.run_id, t.fencing_token
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT id, run_id, 'CANCELLED', 'PENDING', 0, fencing_token, $2, 'fail_fast: the run was requeued and no task of it is DEAD' FROM c
 )
 SELECT count(*) FROM c`
 
@@ -199,14 +221,19 @@ UPDATE workflow_runs r
 // (nil: from the start), in ONE transaction that begins after whatever woke
 // it committed: it locks the runs (FOR UPDATE SKIP LOCKED, so concurrent
 // schedulers divide them), cancels the unstarted tasks of failed fail_fast
-// runs, promotes eligible tasks with their outbox rows, derives each run's
-// state with core.DeriveRunState, and settles runs with no active task. It
+// runs, returns to PENDING the tasks fail_fast cancelled in fail_fast runs
+// an operator requeued (no task DEAD any more), promotes eligible tasks
+// with their outbox rows, derives each run's state with
+// core.DeriveRunState, and settles runs with no active task. It
 // notifies publishers once when it wrote outbox rows.
 func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor string) (AdvanceResult, error) {
 	if err := mustEdge(core.TaskPending, core.TaskReady); err != nil {
 		return AdvanceResult{}, err
 	}
 	if err := mustEdge(core.TaskRetrying, core.TaskReady); err != nil {
+		return AdvanceResult{}, err
+	}
+	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
 		return AdvanceResult{}, err
 	}
 	cur := Cursor{}
@@ -237,6 +264,9 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		}
 		if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
 			return fmt.Errorf("fail-fast cancel: %w", err)
+		}
+		if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, live, actor); err != nil {
+			return fmt.Errorf("fail-fast revive: %w", err)
 		}
 		if cancelled := len(ids) - len(live); cancelled > 0 {
 			// A cancelled run's task that was running when the run was

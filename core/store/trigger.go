@@ -126,7 +126,12 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		if err != nil {
 			return TriggerResult{}, fmt.Errorf("%w: %v", core.ErrBadParams, err)
 		}
-		keys[i] = core.SanitizeText(key, 1024)
+		if key != "" {
+			if key, err = core.StoredIdempotencyKey(key); err != nil {
+				return TriggerResult{}, fmt.Errorf("%w: task %q: %v", core.ErrBadParams, t.Name, err)
+			}
+		}
+		keys[i] = key
 	}
 	runID := uuid.New()
 	var ikey sql.NullString
