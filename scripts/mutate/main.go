@@ -164,6 +164,7 @@ func goTest(ctx context.Context, root, overlay string, k mutation.Kill, timeout 
 	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	built := false
+	started := map[string]bool{}
 	for sc.Scan() {
 		var ev struct {
 			Action, Test, Output string
@@ -176,12 +177,22 @@ func goTest(ctx context.Context, root, overlay string, k mutation.Kill, timeout 
 		text.WriteString(ev.Output)
 		if ev.Action == "run" {
 			built = true
+			if ev.Test != "" && !strings.Contains(ev.Test, "/") {
+				started[ev.Test] = true
+			}
 		}
 		if ev.Test != "" && !strings.Contains(ev.Test, "/") {
 			switch ev.Action {
 			case "pass", "fail", "skip":
 				res[ev.Test] = ev.Action
 			}
+		}
+	}
+	// A test that started and never ended took its test binary down with
+	// it (a panic, an os.Exit): the mutant was caught.
+	for name := range started {
+		if res[name] == "" {
+			res[name] = "fail"
 		}
 	}
 	if !built {
