@@ -151,8 +151,12 @@ func runMutant(ctx context.Context, root, tmp string, m mutation.Mutant, timeout
 // each top-level test's final action ("pass", "fail", "skip").
 func goTest(ctx context.Context, root, overlay string, k mutation.Kill, timeout time.Duration) (map[string]string, []byte, error) {
 	pattern := "^(" + strings.Join(k.Tests, "|") + ")$"
-	cmd := exec.CommandContext(ctx, "go", "test", "-overlay="+overlay, "-count=1", "-json",
-		"-timeout="+timeout.String(), "-run", pattern, k.Pkg)
+	args := []string{"test", "-overlay=" + overlay, "-count=1", "-json", "-timeout=" + timeout.String(), "-run", pattern}
+	if len(k.Tests) == 1 {
+		// One test to turn red: stop at its first failing subtest.
+		args = append(args, "-failfast")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, k.Pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(withoutFFCTLBin(os.Environ()), harness.MutationOverlayEnv+"="+overlay)
 	var out bytes.Buffer
