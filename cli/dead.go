@@ -66,25 +66,38 @@ func deadCommand(env *Env) *cli.Command {
 	}
 }
 
-// deadQuery reads the --workflow, --run and --older-than filters.
+// deadQuery reads the --workflow, --run and --older-than filters. A filter
+// that is given must select something: an empty value, the nil run id or a
+// zero age is a usage error, never "no filter" (a script whose variable came
+// out empty must not requeue every DEAD task of every workflow).
 func deadQuery(c *cli.Context) (store.DeadQuery, error) {
 	var q store.DeadQuery
-	if w := c.String("workflow"); w != "" {
+	w, set, err := filterFlag(c, "workflow")
+	if err != nil {
+		return q, err
+	}
+	if set {
 		if err := core.ValidateName("workflow", w); err != nil {
 			return q, usageError("--workflow: %v", err)
 		}
 		q.Workflow = w
 	}
-	if r := c.String("run"); r != "" {
+	r, set, err := filterFlag(c, "run")
+	if err != nil {
+		return q, err
+	}
+	if set {
 		id, err := parseID("run", r)
 		if err != nil {
 			return q, err
 		}
 		q.Run = id
 	}
-	if d := c.Duration("older-than"); d < 0 {
-		return q, usageError("--older-than %s: must not be negative", d)
-	} else {
+	if c.IsSet("older-than") {
+		d := c.Duration("older-than")
+		if d <= 0 {
+			return q, usageError("--older-than %s: must be positive (leave the flag out to select tasks of any age)", d)
+		}
 		q.OlderThan = d
 	}
 	return q, nil

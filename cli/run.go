@@ -89,13 +89,32 @@ func runCommand(env *Env) *cli.Command {
 	}
 }
 
-// parseID parses a UUID argument; a malformed one is a usage error.
+// parseID parses a UUID argument; a malformed one, and the nil UUID (which
+// names nothing and must never stand for "any"), are usage errors.
 func parseID(what, s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(strings.TrimSpace(s))
 	if err != nil {
 		return uuid.Nil, usageError("malformed %s id %q: want a UUID such as 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10", what, s)
 	}
+	if id == uuid.Nil {
+		return uuid.Nil, usageError("%s id %q is the nil UUID, which names no %s", what, s, what)
+	}
 	return id, nil
+}
+
+// filterFlag returns the value of a filter flag and whether it was given.
+// A filter that is given empty (or blank) is a usage error: an empty value
+// never means "no filter", so a script whose variable came out empty fails
+// instead of selecting everything.
+func filterFlag(c *cli.Context, name string) (string, bool, error) {
+	if !c.IsSet(name) {
+		return "", false, nil
+	}
+	v := c.String(name)
+	if strings.TrimSpace(v) == "" {
+		return "", false, usageError("--%s is empty: give a value, or leave the flag out to select everything", name)
+	}
+	return v, true, nil
 }
 
 func oneID(c *cli.Context, what string) (uuid.UUID, error) {
@@ -343,7 +362,11 @@ func runList(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	state := strings.ToUpper(c.String("state"))
+	st, _, err := filterFlag(c, "state")
+	if err != nil {
+		return err
+	}
+	state := strings.ToUpper(st)
 	if state != "" && !core.RunState(state).Valid() {
 		return usageError("--state %q: want one of %v", c.String("state"), core.RunStates)
 	}
@@ -351,13 +374,21 @@ func runList(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	f := store.RunFilter{Workflow: c.String("workflow"), State: state, Limit: limit}
+	wf, _, err := filterFlag(c, "workflow")
+	if err != nil {
+		return err
+	}
+	f := store.RunFilter{Workflow: wf, State: state, Limit: limit}
 	if f.Workflow != "" {
 		if err := core.ValidateName("workflow", f.Workflow); err != nil {
 			return usageError("--workflow: %v", err)
 		}
 	}
-	if b := c.String("before"); b != "" {
+	b, _, err := filterFlag(c, "before")
+	if err != nil {
+		return err
+	}
+	if b != "" {
 		t, err := time.Parse(time.RFC3339Nano, b)
 		if err != nil {
 			return usageError("--before %q: want an RFC 3339 time such as 2026-11-30T03:00:00Z", b)
