@@ -76,8 +76,8 @@ type proxyConn struct {
 	client  net.Conn
 	once    sync.Once
 	mu      sync.Mutex
-	server  net.Conn // nil until dialled
-	ended   bool     // close ran
+	server  net.Conn    // nil until dialled
+	ended   bool        // close ran
 	dropped atomic.Bool // lost server→client bytes: out of step
 }
 
