@@ -68,6 +68,9 @@ type Proxy struct {
 	conns   map[*proxyConn]struct{}
 	closed  bool
 
+	dropAfter []string // DropReplyAfter's patterns
+	fired     bool     // DropReplyAfter lost its reply
+
 	dropped  atomic.Int64 // server→client bytes discarded
 	accepted atomic.Int64 // connections accepted
 }
@@ -79,6 +82,8 @@ type proxyConn struct {
 	server  net.Conn    // nil until dialled
 	ended   bool        // close ran
 	dropped atomic.Bool // lost server→client bytes: out of step
+	lost    atomic.Bool // DropReplyAfter fired here: every reply is lost
+	pg      pgStream    // client→server protocol, for DropReplyAfter
 }
 
 // StartProxy listens on a free 127.0.0.1 port and forwards each accepted
@@ -126,7 +131,7 @@ func (p *Proxy) SetMode(m ProxyMode) {
 	p.changed = make(chan struct{})
 	var reset []*proxyConn
 	for c := range p.conns {
-		if m == ProxyReset || (old == ProxyDropReplies && m != ProxyDropReplies && c.dropped.Load()) {
+		if m == ProxyReset || c.lost.Load() || (old == ProxyDropReplies && m != ProxyDropReplies && c.dropped.Load()) {
 			reset = append(reset, c)
 		}
 	}
@@ -264,6 +269,10 @@ func (p *Proxy) pipe(c *proxyConn, src, dst net.Conn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && !reply && c.pg.feed(buf[:n], p.armed()) && p.fire() {
+			c.lost.Store(true) // from this chunk on, its replies are lost
+			c.dropped.Store(true)
+		}
 		if n > 0 && !p.deliver(c, dst, buf[:n], reply) {
 			return
 		}
@@ -285,11 +294,11 @@ func (p *Proxy) deliver(c *proxyConn, dst net.Conn, b []byte, reply bool) bool {
 		case mode == ProxyBlackhole:
 			<-changed
 			continue
-		case mode == ProxyDropReplies && reply:
+		case reply && (mode == ProxyDropReplies || c.lost.Load()):
 			c.dropped.Store(true)
 			p.dropped.Add(int64(len(b)))
 			return true
-		case c.dropped.Load():
+		case c.dropped.Load() && !c.lost.Load():
 			return false // out of step since it lost bytes
 		}
 		_, err := dst.Write(b)

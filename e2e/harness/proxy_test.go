@@ -2,11 +2,15 @@ package harness
 
 import (
 	"bufio"
+	"context"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
 // proxyTarget is a line server on 127.0.0.1: it records every line it
@@ -114,9 +118,11 @@ func TestProxyModes(t *testing.T) {
 		if _, err := proxyExchange(c, r, "b", 2*time.Second); err == nil || isTimeout(err) {
 			t.Fatalf("an open connection under reset: err %v, want a reset", err)
 		}
-		c2, r2 := dialProxy(t, p)
-		if _, err := proxyExchange(c2, r2, "c", 2*time.Second); err == nil || isTimeout(err) {
-			t.Fatalf("a new connection under reset: err %v, want a reset", err)
+		if c2, err := net.DialTimeout("tcp", p.Addr, time.Second); err == nil {
+			defer c2.Close()
+			if _, err := proxyExchange(c2, bufio.NewReader(c2), "c", 2*time.Second); err == nil || isTimeout(err) {
+				t.Fatalf("a new connection under reset: err %v, want a reset", err)
+			}
 		}
 		p.SetMode(ProxyPass)
 		c3, r3 := dialProxy(t, p)
@@ -212,4 +218,75 @@ func TestProxyModes(t *testing.T) {
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestProxyDropReplyAfterLosesTheReplyOfACommittedStatement: through the
+// proxy, an INSERT (autocommitted) and a transaction's COMMIT reach
+// PostgreSQL and commit, and their replies never come back; the statements
+// before them, and other connections, are unaffected.
+func TestProxyDropReplyAfterLosesTheReplyOfACommittedStatement(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := openDB(t, dbURL)
+	if _, err := direct.Exec(`CREATE TABLE proxy_probe (v int)`); err != nil {
+		t.Fatal(err)
+	}
+	p := StartProxy(t, u.Host)
+	via := openDB(t, p.URL(dbURL))
+	count := func(v int) int {
+		var n int
+		if err := direct.QueryRow(`SELECT count(*) FROM proxy_probe WHERE v = $1`, v).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	cases := []struct {
+		name     string
+		patterns []string
+		run      func(ctx context.Context) error
+		v        int
+	}{
+		{"autocommit statement", []string{"INSERT INTO proxy_probe"}, func(ctx context.Context) error {
+			_, err := via.ExecContext(ctx, `INSERT INTO proxy_probe VALUES ($1)`, 1)
+			return err
+		}, 1},
+		{"commit of a transaction", []string{"UPDATE proxy_probe", "commit"}, func(ctx context.Context) error {
+			tx, err := via.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE proxy_probe SET v = 2 WHERE v = 1`); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}, 2},
+	}
+	for _, tc := range cases {
+		var one int
+		if err := via.QueryRow(`SELECT 1`).Scan(&one); err != nil {
+			t.Fatalf("%s: before arming: %v", tc.name, err)
+		}
+		p.DropReplyAfter(tc.patterns...)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := tc.run(ctx)
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: the statement returned although its reply was to be lost", tc.name)
+		}
+		if !p.Fired() || p.DroppedBytes() == 0 {
+			t.Fatalf("%s: fired %v, dropped %d bytes", tc.name, p.Fired(), p.DroppedBytes())
+		}
+		if n := count(tc.v); n != 1 {
+			t.Fatalf("%s: %d rows with v=%d on the server; the statement did not commit", tc.name, n, tc.v)
+		}
+		p.ResetConns()
+	}
+	var one int
+	if err := via.QueryRow(`SELECT 1`).Scan(&one); err != nil {
+		t.Fatalf("after the lost replies: %v", err)
+	}
 }
