@@ -63,19 +63,23 @@ func TestADatabaseBlipShorterThanALeaseReapsNothing(t *testing.T) {
 	const lease = 2 * time.Second
 	const tasks = 8
 	cases := []struct {
-		name       string
-		mode       harness.ProxyMode
-		outage     time.Duration
-		workerOnly bool // only the worker loses the database
+		name string
+		// sched and worker are what the scheduler's and the worker's
+		// connections suffer: one outage reaches each daemon its own way
+		// (a reset, or packets that go nowhere).
+		sched, worker harness.ProxyMode
+		outage        time.Duration
 	}{
-		{"every daemon, reset, 0.9 lease", harness.ProxyReset, 1800 * time.Millisecond, false},
-		{"every daemon, black-holed, 0.9 lease", harness.ProxyBlackhole, 1800 * time.Millisecond, false},
-		{"every daemon, reset, 2.5 leases", harness.ProxyReset, 5 * time.Second, false},
-		{"the worker alone, reset, 3 leases", harness.ProxyReset, 6 * time.Second, true},
+		{"scheduler black-holed, worker reset, 0.9 lease", harness.ProxyBlackhole, harness.ProxyReset, 1800 * time.Millisecond},
+		{"every daemon reset, 0.9 lease", harness.ProxyReset, harness.ProxyReset, 1800 * time.Millisecond},
+		{"every daemon black-holed, 0.9 lease", harness.ProxyBlackhole, harness.ProxyBlackhole, 1800 * time.Millisecond},
+		{"scheduler black-holed, worker reset, 2.5 leases", harness.ProxyBlackhole, harness.ProxyReset, 5 * time.Second},
+		{"the worker alone, reset, 3 leases", harness.ProxyPass, harness.ProxyReset, 6 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			workerOnly := tc.sched == harness.ProxyPass
 			s := harness.NewStack(t, harness.StackOptions{})
 			db := s.DB(t)
 			ctl, wp := outageProxy(t, s), outageProxy(t, s)
@@ -86,15 +90,10 @@ func TestADatabaseBlipShorterThanALeaseReapsNothing(t *testing.T) {
 			s.Apply(t, outageWorkflow("blip", tasks, sleep, 3))
 			run := s.Trigger(t, "blip")
 			outageWaitRunning(t, db, run, tasks)
-			cut := []*harness.Proxy{wp}
-			if !tc.workerOnly {
-				cut = append(cut, ctl)
-			}
-			for _, p := range cut {
-				p.SetMode(tc.mode)
-			}
+			ctl.SetMode(tc.sched)
+			wp.SetMode(tc.worker)
 			start := time.Now()
-			if tc.workerOnly {
+			if workerOnly {
 				// Cut off alone, the worker may be dead: its leases are
 				// reaped after one lease, and the attempt counts.
 				harness.Eventually(t, 2*lease+2*time.Second, "the cut-off worker's tasks to be reaped", func() (bool, error) {
@@ -110,9 +109,8 @@ func TestADatabaseBlipShorterThanALeaseReapsNothing(t *testing.T) {
 				return
 			}
 			leaseHold(t, tc.outage, func() error { return nil })
-			for _, p := range cut {
-				p.SetMode(harness.ProxyPass)
-			}
+			ctl.SetMode(harness.ProxyPass)
+			wp.SetMode(harness.ProxyPass)
 			harness.Eventually(t, sleep+30*time.Second, "the run to succeed", func() (bool, error) {
 				if err := leaseNoReap(t, db, run); err != nil {
 					t.Fatal(err)
@@ -184,11 +182,13 @@ tasks:
 
 // TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards: mode 36. A
 // test transaction holds an ACCESS EXCLUSIVE lock on task_runs (what a
-// migration takes) for 1.5 and then 3 leases while tasks run with a 2 s
-// lease. Renewals wait at most a quarter lease for the lock and fail
-// (lock_timeout) instead of committing late, are retried, and once the lock
-// is released commit a lease measured from their write; no lease moves
-// backwards, nothing is reaped, every task runs once.
+// migration takes) while tasks run with a 2 s lease: first for 0.9 of a
+// lease while the worker's claims queue behind it, then for 1.5 and 3
+// leases while its renewals do. Claims and renewals wait at most a quarter
+// lease for the lock and fail (lock_timeout) instead of committing late,
+// are retried, and once the lock is released commit a lease measured from
+// their write: no lease is written already spent or moves backwards,
+// nothing is reaped, every task runs once.
 func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
@@ -198,10 +198,42 @@ func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 	db := s.DB(t)
 	lockDB := s.DB(t)
 	crashControlPlane(t, s)
-	w := s.Daemon(t, "worker", "worker", "--lease", lease.String(), "--concurrency", strconv.Itoa(tasks))
-	s.Apply(t, outageWorkflow("locked", tasks, 4*time.Second+holds[0]+holds[1]+2*time.Second, 3))
+	s.Apply(t, outageWorkflow("locked", tasks, 5*time.Second+holds[0]+holds[1]+2*time.Second, 3))
 	run := s.Trigger(t, "locked")
+	harness.Eventually(t, 30*time.Second, "every dispatch to be published", func() (bool, error) {
+		n := crashInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
+		                       WHERE t.run_id = $1 AND o.published_at IS NOT NULL`, run)
+		return n == tasks, fmt.Errorf("%d of %d published", n, tasks)
+	})
+	lock := func() *sql.Tx {
+		tx, err := lockDB.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(`LOCK TABLE task_runs IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	unlock := func(tx *sql.Tx) {
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Claims queued behind the lock.
+	tx := lock()
+	w := s.Daemon(t, "worker", "worker", "--lease", lease.String(), "--concurrency", strconv.Itoa(tasks))
+	harness.Eventually(t, 30*time.Second, "claims to wait for the lock", func() (bool, error) {
+		n := crashInt(t, db, `SELECT count(*) FROM pg_stat_activity
+		                       WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH claimed AS%'`)
+		return n > 0, fmt.Errorf("%d claims waiting", n)
+	})
+	leaseHold(t, lease*9/10, func() error { return nil })
+	unlock(tx)
 	outageWaitRunning(t, db, run, tasks)
+	if err := leaseNoReap(t, db, run); err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]time.Time{}
 	monotonic := func() error {
 		rows, err := db.Query(`SELECT id::text, lease_expires_at FROM task_runs WHERE run_id = $1 AND state = 'RUNNING'`, run)
@@ -222,18 +254,17 @@ func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 		}
 		return rows.Err()
 	}
+	leaseHold(t, lease, func() error {
+		if err := leaseNoReap(t, db, run); err != nil {
+			return fmt.Errorf("after the claims waited for the lock: %w", err)
+		}
+		return monotonic()
+	})
+	// Renewals queued behind the lock.
 	for _, hold := range holds {
-		tx, err := lockDB.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(`LOCK TABLE task_runs IN ACCESS EXCLUSIVE MODE`); err != nil {
-			t.Fatal(err)
-		}
+		tx := lock()
 		leaseHold(t, hold, func() error { return nil })
-		if err := tx.Rollback(); err != nil {
-			t.Fatal(err)
-		}
+		unlock(tx)
 		leaseHold(t, 2*lease, func() error {
 			if err := leaseNoReap(t, db, run); err != nil {
 				return fmt.Errorf("after a %v lock: %w", hold, err)
@@ -251,7 +282,13 @@ func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 	if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
 		t.Fatalf("claims = %d, want %d", n, tasks)
 	}
-	if !strings.Contains(w.Logs(), "lock timeout") {
+	bounded := 0
+	for _, line := range strings.Split(w.Logs(), "\n") {
+		if strings.Contains(line, "heartbeat failed") && strings.Contains(line, "lock timeout") {
+			bounded++
+		}
+	}
+	if bounded == 0 {
 		t.Fatal("no renewal gave up waiting for the lock: renewals wait unbounded behind a lock")
 	}
 }

@@ -102,7 +102,10 @@ SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_
 // with the fencing token the dispatch carried. ok=false (nil error) means the
 // claim lost: a duplicate or stale delivery, a cancelled task or run (or a
 // failed fail_fast run), or an unknown id; the caller acks the message and runs nothing. lease is the lease
-// duration (rounded to milliseconds).
+// duration (rounded to milliseconds), measured from the write. The claim
+// waits at most LockWaitFor(lease) for a lock, then fails with an error
+// wrapping ErrLockTimeout (nothing written). Any other error may have come
+// after the claim committed: see ClaimedBy.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
 	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {
 		return ClaimedTask{}, false, err
@@ -118,7 +121,7 @@ func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID s
 		return ClaimedTask{}, false, nil
 	}
 	if err != nil {
-		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, err)
+		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, asLockTimeout(err))
 	}
 	return c, true, nil
 }
@@ -178,6 +181,20 @@ func (s *Store) OwnershipOf(ctx context.Context, id uuid.UUID) (TaskOwnership, e
 		return TaskOwnership{}, fmt.Errorf("read task %s: %w", id, err)
 	}
 	return TaskOwnership{State: core.TaskState(row.State), Token: row.Token, WorkerID: row.WorkerID.String}, nil
+}
+
+// ErrLockTimeout wraps the error of a claim or renewal that waited longer
+// than LockWaitFor for a lock: it was rolled back and wrote nothing (the
+// error is not ambiguous).
+var ErrLockTimeout = errors.New("lock wait exceeded its bound; nothing was written")
+
+// asLockTimeout marks a lock_timeout error (SQLSTATE 55P03) with
+// ErrLockTimeout.
+func asLockTimeout(err error) error {
+	if pgCode(err) == "55P03" {
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	}
+	return err
 }
 
 // LockWaitMin is the least lock wait LockWaitFor allows.
@@ -259,7 +276,7 @@ func (s *Store) Renew(ctx context.Context, id uuid.UUID, token int64, lease time
 		return RenewResult{}, nil
 	}
 	if err != nil {
-		return RenewResult{}, fmt.Errorf("renew lease of task %s: %w", id, err)
+		return RenewResult{}, fmt.Errorf("renew lease of task %s: %w", id, asLockTimeout(err))
 	}
 	return RenewResult{OK: true, Stop: stop}, nil
 }

@@ -317,8 +317,13 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 	cancel()
 	if err != nil {
 		// The error may have come after the claim committed (its reply was
-		// lost): read the row back and act on what it says.
-		claimed, ok = w.claimCommitted(disp, err, log)
+		// lost): read the row back and act on what it says. A lock
+		// timeout is certain to have written nothing.
+		if errors.Is(err, store.ErrLockTimeout) {
+			log.Warn("worker: claim gave up waiting for a lock; requeueing the delivery", "err", err)
+		} else {
+			claimed, ok = w.claimCommitted(disp, err, log)
+		}
 		if !ok {
 			_ = backoff.Sleep(ctx, time.Second)
 			_ = d.Requeue()
