@@ -68,8 +68,8 @@ type Proxy struct {
 	conns   map[*proxyConn]struct{}
 	closed  bool
 
-	dropAfter []string // DropReplyAfter's patterns
-	fired     bool     // DropReplyAfter lost its reply
+	dropAfter string // DropCommitReply's pattern
+	fired     bool   // DropCommitReply lost its reply
 
 	dropped  atomic.Int64 // server→client bytes discarded
 	accepted atomic.Int64 // connections accepted
@@ -82,8 +82,8 @@ type proxyConn struct {
 	server  net.Conn    // nil until dialled
 	ended   bool        // close ran
 	dropped atomic.Bool // lost server→client bytes: out of step
-	lost    atomic.Bool // DropReplyAfter fired here: every reply is lost
-	pg      pgStream    // client→server protocol, for DropReplyAfter
+	lost    atomic.Bool // DropCommitReply fired here: every reply is lost
+	pg      pgStream    // client→server protocol, for DropCommitReply
 }
 
 // StartProxy listens on a free 127.0.0.1 port and forwards each accepted

@@ -6,39 +6,37 @@ import (
 	"strings"
 )
 
-// DropReplyAfter arms the proxy to lose exactly one reply: on the first
-// connection whose client executes, one right after another, statements
-// containing each of patterns (in order; the PostgreSQL wire protocol's
-// simple Query, or Execute of a statement prepared with Parse), every
-// server→client byte from that last statement on is discarded. The server
-// runs (and commits) the statement; the client never hears of it. The
-// connection is then out of step: it is reset by ResetConns or by the next
-// SetMode. It disarms after firing once; Fired reports whether it has.
-//
-// Example: DropReplyAfter("WITH claimed AS", "commit") loses the reply to
-// the COMMIT of a claim's transaction, DropReplyAfter("WITH fin AS") the
-// reply to an autocommitted finish. Only unencrypted connections
-// (sslmode=disable) can be matched.
-func (p *Proxy) DropReplyAfter(patterns ...string) {
+// DropCommitReply arms the proxy to lose exactly one reply: the one that
+// would tell a client its statement committed. On the first connection
+// whose client executes a statement containing pattern (the PostgreSQL wire
+// protocol's simple Query, or Execute of a statement prepared with Parse),
+// every server→client byte is discarded from that statement on when it
+// runs outside a transaction block (it commits on its own), or from the
+// transaction's COMMIT on when it runs inside one. The server commits; the
+// client never hears of it. The connection is then out of step: it is reset
+// by ResetConns or by the next SetMode. It disarms after firing once; Fired
+// reports whether it has. Only unencrypted connections (sslmode=disable)
+// can be matched.
+func (p *Proxy) DropCommitReply(pattern string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.dropAfter = append([]string(nil), patterns...)
+	p.dropAfter = pattern
 	p.fired = false
 }
 
-// Fired reports whether the reply DropReplyAfter armed for has been lost.
+// Fired reports whether the reply DropCommitReply for has been lost.
 func (p *Proxy) Fired() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fired
 }
 
-// armed returns the patterns to match, nil when disarmed.
-func (p *Proxy) armed() []string {
+// armed returns the pattern to match, "" when disarmed.
+func (p *Proxy) armed() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.fired {
-		return nil
+		return ""
 	}
 	return p.dropAfter
 }
@@ -48,7 +46,7 @@ func (p *Proxy) armed() []string {
 func (p *Proxy) fire() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.fired || p.dropAfter == nil {
+	if p.fired || p.dropAfter == "" {
 		return false
 	}
 	p.fired = true
@@ -62,15 +60,17 @@ type pgStream struct {
 	started bool              // the startup message has passed
 	stmts   map[string]string // prepared statement name -> query
 	portals map[string]string // portal name -> query
-	matched int               // how many patterns the latest statements matched
+	inTx    bool              // inside a transaction block (BEGIN ... COMMIT)
+	pending bool              // the pattern ran in this block: lose the COMMIT's reply
 }
 
 // pgMaxMessage bounds a buffered message; longer ones are skipped unparsed.
 const pgMaxMessage = 1 << 20
 
-// feed consumes client bytes and reports whether the statements executed
-// so far completed patterns.
-func (s *pgStream) feed(b []byte, patterns []string) bool {
+// feed consumes client bytes and reports whether they hold the message
+// whose reply tells of the commit of a statement containing pattern ("":
+// match nothing, only follow the stream).
+func (s *pgStream) feed(b []byte, pattern string) bool {
 	if s.stmts == nil {
 		s.stmts, s.portals = map[string]string{}, map[string]string{}
 	}
@@ -109,7 +109,7 @@ func (s *pgStream) feed(b []byte, patterns []string) bool {
 		}
 		typ, body := s.buf[0], s.buf[5:1+n]
 		s.buf = s.buf[1+n:]
-		if q, ok := s.executes(typ, body); ok && s.match(q, patterns) {
+		if q, ok := s.executes(typ, body); ok && s.commits(q, pattern) {
 			hit = true
 		}
 	}
@@ -138,26 +138,32 @@ func (s *pgStream) executes(typ byte, body []byte) (string, bool) {
 	return "", false
 }
 
-// match advances over patterns with the executed query q: each pattern
-// must match the statement right after the previous one's.
-func (s *pgStream) match(q string, patterns []string) bool {
-	if len(patterns) == 0 {
+// commits follows transaction blocks through the executed query q and
+// reports whether q's reply is the one that tells of the commit of a
+// statement containing pattern.
+func (s *pgStream) commits(q, pattern string) bool {
+	word := strings.ToLower(strings.TrimSpace(q))
+	if i := strings.IndexAny(word, " ;"); i >= 0 {
+		word = word[:i]
+	}
+	switch word {
+	case "begin", "start":
+		s.inTx, s.pending = true, false
+		return false
+	case "commit", "end":
+		hit := s.inTx && s.pending && pattern != ""
+		s.inTx, s.pending = false, false
+		return hit
+	case "rollback", "abort":
+		s.inTx, s.pending = false, false
 		return false
 	}
-	if s.matched >= len(patterns) {
-		s.matched = 0
+	if pattern == "" || !strings.Contains(q, pattern) {
+		return false
 	}
-	if strings.Contains(q, patterns[s.matched]) {
-		s.matched++
-	} else {
-		s.matched = 0
-		if strings.Contains(q, patterns[0]) {
-			s.matched = 1
-		}
+	if s.inTx {
+		s.pending = true
+		return false
 	}
-	if s.matched == len(patterns) {
-		s.matched = 0
-		return true
-	}
-	return false
+	return true
 }
