@@ -349,8 +349,12 @@ func TestALostFinishReplyIsReportedAsFinishedNotAsAFencingRejection(t *testing.T
 	harness.Eventually(t, 30*time.Second, "the finish's reply to be lost", func() (bool, error) { return wp.Fired(), nil })
 	crashWaitRun(t, db, run, "SUCCEEDED", 10*time.Second)
 	wp.ResetConns()
-	w.WaitForLog(t, "the finish committed although its reply was lost", 20*time.Second)
 	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	harness.Eventually(t, 20*time.Second, "the worker to report the finish", func() (bool, error) {
+		done := leaseMetric(t, metrics, `flowforge_tasks_finished_total{state="SUCCEEDED"}`)
+		stale := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="finish"}`)
+		return done+stale > 0, fmt.Errorf("finished %v, stale %v", done, stale)
+	})
 	if v := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="finish"}`); v != 0 {
 		t.Fatalf("stale finishes counted = %v, want 0: a committed finish was reported as a fencing rejection", v)
 	}
@@ -360,6 +364,7 @@ func TestALostFinishReplyIsReportedAsFinishedNotAsAFencingRejection(t *testing.T
 	if strings.Contains(w.Logs(), "stale finish rejected") {
 		t.Fatal("the worker logged a committed finish as a stale finish rejected by fencing token")
 	}
+	w.WaitForLog(t, "the finish committed although its reply was lost", 10*time.Second)
 	if c := crashTaskOf(t, db, run, "once"); c.Attempt != 1 {
 		t.Fatalf("task %+v; want attempt 1", c)
 	}

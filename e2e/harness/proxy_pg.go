@@ -24,7 +24,7 @@ func (p *Proxy) DropCommitReply(pattern string) {
 	p.fired = false
 }
 
-// Fired reports whether the reply DropCommitReply for has been lost.
+// Fired reports whether the reply DropCommitReply armed for was lost.
 func (p *Proxy) Fired() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
