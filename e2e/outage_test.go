@@ -50,10 +50,27 @@ func outageWaitRunning(t *testing.T, db *sql.DB, run string, n int) {
 	})
 }
 
+// outageWaitRenewed waits until every RUNNING task of the run was last
+// renewed (or claimed) at least age ago on the database clock, so that an
+// outage that starts now and lasts lease-age lets every lease lapse.
+func outageWaitRenewed(t *testing.T, db *sql.DB, run string, age time.Duration) {
+	t.Helper()
+	harness.Eventually(t, 20*time.Second, "the renewals to age", func() (bool, error) {
+		var ms float64
+		if err := db.QueryRow(`SELECT coalesce(min(extract(epoch FROM now() - heartbeat_at)), 0) * 1000
+		                         FROM task_runs WHERE run_id = $1 AND state = 'RUNNING'`, run).Scan(&ms); err != nil {
+			return false, err
+		}
+		got := time.Duration(ms * float64(time.Millisecond))
+		return got >= age, fmt.Errorf("youngest renewal %v old", got)
+	})
+}
+
 // TestADatabaseBlipShorterThanALeaseReapsNothing: mode 35. With a 2 s
 // lease, every daemon loses PostgreSQL (connections reset, or black-holed)
-// for 0.9 of a lease, and in another case for 2.5 leases: no task is reaped
-// and no handler runs twice, because a failed renewal is retried as soon as
+// for 0.9 of a lease, started at least 0.4 of a renewal interval after the
+// last renewal so that every lease lapses during it, and in another case
+// for 2.5 leases: no task is reaped and no handler runs twice, because a failed renewal is retried as soon as
 // the database answers and the scheduler, having seen the outage itself,
 // grants one lease of grace after it. A worker cut off alone (its own
 // connections reset for 3 leases while the scheduler's are fine) is still
@@ -90,6 +107,9 @@ func TestADatabaseBlipShorterThanALeaseReapsNothing(t *testing.T) {
 			s.Apply(t, outageWorkflow("blip", tasks, sleep, 3))
 			run := s.Trigger(t, "blip")
 			outageWaitRunning(t, db, run, tasks)
+			// Start the outage well after the last renewal (renewals run every
+			// lease/3), so that even the 0.9-lease outage outlives every lease.
+			outageWaitRenewed(t, db, run, lease*2/15)
 			ctl.SetMode(tc.sched)
 			wp.SetMode(tc.worker)
 			start := time.Now()
