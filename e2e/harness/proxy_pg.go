@@ -56,21 +56,26 @@ func (p *Proxy) fire() bool {
 // pgStream follows the client→server half of one PostgreSQL connection
 // far enough to know which statement each Execute or Query runs.
 type pgStream struct {
-	buf     []byte
-	started bool              // the startup message has passed
-	stmts   map[string]string // prepared statement name -> query
-	portals map[string]string // portal name -> query
-	inTx    bool              // inside a transaction block (BEGIN ... COMMIT)
-	pending bool              // the pattern ran in this block: lose the COMMIT's reply
+	buf      []byte
+	started  bool              // the startup message has passed
+	stmts    map[string]string // prepared statement name -> query
+	portals  map[string]string // portal name -> query
+	inTx     bool              // inside a transaction block (BEGIN ... COMMIT)
+	lostSync bool              // a message too large to follow: matching stopped
+	pending  bool              // the pattern ran in this block: lose the COMMIT's reply
 }
 
-// pgMaxMessage bounds a buffered message; longer ones are skipped unparsed.
-const pgMaxMessage = 1 << 20
+// pgMaxMessage bounds a buffered message; past it the stream is no longer
+// followed (DropCommitReply then never fires on that connection).
+const pgMaxMessage = 8 << 20
 
 // feed consumes client bytes and reports whether they hold the message
 // whose reply tells of the commit of a statement containing pattern ("":
 // match nothing, only follow the stream).
 func (s *pgStream) feed(b []byte, pattern string) bool {
+	if s.lostSync {
+		return false
+	}
 	if s.stmts == nil {
 		s.stmts, s.portals = map[string]string{}, map[string]string{}
 	}
@@ -83,8 +88,8 @@ func (s *pgStream) feed(b []byte, pattern string) bool {
 			}
 			n := int(binary.BigEndian.Uint32(s.buf))
 			if n < 8 || n > pgMaxMessage {
-				s.buf, s.started = nil, true
-				continue
+				s.buf, s.lostSync = nil, true
+				return hit
 			}
 			if len(s.buf) < n {
 				return hit
@@ -101,7 +106,7 @@ func (s *pgStream) feed(b []byte, pattern string) bool {
 		}
 		n := int(binary.BigEndian.Uint32(s.buf[1:]))
 		if n < 4 || n > pgMaxMessage {
-			s.buf = nil // lost track (a huge message); stop matching
+			s.buf, s.lostSync = nil, true
 			return hit
 		}
 		if len(s.buf) < 1+n {
