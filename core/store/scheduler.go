@@ -31,12 +31,13 @@ type expiredLease struct {
 // database again ($2, NULL when it saw no outage). leaseRefund says the
 // lease lapsed while the reaper could not see the database: after $3 (the
 // last pass before the outage; NULL: no lower bound) and no later than $2.
-// $4 (NULL: none) is the latest database time at which the reap may run: a
-// reap that ran later stalled (an outage the reaper has not seen yet) and
-// reaps nothing.
+// $4 (NULL: none) is the latest database time (clock_timestamp(), the
+// moment the row is examined, after any lock wait) at which the reap may
+// run: a reap that ran later stalled (an outage the reaper has not seen
+// yet) and reaps nothing.
 const (
 	leaseGrace = `($2::timestamptz IS NULL OR now() >= $2::timestamptz + coalesce(t.lease_expires_at - t.heartbeat_at, interval '0'))
-       AND ($4::timestamptz IS NULL OR now() <= $4::timestamptz)`
+       AND ($4::timestamptz IS NULL OR clock_timestamp() <= $4::timestamptz)`
 	leaseRefund = `($2::timestamptz IS NOT NULL AND t.lease_expires_at <= $2::timestamptz AND ($3::timestamptz IS NULL OR t.lease_expires_at > $3::timestamptz))`
 )
 
