@@ -22,71 +22,152 @@ type expiredLease struct {
 	MaxAttempts    int       `db:"max_attempts"`
 	InitialBackoff int64     `db:"initial_backoff_ms"`
 	MaxBackoff     int64     `db:"max_backoff_ms"`
+	Refund         bool      `db:"refund"`
 }
 
+// leaseGrace is the SQL condition, shared by the candidate query and the
+// reap itself, that holds back a lapsed lease for one lease (its own
+// length, lease_expires_at - heartbeat_at) after the reaper reached the
+// database again ($2, NULL when it saw no outage). leaseRefund says the
+// lease lapsed while the reaper could not see the database: after $3 (the
+// last pass before the outage; NULL: no lower bound) and no later than $2.
+// $4 (NULL: none) is the latest database time (clock_timestamp(), the
+// moment the row is examined, after any lock wait) at which the reap may
+// run: a reap that ran later stalled (an outage the reaper has not seen
+// yet) and reaps nothing.
+const (
+	leaseGrace = `($2::timestamptz IS NULL OR now() >= $2::timestamptz + coalesce(t.lease_expires_at - t.heartbeat_at, interval '0'))
+       AND ($4::timestamptz IS NULL OR clock_timestamp() <= $4::timestamptz)`
+	leaseRefund = `($2::timestamptz IS NOT NULL AND t.lease_expires_at <= $2::timestamptz AND ($3::timestamptz IS NULL OR t.lease_expires_at > $3::timestamptz))`
+)
+
 const qExpiredLeases = `
-SELECT id, fencing_token, attempt, max_attempts, initial_backoff_ms, max_backoff_ms
-  FROM task_runs
- WHERE state = 'RUNNING' AND lease_expires_at < now()
- ORDER BY lease_expires_at
+SELECT t.id, t.fencing_token, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
+       ` + leaseRefund + ` AS refund
+  FROM task_runs t
+ WHERE t.state = 'RUNNING' AND t.lease_expires_at < now() AND ` + leaseGrace + `
+ ORDER BY t.lease_expires_at
  LIMIT $1`
 
 // qReap is RUNNING -> RETRYING | DEAD for expired leases, in one statement
-// guarded by state, fencing token and the (database-clock) expiry, bumping
-// the token so the lost worker's later writes match nothing.
+// guarded by state, fencing token, the (database-clock) expiry and the
+// outage grace, bumping the token so the lost worker's later writes match
+// nothing. A refunded reap (the lease lapsed during an outage the reaper
+// saw) does not use up the attempt: max_attempts grows by one and the task
+// goes RETRYING even on its last attempt.
 const qReap = `
 WITH reaped AS (
     UPDATE task_runs t
-       SET state = CASE WHEN t.attempt >= t.max_attempts THEN 'DEAD' ELSE 'RETRYING' END,
+       SET state = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN 'DEAD' ELSE 'RETRYING' END,
+           max_attempts = CASE WHEN u.refund THEN t.max_attempts + 1 ELSE t.max_attempts END,
            fencing_token = t.fencing_token + 1,
            lease_expires_at = NULL,
-           next_attempt_at = CASE WHEN t.attempt >= t.max_attempts THEN NULL
+           next_attempt_at = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN NULL
                                   ELSE now() + u.delay_ms * interval '1 millisecond' END,
-           finished_at = CASE WHEN t.attempt >= t.max_attempts THEN now() END,
-           error = 'lease expired: worker ' || coalesce(t.worker_id, '?') || ' stopped renewing it (attempt ' || t.attempt || ')'
-      FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS u(id, tok, delay_ms)
+           finished_at = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN now() END,
+           error = CASE WHEN u.refund
+                        THEN 'lease expired during a database outage: worker ' || coalesce(t.worker_id, '?') ||
+                             ' did not renew it within one lease after the database returned (attempt ' || t.attempt || ' not counted)'
+                        ELSE 'lease expired: worker ' || coalesce(t.worker_id, '?') || ' stopped renewing it (attempt ' || t.attempt || ')' END
+      FROM unnest($1::uuid[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(id, tok, delay_ms, refund)
      WHERE t.id = u.id AND t.state = 'RUNNING' AND t.fencing_token = u.tok AND t.lease_expires_at < now()
- RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.error, t.worker_id
+       AND ` + leaseGrace + ` AND (NOT u.refund OR ` + leaseRefund + `)
+ RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.error, t.worker_id, u.refund
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
-    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker_id, $4, error FROM reaped
+    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker_id, $8, error FROM reaped
 )
-SELECT count(*) FROM reaped`
+SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded FROM reaped`
 
-// ReapExpired routes up to limit RUNNING tasks whose lease has expired (on
-// the database clock) to RETRYING, with a backoff, or to DEAD when their
-// attempts are used up. It returns how many it reaped; a task renewed or
-// finished meanwhile is left alone.
-func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc, actor string) (int, error) {
+// Outage is what a reaper saw of its own loss of the database, on the
+// database's clock: Since is the start of its last pass before the outage
+// (zero: unknown), Until the first moment it reached the database again.
+type Outage struct {
+	Since, Until time.Time
+}
+
+// ReapRequest configures one Reap.
+type ReapRequest struct {
+	Limit   int // at most this many leases reaped
+	Backoff BackoffFunc
+	Actor   string // recorded in task history
+	// Outage, when not nil, is the reaper's latest outage: a lease is then
+	// reaped no earlier than Outage.Until plus its own length (one lease of
+	// grace for the worker to renew once the database answers), and a
+	// lease that lapsed during the outage (after Since, no later than
+	// Until) is reaped without using up its attempt.
+	Outage *Outage
+	// NotAfter, when not zero, is a database time past which this Reap
+	// reaps nothing: its statements ran so late that the database was
+	// stalled or unreachable in between (an outage the caller will only
+	// see at its next pass, and grant grace for then).
+	NotAfter time.Time
+}
+
+// ReapResult says what one Reap did.
+type ReapResult struct {
+	Reaped   int // RUNNING -> RETRYING | DEAD
+	Refunded int // of which reaped without using up the attempt (outage)
+}
+
+// Reap routes up to req.Limit RUNNING tasks whose lease has expired (on
+// the database clock), and whose outage grace (see ReapRequest.Outage) has
+// passed, to RETRYING with a backoff, or to DEAD when their attempts are
+// used up. A task renewed or finished meanwhile is left alone.
+func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskRetrying, core.TaskDead); err != nil {
-		return 0, err
+		return ReapResult{}, err
+	}
+	var until, since *time.Time
+	if req.Outage != nil {
+		until = &req.Outage.Until
+		if !req.Outage.Since.IsZero() {
+			since = &req.Outage.Since
+		}
+	}
+	var notAfter *time.Time
+	if !req.NotAfter.IsZero() {
+		notAfter = &req.NotAfter
 	}
 	var rows []expiredLease
-	if err := s.db.SelectContext(ctx, &rows, qExpiredLeases, limit); err != nil {
-		return 0, fmt.Errorf("find expired leases: %w", err)
+	if err := s.db.SelectContext(ctx, &rows, qExpiredLeases, req.Limit, until, since, notAfter); err != nil {
+		return ReapResult{}, fmt.Errorf("find expired leases: %w", err)
 	}
 	if len(rows) == 0 {
-		return 0, nil
+		return ReapResult{}, nil
 	}
 	ids := make([]uuid.UUID, len(rows))
 	toks := make([]int64, len(rows))
 	delays := make([]int64, len(rows))
+	refunds := make([]bool, len(rows))
 	for i, r := range rows {
-		ids[i], toks[i] = r.ID, r.Token
+		ids[i], toks[i], refunds[i] = r.ID, r.Token, r.Refund
 		p := core.RetryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: time.Duration(r.InitialBackoff) * time.Millisecond, MaxBackoff: time.Duration(r.MaxBackoff) * time.Millisecond}
-		delays[i] = backoff(p, r.Attempt).Milliseconds()
+		delays[i] = req.Backoff(p, r.Attempt).Milliseconds()
 	}
-	var n int
+	var res struct {
+		Reaped   int `db:"reaped"`
+		Refunded int `db:"refunded"`
+	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := tx.GetContext(ctx, &n, qReap, ids, toks, delays, actor); err != nil {
+		if err := tx.GetContext(ctx, &res, qReap, ids, until, since, notAfter, toks, delays, refunds, req.Actor); err != nil {
 			return fmt.Errorf("reap expired leases: %w", err)
 		}
-		if n > 0 {
+		if res.Reaped > 0 {
 			return notify(ctx, tx, TopicTasks)
 		}
 		return nil
 	})
-	return n, err
+	return ReapResult{Reaped: res.Reaped, Refunded: res.Refunded}, err
+}
+
+// ReapExpired is Reap without an outage: it routes up to limit RUNNING
+// tasks whose lease has expired (on the database clock) to RETRYING, with a
+// backoff, or to DEAD when their attempts are used up, and returns how many
+// it reaped.
+func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc, actor string) (int, error) {
+	res, err := s.Reap(ctx, ReapRequest{Limit: limit, Backoff: backoff, Actor: actor})
+	return res.Reaped, err
 }
 
 // Cursor pages through open runs in creation order across passes.

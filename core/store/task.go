@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -70,12 +71,15 @@ func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
 // qClaim is READY -> RUNNING in one statement: it requires the fencing token
 // the dispatch message carries (so a message of an older generation can
 // never claim a newer one), bumps the token, counts the attempt, and sets the
-// lease on the database clock.
+// lease on the database clock. The lease is measured from clock_timestamp(),
+// the moment the row is written (after any lock wait), not from now(), the
+// start of the transaction: a claim that waited behind a lock must not
+// commit a lease already partly or wholly spent.
 const qClaim = `
 WITH claimed AS (
     UPDATE task_runs t
        SET state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
-           lease_expires_at = now() + $4::bigint * interval '1 millisecond', heartbeat_at = now(),
+           lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond', heartbeat_at = clock_timestamp(),
            worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
       FROM workflow_runs r
      WHERE t.id = $1 AND t.state = 'READY' AND t.fencing_token = $2 AND r.id = t.run_id
@@ -98,20 +102,120 @@ SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_
 // with the fencing token the dispatch carried. ok=false (nil error) means the
 // claim lost: a duplicate or stale delivery, a cancelled task or run (or a
 // failed fail_fast run), or an unknown id; the caller acks the message and runs nothing. lease is the lease
-// duration (rounded to milliseconds).
+// duration (rounded to milliseconds), measured from the write. The claim
+// waits at most LockWaitFor(lease) for a lock, then fails with an error
+// wrapping ErrLockTimeout (nothing written). Any other error may have come
+// after the claim committed: see ClaimedBy.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
 	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {
 		return ClaimedTask{}, false, err
 	}
 	var c ClaimedTask
-	err := s.db.GetContext(ctx, &c, qClaim, id, token, workerID, lease.Milliseconds())
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := setLockTimeout(ctx, tx, LockWaitFor(lease)); err != nil {
+			return err
+		}
+		return tx.GetContext(ctx, &c, qClaim, id, token, workerID, lease.Milliseconds())
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return ClaimedTask{}, false, nil
 	}
 	if err != nil {
-		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, err)
+		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, asLockTimeout(err))
 	}
 	return c, true, nil
+}
+
+// qClaimedBy reads back what qClaim returns, for the attempt holding token
+// on workerID: the claim committed when this matches.
+const qClaimedBy = `
+SELECT t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
+       coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
+                   FROM task_runs p WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on)), '{}'::jsonb) AS upstream,
+       t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms, t.fencing_token,
+       t.idempotency_key, t.lease_expires_at
+  FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+ WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND t.worker_id = $3`
+
+// ClaimedBy reads back a claim whose reply was lost (an error after the
+// statement was sent: it may have committed). ok=true means the task is
+// RUNNING for workerID with token, the token the claim of a dispatch
+// carrying token-1 produces: the claim committed and the caller owns the
+// attempt, exactly as if Claim had returned it. ok=false (nil error) means
+// it did not commit (or was since lost). The error is the read's own.
+func (s *Store) ClaimedBy(ctx context.Context, id uuid.UUID, token int64, workerID string) (ClaimedTask, bool, error) {
+	var c ClaimedTask
+	err := s.db.GetContext(ctx, &c, qClaimedBy, id, token, workerID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ClaimedTask{}, false, nil
+	}
+	if err != nil {
+		return ClaimedTask{}, false, fmt.Errorf("read back the claim of task %s: %w", id, err)
+	}
+	return c, true, nil
+}
+
+// TaskOwnership is a task's state, fencing token and lease holder, as read
+// back after a write whose reply was lost.
+type TaskOwnership struct {
+	State    core.TaskState
+	Token    int64
+	WorkerID string // empty when no worker holds or held it
+}
+
+// OwnershipOf returns the task's state, fencing token and worker, or
+// ErrNotFound. Workers read it back after an ambiguous error from a write
+// (the connection was lost after the statement was sent) to act on what
+// committed.
+func (s *Store) OwnershipOf(ctx context.Context, id uuid.UUID) (TaskOwnership, error) {
+	var row struct {
+		State    string         `db:"state"`
+		Token    int64          `db:"fencing_token"`
+		WorkerID sql.NullString `db:"worker_id"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT state, fencing_token, worker_id FROM task_runs WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return TaskOwnership{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return TaskOwnership{}, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return TaskOwnership{State: core.TaskState(row.State), Token: row.Token, WorkerID: row.WorkerID.String}, nil
+}
+
+// ErrLockTimeout wraps the error of a claim or renewal that waited longer
+// than LockWaitFor for a lock: it was rolled back and wrote nothing (the
+// error is not ambiguous).
+var ErrLockTimeout = errors.New("lock wait exceeded its bound; nothing was written")
+
+// asLockTimeout marks a lock_timeout error (SQLSTATE 55P03) with
+// ErrLockTimeout.
+func asLockTimeout(err error) error {
+	if pgCode(err) == "55P03" {
+		return fmt.Errorf("%w: %w", ErrLockTimeout, err)
+	}
+	return err
+}
+
+// LockWaitMin is the least lock wait LockWaitFor allows.
+const LockWaitMin = 50 * time.Millisecond
+
+// LockWaitFor is how long a claim or a renewal of a lease of length lease
+// may wait for a row or table lock before it fails (lock_timeout, SQLSTATE
+// 55P03) instead of committing late: a quarter of the lease, at least
+// LockWaitMin. A renewal that fails so is retried at once by the worker's
+// heartbeat, well within the lease.
+func LockWaitFor(lease time.Duration) time.Duration {
+	return max(lease/4, LockWaitMin)
+}
+
+// setLockTimeout bounds the lock waits of the rest of tx (SET LOCAL: the
+// setting ends with the transaction, the pooled session keeps its own).
+func setLockTimeout(ctx context.Context, tx *sqlx.Tx, d time.Duration) error {
+	if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", d.Milliseconds())); err != nil {
+		return fmt.Errorf("set lock_timeout: %w", err)
+	}
+	return nil
 }
 
 // TaskStateOf returns a task's current state and fencing token, or
@@ -142,23 +246,37 @@ type RenewResult struct {
 	Stop bool
 }
 
+// qRenew extends a lease, measured from clock_timestamp() (the moment the
+// row is written, after any lock wait: a renewal that waited behind a lock
+// does not commit a lease already spent), and never backwards: of two
+// renewals queued behind one lock, the one computed earlier may commit
+// last, and GREATEST keeps the later expiry.
 const qRenew = `
 UPDATE task_runs t
-   SET lease_expires_at = now() + $3::bigint * interval '1 millisecond', heartbeat_at = now()
+   SET lease_expires_at = GREATEST(t.lease_expires_at, clock_timestamp() + $3::bigint * interval '1 millisecond'),
+       heartbeat_at = GREATEST(t.heartbeat_at, clock_timestamp())
   FROM workflow_runs r
  WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND r.id = t.run_id
 RETURNING (r.cancel_requested_at IS NOT NULL OR (r.fail_fast AND r.state = 'FAILED')) AS stop`
 
-// Renew extends the lease of a RUNNING task held with token by lease,
-// measured from the database's now().
+// Renew extends the lease of a RUNNING task held with token to lease past
+// the database's clock_timestamp() at the write (never moving it
+// backwards). It waits at most LockWaitFor(lease) for a lock, then fails
+// with an error rather than commit late; an error may also mean the renewal
+// committed and its reply was lost, which the next renewal makes harmless.
 func (s *Store) Renew(ctx context.Context, id uuid.UUID, token int64, lease time.Duration) (RenewResult, error) {
 	var stop bool
-	err := s.db.GetContext(ctx, &stop, qRenew, id, token, lease.Milliseconds())
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := setLockTimeout(ctx, tx, LockWaitFor(lease)); err != nil {
+			return err
+		}
+		return tx.GetContext(ctx, &stop, qRenew, id, token, lease.Milliseconds())
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return RenewResult{}, nil
 	}
 	if err != nil {
-		return RenewResult{}, fmt.Errorf("renew lease of task %s: %w", id, err)
+		return RenewResult{}, fmt.Errorf("renew lease of task %s: %w", id, asLockTimeout(err))
 	}
 	return RenewResult{OK: true, Stop: stop}, nil
 }

@@ -89,6 +89,17 @@ type Metrics struct {
 	DBXminHorizonXIDs          prometheus.Gauge
 	// DBDeadTuples is n_dead_tup of each hot table, by table.
 	DBDeadTuples *prometheus.GaugeVec
+	// SchedulerOutages counts the scheduler's own losses of the database
+	// (a failed pass, or a pass or reap delayed past its outage gap) that
+	// granted lapsed leases a lease of grace.
+	SchedulerOutages prometheus.Counter
+	// LeasesReapedAfterOutage counts reaped leases that had lapsed during
+	// such an outage: their attempt was not used up.
+	LeasesReapedAfterOutage prometheus.Counter
+	// AmbiguousWrites counts claims and finishes whose reply was lost (an
+	// error after the statement was sent) and were read back, by op
+	// (claim, finish) and what the row showed (committed, not_committed).
+	AmbiguousWrites *prometheus.CounterVec
 
 	outboxMu       sync.Mutex
 	outboxSrc      OutboxSource
@@ -202,6 +213,10 @@ func New() *Metrics {
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		m.DBOldestTransactionSeconds, m.DBXminHorizonSeconds, m.DBXminHorizonXIDs, m.DBDeadTuples,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.SchedulerOutages = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_scheduler_outages_total", Help: "Losses of the database seen by the scheduler, each granting lapsed leases one lease of grace."})
+	m.LeasesReapedAfterOutage = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_after_outage_total", Help: "Reaped leases that lapsed during a database outage; their attempt was not used up."})
+	m.AmbiguousWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_ambiguous_writes_total", Help: "Claims and finishes whose reply was lost and were read back, by op and outcome (committed, not_committed)."}, []string{"op", "outcome"})
+	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
 	for _, s := range finishedStates {
 		m.TasksFinished.WithLabelValues(s)
 	}

@@ -22,7 +22,19 @@
 //
 // Faults: a database error fails the pass; it is retried with capped
 // exponential backoff and full jitter, never exiting, and "scheduler:
-// recovered" is logged when a pass succeeds again. The scheduler never talks
+// recovered" is logged when a pass succeeds again.
+//
+// Its own outages: each pass first reads the database's clock. After a
+// failed pass, or when the pass starts more than SweepInterval+OutageGap
+// after the previous one (a pass stuck on an unreachable database), the
+// scheduler records an outage ending now, and the reaper then grants every
+// lapsed lease one lease of grace (its own length) from that moment, so a
+// worker that lost the database with it can renew first; a lease that
+// lapsed during the outage is reaped, if it must be, without using up its
+// attempt (RETRYING, max_attempts + 1, the cause in the error). A reap whose
+// statements run more than OutageGap after its pass began (stalled behind
+// an outage not seen yet) reaps nothing. A worker cut off alone, while the
+// scheduler reaches the database, is reaped after its lease as before. The scheduler never talks
 // to RabbitMQ. Any number of schedulers may run: locks and conditional
 // updates, not being alone, make them correct.
 package scheduler

@@ -24,11 +24,17 @@ const (
 	// RedispatchAfterDefault is how long a READY task may stay unclaimed
 	// after its dispatch was confirmed before it is dispatched again.
 	RedispatchAfterDefault = 5 * time.Minute
+	// OutageGapDefault: a pass that starts more than SweepInterval plus
+	// this after the previous one started (on the database's clock), or a
+	// reap that runs more than this after its pass started, means the
+	// scheduler lost the database meanwhile (see Config.OutageGap).
+	OutageGapDefault = time.Second
 )
 
 // Store is what the scheduler needs from the database.
 type Store interface {
-	ReapExpired(ctx context.Context, limit int, backoff store.BackoffFunc, actor string) (int, error)
+	Now(ctx context.Context) (time.Time, error)
+	Reap(ctx context.Context, req store.ReapRequest) (store.ReapResult, error)
 	Advance(ctx context.Context, after *store.Cursor, limit int, actor string) (store.AdvanceResult, error)
 	Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error)
 }
@@ -54,8 +60,16 @@ type Config struct {
 	// node (default RedispatchAfterDefault). Keep it well above the
 	// longest normal queueing delay: a needless copy costs a lost claim.
 	RedispatchAfter time.Duration
-	Logger          *slog.Logger
-	Metrics         *metrics.Metrics
+	// OutageGap (default OutageGapDefault) is how late, on the database's
+	// clock, a pass may start after the previous one (beyond SweepInterval)
+	// or a reap may run after its pass started before the scheduler treats
+	// the delay as its own loss of the database. A failed pass always
+	// counts. After such an outage the reaper grants every lapsed lease one
+	// lease of grace from the reconnect, and reaps a lease that lapsed during
+	// the outage without using up its attempt (store.ReapRequest.Outage).
+	OutageGap time.Duration
+	Logger    *slog.Logger
+	Metrics   *metrics.Metrics
 	// Clock is the process clock (default clock.System). It only dates the
 	// last pass for the liveness check: leases and due times are compared
 	// on the database's clock inside the SQL.
@@ -78,6 +92,9 @@ func (c *Config) validate() error {
 	if c.RedispatchAfter <= 0 {
 		c.RedispatchAfter = RedispatchAfterDefault
 	}
+	if c.OutageGap <= 0 {
+		c.OutageGap = OutageGapDefault
+	}
 	if c.ID == "" {
 		c.ID = "scheduler"
 	}
@@ -97,6 +114,13 @@ type Scheduler struct {
 	log      *slog.Logger
 	lastPass atomic.Int64 // unix nanos of the last completed pass
 	healthy  atomic.Bool
+
+	// Owned by the goroutine that calls RunOnce (Run's), on the database's
+	// clock: the start of the last pass that completed, whether a pass
+	// failed since, and the latest outage seen.
+	lastDB time.Time
+	failed bool
+	outage *store.Outage
 }
 
 // New validates cfg and returns a Scheduler.
@@ -126,6 +150,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.log.Info("scheduler: stopped")
 			return nil
 		case err != nil:
+			s.failed = true
 			s.healthy.Store(false)
 			d := bo.Fail()
 			s.log.Error("scheduler: pass failed", "err", err, "failures", bo.Failures(), "retry_in", d.String())
@@ -148,17 +173,41 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // RunOnce reaps expired leases, then advances every open run (in pages of
-// BatchSize runs, one transaction each).
+// BatchSize runs, one transaction each). It dates the pass on the
+// database's clock first: after a failed pass, or a gap longer than
+// SweepInterval+OutageGap since the last pass, it records an outage, and
+// the reaper then grants one lease of grace from this pass and refunds the
+// attempt of a lease that lapsed during the outage. Calls must not overlap.
 func (s *Scheduler) RunOnce(ctx context.Context) error {
-	reaped, err := s.cfg.Store.ReapExpired(ctx, s.cfg.ReapLimit, func(p core.RetryPolicy, attempt int) time.Duration {
-		return p.Backoff(attempt, nil)
-	}, s.cfg.ID)
+	start, err := s.cfg.Store.Now(ctx)
+	if err != nil {
+		return fmt.Errorf("read the database clock: %w", err)
+	}
+	if gap := start.Sub(s.lastDB); s.failed || (!s.lastDB.IsZero() && gap > s.cfg.SweepInterval+s.cfg.OutageGap) {
+		s.outage = &store.Outage{Since: s.lastDB, Until: start}
+		s.cfg.Metrics.SchedulerOutages.Inc()
+		attrs := []any{"failed_pass", s.failed}
+		if !s.lastDB.IsZero() {
+			attrs = append(attrs, "since_last_pass", gap.Round(time.Millisecond).String())
+		}
+		s.log.Warn("scheduler: reached the database after an outage; lapsed leases get one lease of grace, and those that lapsed during it keep their attempt", attrs...)
+	}
+	res, err := s.cfg.Store.Reap(ctx, store.ReapRequest{
+		Limit: s.cfg.ReapLimit,
+		Backoff: func(p core.RetryPolicy, attempt int) time.Duration {
+			return p.Backoff(attempt, nil)
+		},
+		Actor:    s.cfg.ID,
+		Outage:   s.outage,
+		NotAfter: start.Add(s.cfg.OutageGap),
+	})
 	if err != nil {
 		return fmt.Errorf("reap: %w", err)
 	}
-	if reaped > 0 {
-		s.cfg.Metrics.LeasesReaped.Add(float64(reaped))
-		s.log.Warn("scheduler: reaped expired leases", "count", reaped)
+	if res.Reaped > 0 {
+		s.cfg.Metrics.LeasesReaped.Add(float64(res.Reaped))
+		s.cfg.Metrics.LeasesReapedAfterOutage.Add(float64(res.Refunded))
+		s.log.Warn("scheduler: reaped expired leases", "count", res.Reaped, "refunded_after_outage", res.Refunded)
 	}
 	redispatched, err := s.cfg.Store.Redispatch(ctx, s.cfg.RedispatchAfter, s.cfg.ReapLimit, s.cfg.ID)
 	if err != nil {
@@ -185,6 +234,7 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 		}
 		cur = res.Next
 	}
+	s.lastDB, s.failed = start, false
 	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())
 	return nil
 }

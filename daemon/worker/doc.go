@@ -30,16 +30,32 @@
 // the database (a lock, a failover) would otherwise let the lease lapse and
 // have a completed attempt reaped and run again.
 //
-// Clock: leases are set and compared by PostgreSQL's now(); the worker
+// A failed renewal is retried within Lease/60..Lease/15 (capped, jittered),
+// not at the next interval, so a lease is renewed as soon as the database
+// answers again. Claims and renewals wait at most store.LockWaitFor(Lease)
+// (a quarter lease) for a lock and then fail; the lease they write is
+// measured from the write and never moves backwards.
+//
+// Lost replies: an error from a claim other than a lock timeout may have
+// come after the claim committed. The worker reads the row back
+// (store.ClaimedBy: RUNNING for this worker with the claim's token) and, if
+// it committed, renews once and runs the task; otherwise it requeues the
+// delivery. A finish retried after an error that then matches nothing is
+// read back too (store.OwnershipOf): when the task left RUNNING with this
+// attempt's token and worker, the earlier try committed, and it is reported
+// as finished, not as a stale write. Both are counted in
+// flowforge_ambiguous_writes_total.
+//
+// Clock: leases are set and compared by PostgreSQL's clock; the worker
 // reads its own clock (Config.Clock) only to bound how long it retries a
-// finish, so a process clock hours off changes nothing.
+// finish or a read-back, so a process clock hours off changes nothing.
 //
 // Faults: a broker failure ends the consumer; the worker re-dials with
 // capped, jittered backoff (all configured URLs), re-declares the topology
 // and consumes again, logging "worker: recovered". A server-side consumer
 // cancel (queue deleted) is treated the same way. A database failure during
-// a claim requeues the delivery after a backoff; during a finish the worker
-// retries until the lease would have expired. A handler panic is recovered
+// a claim that did not commit requeues the delivery after a backoff; during
+// a finish the worker retries until the lease would have expired. A handler panic is recovered
 // and recorded as a failed attempt. On shutdown (ctx cancelled) it stops
 // consuming, requeues deliveries it has not claimed, lets in-flight handlers
 // finish, then returns; Abort cancels the handlers instead.

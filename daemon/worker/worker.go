@@ -45,6 +45,8 @@ var ErrTimeout = errors.New("task timeout")
 type Store interface {
 	Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (store.ClaimedTask, bool, error)
 	TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error)
+	ClaimedBy(ctx context.Context, id uuid.UUID, token int64, workerID string) (store.ClaimedTask, bool, error)
+	OwnershipOf(ctx context.Context, id uuid.UUID) (store.TaskOwnership, error)
 	Finish(ctx context.Context, req store.FinishRequest) (core.TaskState, bool, error)
 	ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (store.KeyClaim, error)
 	ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error)
@@ -334,10 +336,19 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 	claimed, ok, err := w.cfg.Store.Claim(cctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, w.cfg.Lease)
 	cancel()
 	if err != nil {
-		log.Error("worker: claim failed; requeueing the delivery", "err", err)
-		_ = backoff.Sleep(ctx, time.Second)
-		_ = d.Requeue()
-		return
+		// The error may have come after the claim committed (its reply was
+		// lost): read the row back and act on what it says. A lock
+		// timeout is certain to have written nothing.
+		if errors.Is(err, store.ErrLockTimeout) {
+			log.Warn("worker: claim gave up waiting for a lock; requeueing the delivery", "err", err)
+		} else {
+			claimed, ok = w.claimCommitted(disp, err, log)
+		}
+		if !ok {
+			_ = backoff.Sleep(ctx, time.Second)
+			_ = d.Requeue()
+			return
+		}
 	}
 	if !ok {
 		reason := w.explainLostClaim(ctx, disp)
@@ -380,6 +391,43 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp Dispatch,
 		log.Warn("worker: hand back", "err", err)
 	}
 	return true
+}
+
+// claimCommitted reads back a claim that failed with claimErr: the claim
+// committed if the task is RUNNING for this worker with the token the claim
+// would have returned. It retries the read for up to one lease (past that,
+// a committed claim's lease has lapsed anyway) and then renews the lease
+// once, so the attempt starts with a whole lease. ok=false means run
+// nothing and requeue the delivery (claimErr is logged here).
+func (w *Worker) claimCommitted(disp Dispatch, claimErr error, log *slog.Logger) (store.ClaimedTask, bool) {
+	deadline := w.cfg.Clock.Now().Add(w.cfg.Lease)
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: max(w.cfg.Lease/10, 50*time.Millisecond)}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), max(w.cfg.Lease/3, time.Second))
+		c, ok, err := w.cfg.Store.ClaimedBy(ctx, disp.TaskRunID, disp.FencingToken+1, w.cfg.ID)
+		cancel()
+		switch {
+		case err == nil && !ok:
+			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("claim", "not_committed").Inc()
+			log.Error("worker: claim failed; requeueing the delivery", "err", claimErr)
+			return store.ClaimedTask{}, false
+		case err == nil:
+			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("claim", "committed").Inc()
+			log.Warn("worker: the claim committed although its reply was lost; running the task", "err", claimErr)
+			rctx, cancel := context.WithTimeout(context.Background(), max(w.cfg.Lease/3, time.Second))
+			res, rerr := w.cfg.Renewer.Renew(rctx, c.ID, c.FencingToken, w.cfg.Lease)
+			cancel()
+			if rerr == nil && !res.OK {
+				log.Warn("worker: the recovered claim's lease was lost before it could be renewed; running nothing")
+				return store.ClaimedTask{}, false
+			}
+			return c, true
+		case w.cfg.Clock.Now().After(deadline):
+			log.Error("worker: claim failed and could not be read back; requeueing the delivery", "err", claimErr, "read_err", err)
+			return store.ClaimedTask{}, false
+		}
+		time.Sleep(bo.Fail())
+	}
 }
 
 func (w *Worker) explainLostClaim(ctx context.Context, disp Dispatch) string {
@@ -472,8 +520,18 @@ func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskSta
 		state, ok, err := w.cfg.Store.Finish(ctx, req)
 		cancel()
 		if err == nil {
-			if bo.Reset() {
+			ambiguous := bo.Reset()
+			if ambiguous {
 				log.Info("worker: recovered", "dependency", "postgres")
+			}
+			if !ok && ambiguous {
+				// An earlier try may have committed and lost its reply:
+				// then this one matched nothing because the task already
+				// left RUNNING with our token, which no fencing rejection
+				// does (the reaper and a newer claim bump the token).
+				if st, committed := w.finishCommitted(req, log); committed {
+					return st, true, nil
+				}
 			}
 			return state, ok, nil
 		}
@@ -484,6 +542,29 @@ func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskSta
 		log.Warn("worker: finish failed; retrying", "err", err, "retry_in", d.String())
 		time.Sleep(d)
 	}
+}
+
+// finishCommitted reads back a finish that matched nothing after an
+// earlier try failed: it committed if the task left RUNNING (to a state a
+// finish writes) with this attempt's token and worker.
+func (w *Worker) finishCommitted(req store.FinishRequest, log *slog.Logger) (core.TaskState, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	own, err := w.cfg.Store.OwnershipOf(ctx, req.ID)
+	cancel()
+	if err != nil {
+		log.Warn("worker: could not read back a finish whose reply was lost", "err", err)
+		return "", false
+	}
+	switch own.State {
+	case core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled:
+		if own.Token == req.Token && own.WorkerID == req.WorkerID {
+			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("finish", "committed").Inc()
+			log.Info("worker: the finish committed although its reply was lost", "state", own.State)
+			return own.State, true
+		}
+	}
+	w.cfg.Metrics.AmbiguousWrites.WithLabelValues("finish", "not_committed").Inc()
+	return "", false
 }
 
 // heartbeatLoop is the lease renewal of one attempt.
@@ -508,7 +589,10 @@ func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, 
 	go func() {
 		defer wg.Done()
 		interval := w.cfg.Lease / 3
-		t := time.NewTicker(interval)
+		// A failed renewal is retried soon, not at the next interval: the
+		// lease must be renewed as soon as the database answers again.
+		retry := backoff.Backoff{Min: max(w.cfg.Lease/60, 10*time.Millisecond), Max: max(w.cfg.Lease/15, 20*time.Millisecond)}
+		t := time.NewTimer(interval)
 		defer t.Stop()
 		for {
 			select {
@@ -519,9 +603,19 @@ func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, 
 			ctx, cc := context.WithTimeout(context.Background(), interval)
 			res, err := w.cfg.Renewer.Renew(ctx, c.ID, c.FencingToken, w.cfg.Lease)
 			cc()
+			if err != nil {
+				d := retry.Fail()
+				if retry.Failures() == 1 || retry.Failures()%20 == 0 {
+					log.Warn("worker: heartbeat failed; retrying", "err", err, "failures", retry.Failures(), "retry_in", d.String())
+				}
+				t.Reset(d)
+				continue
+			}
+			if retry.Reset() {
+				log.Info("worker: heartbeat recovered", "dependency", "postgres")
+			}
+			t.Reset(interval)
 			switch {
-			case err != nil:
-				log.Warn("worker: heartbeat failed", "err", err)
 			case !res.OK && hb.finishing.Load():
 				return
 			case !res.OK:

@@ -11,6 +11,11 @@
 //     and Erlang cookie; no plugins.
 //   - StartProcess / BuildFFCTL: arbitrary subprocesses (typically ffctl)
 //     with stdout+stderr captured in a log file.
+//   - StartProxy: a fault-injecting TCP proxy on a free 127.0.0.1 port in
+//     front of one address (a daemon's database URL points at Proxy.URL):
+//     pass, reset every connection, black-hole (hold both directions),
+//     drop replies, or lose the one reply that reports a PostgreSQL commit
+//     (DropCommitReply). It touches only the connections made through it.
 //
 // Tests may Kill, Stop, Start and Restart these servers at will: that is the
 // point of the package. Every signal the package sends goes to a process id
