@@ -15,9 +15,10 @@ var mutationItemRE = regexp.MustCompile(`^- Mode (\d+): `)
 // TestMutationCatalogueIsConsistent keeps e2e/MUTANTS.yaml in step with the
 // code and with FAILURE_MODEL.md, without running a mutant: every patch
 // still applies (its text occurs exactly once), every test it names
-// exists, every mode it names is a row of the failure model, and the
-// failure model's "Mutations" section names every mutant of every mode and
-// no mutant that does not exist.
+// exists, every mode it names is a row of the failure model whose Tests
+// column names the tests that kill it, and the failure model's "Mutations"
+// section names every mutant of every mode and no mutant that does not
+// exist.
 func TestMutationCatalogueIsConsistent(t *testing.T) {
 	cat, err := mutation.Load("MUTANTS.yaml")
 	if err != nil {
@@ -29,10 +30,12 @@ func TestMutationCatalogueIsConsistent(t *testing.T) {
 		t.Fatal(err)
 	}
 	modes := map[int]bool{}
+	rows := map[int]string{}
 	for _, line := range strings.Split(string(doc), "\n") {
 		if m := rowRE.FindStringSubmatch(line); m != nil {
 			n, _ := strconv.Atoi(m[1])
 			modes[n] = true
+			rows[n] = line
 		}
 	}
 	section := mutationSection(t, string(doc))
@@ -59,6 +62,13 @@ func TestMutationCatalogueIsConsistent(t *testing.T) {
 			}
 			if !strings.Contains(section[n], "`"+m.ID+"`") {
 				t.Errorf("FAILURE_MODEL.md's Mutations section does not list mutant %s under mode %d", m.ID, n)
+			}
+			for _, k := range m.Kill {
+				for _, name := range k.Tests {
+					if !strings.Contains(rows[n], "`"+name+"`") {
+						t.Errorf("FAILURE_MODEL.md's summary row of mode %d does not name %s, which kills its mutant %s", n, name, m.ID)
+					}
+				}
 			}
 		}
 	}
