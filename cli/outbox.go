@@ -142,31 +142,44 @@ type outboxRetryResult struct {
 	Retried bool  `json:"retried"`
 }
 
+// outboxAction is what outbox retry and drop share: the output format, the
+// row id, the audit reason (asked for on a terminal) and an open store,
+// every bad input refused before anything is opened.
+type outboxAction struct {
+	format, reason string
+	id             int64
+	s              *store.Store
+}
+
+func newOutboxAction(c *cli.Context, env *Env, verb, why string) (outboxAction, error) {
+	var a outboxAction
+	var err error
+	if a.format, err = outputFormat(c); err != nil {
+		return a, err
+	}
+	if a.id, err = parseOutboxID(c, verb); err != nil {
+		return a, err
+	}
+	if a.reason, err = auditReason(c, env, bufio.NewReader(env.Stdin), verb, why); err != nil {
+		return a, err
+	}
+	a.s, err = openStore(c)
+	return a, err
+}
+
 func outboxRetry(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	a, err := newOutboxAction(c, env, "retry", "why the row is retried")
 	if err != nil {
 		return err
 	}
-	id, err := parseOutboxID(c, "retry")
-	if err != nil {
-		return err
-	}
-	reason, err := auditReason(c, env, bufio.NewReader(env.Stdin), "retry", "why the row is retried")
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	if err := s.RetryQuarantined(c.Context, id, actor(), reason); err != nil {
+	defer a.s.Close()
+	if err := a.s.RetryQuarantined(c.Context, a.id, actor(), a.reason); err != nil {
 		return failure(err)
 	}
-	if format == "json" {
-		return writeJSON(env.Stdout, outboxRetryResult{ID: id, Retried: true})
+	if a.format == "json" {
+		return writeJSON(env.Stdout, outboxRetryResult{ID: a.id, Retried: true})
 	}
-	fmt.Fprintf(env.Stdout, "outbox row %d is pending again\n", id)
+	fmt.Fprintf(env.Stdout, "outbox row %d is pending again\n", a.id)
 	return nil
 }
 
@@ -178,28 +191,17 @@ type outboxDropResult struct {
 }
 
 func outboxDrop(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	a, err := newOutboxAction(c, env, "drop", "why the row is dropped")
 	if err != nil {
 		return err
 	}
-	id, err := parseOutboxID(c, "drop")
-	if err != nil {
-		return err
-	}
-	reason, err := auditReason(c, env, bufio.NewReader(env.Stdin), "drop", "why the row is dropped")
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	res, err := s.DropQuarantined(c.Context, id, actor(), reason)
+	defer a.s.Close()
+	id := a.id
+	res, err := a.s.DropQuarantined(c.Context, id, actor(), a.reason)
 	if err != nil {
 		return failure(err)
 	}
-	if format == "json" {
+	if a.format == "json" {
 		return writeJSON(env.Stdout, outboxDropResult{ID: id, Dropped: true, DropResult: res})
 	}
 	if res.TaskBuried {

@@ -41,11 +41,7 @@ func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
 	if _, err := hold.ExecContext(f.ctx, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, ts["c"].ID); err != nil {
 		t.Fatal(err)
 	}
-	advanced := make(chan error, 1)
-	go func() {
-		_, err := f.s.Advance(f.ctx, nil, 100, "sched")
-		advanced <- err
-	}()
+	advanced := f.advanceInBackground()
 	f.waitBlocked(1)
 	type cancelOut struct {
 		res store.CancelResult

@@ -43,6 +43,17 @@ func (f *fixture) commit(tx *sql.Tx) {
 	}
 }
 
+// advanceInBackground starts a scheduler pass and returns where its error
+// lands.
+func (f *fixture) advanceInBackground() <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		_, err := f.s.Advance(f.ctx, nil, 100, "sched")
+		out <- err
+	}()
+	return out
+}
+
 // reapInBackground starts a reaper pass and returns where its count lands.
 func (f *fixture) reapInBackground() <-chan int {
 	out := make(chan int, 1)
@@ -158,11 +169,7 @@ func TestAPromotionRechecksTheStateItRead(t *testing.T) {
 	f.runTask(ts["a"].ID)
 	h := f.hold()
 	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, ts["b"].ID)
-	advanced := make(chan error, 1)
-	go func() {
-		_, err := f.s.Advance(f.ctx, nil, 100, "sched")
-		advanced <- err
-	}()
+	advanced := f.advanceInBackground()
 	f.waitBlocked(1)
 	f.exec(h, `UPDATE task_runs SET state = 'CANCELLED', finished_at = now() WHERE id = $1`, ts["b"].ID)
 	f.commit(h)
@@ -188,17 +195,9 @@ func TestTwoPassesOverOneRunPromoteEachTaskOnce(t *testing.T) {
 	f.runTask(ts["a"].ID)
 	h := f.hold()
 	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, ts["b"].ID)
-	pass := func() <-chan error {
-		out := make(chan error, 1)
-		go func() {
-			_, err := f.s.Advance(f.ctx, nil, 100, "sched")
-			out <- err
-		}()
-		return out
-	}
-	first := pass()
+	first := f.advanceInBackground()
 	f.waitBlocked(1)
-	second := pass()
+	second := f.advanceInBackground()
 	var secondErr error
 	secondDone := false
 	f.waitUntil("the second pass to skip the run or to wait behind the first", func() bool {
@@ -272,11 +271,7 @@ tasks:
 	// snapshot sees the parent RUNNING) waits for it.
 	h := f.hold()
 	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, ts["side"].ID)
-	advanced := make(chan error, 1)
-	go func() {
-		_, err := f.s.Advance(f.ctx, nil, 100, "sched")
-		advanced <- err
-	}()
+	advanced := f.advanceInBackground()
 	f.waitBlocked(1)
 	f.succeed(parent) // commits while the pass is inside its promotion
 	f.exec(h, `UPDATE task_runs SET state = 'SUCCEEDED', next_attempt_at = NULL, finished_at = now() WHERE id = $1`, ts["side"].ID)
