@@ -120,7 +120,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"limit too large", []string{"dead", "list", "--limit", "10001"}, "", 2, []string{"must be between 1 and 10000"}},
 		{"bad --before", []string{"run", "list", "--before", "yesterday"}, "", 2, []string{`--before "yesterday"`}},
 		{"bad --state", []string{"run", "list", "--state", "DONE"}, "", 2, []string{`--state "DONE"`}},
-		{"negative --older-than", []string{"dead", "list", "--older-than", "-1h"}, "", 2, []string{"must not be negative"}},
+		{"negative --older-than", []string{"dead", "list", "--older-than", "-1h"}, "", 2, []string{"must be positive"}},
 		{"show two runs", []string{"run", "show", runIDs, runIDs}, "", 2, []string{"exactly one run id"}},
 		{"completion for an unknown shell", []string{"completion", "powershell"}, "", 2, []string{`unknown shell "powershell"`}},
 	}
