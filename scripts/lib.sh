@@ -237,7 +237,7 @@ pg_auth_refused() {
 	esac
 }
 
-# pg_explain_auth ERR OWNER INSTALLED_NOW: print why the server on
+# pg_explain_auth ERR INSTALLED_NOW: print why the server on
 # $PG_HOST:$PG_PORT refused the login and exactly what to do. Typical cause:
 # Debian's postgresql package starts its own cluster on 5432 (under systemd
 # right at install), and it asks for a password over TCP (scram-sha-256).
@@ -245,11 +245,11 @@ pg_auth_refused() {
 # machine's, not FlowForge's (it starts at boot and may hold other data, and
 # trust on 127.0.0.1 would give every local user superuser access to it).
 pg_explain_auth() {
-	local err="$1" owner="$2" installed_now="$3" why
+	local err="$1" installed_now="$2" why
 	if [[ "$installed_now" == 1 ]]; then
 		why="scripts/up installed the postgresql package just now, and the package started its own system cluster on $PG_PORT (Debian does so under systemd); that cluster asks for a password over TCP"
 	else
-		why="this server ($owner) asks for a password over TCP (Debian's own cluster does: scram-sha-256 for 127.0.0.1)"
+		why="this server is not one scripts/up started, and it asks for a password over TCP (Debian's own cluster does: scram-sha-256 for 127.0.0.1)"
 	fi
 	{
 		printf 'error: postgres: %s:%s refuses user %s:\n' "$PG_HOST" "$PG_PORT" "$PG_USER"
@@ -260,7 +260,7 @@ pg_explain_auth() {
 			return
 		fi
 		printf '  %s.\n' "$why"
-		printf '  Either (1) let scripts/up run a private FlowForge instance (trust auth, data under %s) on a free port:\n' "$FF_STATE_DIR"
+		printf '  Either (1) let scripts/up run a private FlowForge instance (trust auth, data under %s) on another port, say 15432:\n' "$FF_STATE_DIR"
 		printf "    export FLOWFORGE_DATABASE_URL='postgres://postgres@127.0.0.1:15432/%s?sslmode=disable'\n" "$PG_DB"
 		printf '    scripts/up    # then make demo / make test from the same shell\n'
 		printf '  or (2) give the role a password and put it in the URL:\n'
