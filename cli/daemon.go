@@ -37,7 +37,7 @@ var defaultHealthAddr = map[string]string{
 
 func daemonCommand(env *Env) *cli.Command {
 	flags := []cli.Flag{
-		&cli.StringFlag{Name: "health-addr", Usage: "host:port of /health/live, /health/ready and /metrics; empty disables (default per role: all 8080, scheduler 8081, publisher 8082, worker 8083 on 127.0.0.1)", EnvVars: []string{"FLOWFORGE_HEALTH_ADDR"}},
+		&cli.StringFlag{Name: "health-addr", Usage: "host:port of /health/live, /health/ready and /metrics; empty disables (default per role: all 8080, scheduler 8081, publisher 8082, worker 8083 on 127.0.0.1, or a free port when another process has it, logged as 'daemon: health server listening'; an address given here is used or the daemon exits 1)", EnvVars: []string{"FLOWFORGE_HEALTH_ADDR"}},
 		&cli.IntFlag{Name: "concurrency", Usage: "worker: handlers run at once (also the prefetch)", Value: worker.ConcurrencyDefault, EnvVars: []string{"FLOWFORGE_CONCURRENCY"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "worker: enable the shell handler (runs commands as this user)", EnvVars: []string{"FLOWFORGE_ALLOW_SHELL"}},
 		&cli.StringSliceFlag{Name: "shell-env-pass", Usage: "worker: pass this variable of the worker's environment to shell commands, beyond PATH, HOME, USER, LOGNAME, TMPDIR, TZ, LANG, LANGUAGE and LC_* (repeatable; FLOWFORGE_* and PG* are refused)", EnvVars: []string{"FLOWFORGE_SHELL_ENV_PASS"}},
@@ -275,13 +275,26 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	}
 	m.InitDependencies(deps...)
 	addr := c.String("health-addr")
-	if !c.IsSet("health-addr") {
+	explicit := c.IsSet("health-addr")
+	if !explicit {
 		addr = defaultHealthAddr[role]
 	}
 	if addr != "" {
-		bound, err := hs.Start(addr)
+		// An address the operator chose is strict; the role's default
+		// falls back to a free port when another daemon on this host has
+		// it, so several daemons with default settings share a host.
+		var bound string
+		var fellBack bool
+		if explicit {
+			bound, err = hs.Start(addr)
+		} else {
+			bound, fellBack, err = hs.StartPreferred(addr)
+		}
 		if err != nil {
 			return failure(fmt.Errorf("%w (choose another with --health-addr, or --health-addr '' to disable)", err))
+		}
+		if fellBack {
+			log.Warn("daemon: default health port in use; listening on a free port (set --health-addr to choose one)", "default_addr", addr, "addr", bound)
 		}
 		log.Info("daemon: health server listening", "addr", bound)
 		defer func() {

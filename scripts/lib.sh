@@ -227,3 +227,45 @@ free_port() {
 	while tcp_open 127.0.0.1 "$p" || port_busy "$p"; do p=$((p + 1)); done
 	printf '%s\n' "$p"
 }
+
+# pg_auth_refused ERR: true when psql's error ERR is a refused login (a
+# password asked for or wrong, no pg_hba.conf entry), which no wait fixes.
+pg_auth_refused() {
+	case "$1" in
+	*"no password supplied"* | *"password authentication failed"* | *"no pg_hba.conf entry"* | *"Peer authentication failed"* | *"Ident authentication failed"*) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
+# pg_explain_auth ERR INSTALLED_NOW: print why the server on
+# $PG_HOST:$PG_PORT refused the login and exactly what to do. Typical cause:
+# Debian's postgresql package starts its own cluster on 5432 (under systemd
+# right at install), and it asks for a password over TCP (scram-sha-256).
+# scripts/up does not change that cluster's pg_hba.conf: it is the
+# machine's, not FlowForge's (it starts at boot and may hold other data, and
+# trust on 127.0.0.1 would give every local user superuser access to it).
+pg_explain_auth() {
+	local err="$1" installed_now="$2" why
+	if [[ "$installed_now" == 1 ]]; then
+		why="scripts/up installed the postgresql package just now, and the package started its own system cluster on $PG_PORT (Debian does so under systemd); that cluster asks for a password over TCP"
+	else
+		why="this server is not one scripts/up started, and it asks for a password over TCP (Debian's own cluster does: scram-sha-256 for 127.0.0.1)"
+	fi
+	{
+		printf 'error: postgres: %s:%s refuses user %s:\n' "$PG_HOST" "$PG_PORT" "$PG_USER"
+		printf '%s\n' "$err" | sed 's/^/    /'
+		if [[ -n "$PG_PASS" ]]; then
+			printf '  The password in FLOWFORGE_DATABASE_URL is refused. Put the right one in the URL, or set it on the server:\n'
+			printf "    sudo -u postgres psql -c \"ALTER ROLE %s PASSWORD '...'\"\n" "$PG_USER"
+			return
+		fi
+		printf '  %s.\n' "$why"
+		printf '  Either (1) let scripts/up run a private FlowForge instance (trust auth, data under %s) on another port, say 15432:\n' "$FF_STATE_DIR"
+		printf "    export FLOWFORGE_DATABASE_URL='postgres://postgres@127.0.0.1:15432/%s?sslmode=disable'\n" "$PG_DB"
+		printf '    scripts/up    # then make demo / make test from the same shell\n'
+		printf '  or (2) give the role a password and put it in the URL:\n'
+		printf "    sudo -u postgres psql -c \"ALTER ROLE %s PASSWORD 'choose-one'\"\n" "$PG_USER"
+		printf "    export FLOWFORGE_DATABASE_URL='postgres://%s:choose-one@%s:%s/%s?sslmode=disable'\n" "$PG_USER" "$PG_HOST" "$PG_PORT" "$PG_DB"
+		printf '    scripts/up\n'
+	} >&2
+}

@@ -2,8 +2,10 @@ package handlers_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -191,5 +193,108 @@ func TestShellCommandDiesWithItsWorker(t *testing.T) {
 			t.Fatalf("the command (pid %d) outlived its killed worker", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// bigTask is task() with run params holding a blob of n bytes under "blob"
+// and an upstream result of m bytes under "up".
+func bigTask(params string, n, m int) core.Task {
+	t := task(params, 1)
+	t.RunParams = json.RawMessage(`{"day":"2026-11-30","blob":"` + strings.Repeat("p", n) + `"}`)
+	t.Upstream = map[string]json.RawMessage{"up": json.RawMessage(`{"v":"` + strings.Repeat("u", m) + `"}`)}
+	return t
+}
+
+func sha(b []byte) string { return fmt.Sprintf("%x", sha256.Sum256(b)) }
+
+// TestShellGetsParamsTooLargeForTheEnvironmentFromFilesAndStdin is the
+// reported defect: a 300 KiB run param (params may be 1 MiB) went into
+// FLOWFORGE_PARAMS and FLOWFORGE_PARAM_BLOB, over Linux's 128 KiB per
+// variable, so every attempt failed with "argument list too long" and was
+// retried to DEAD. Now the command reads the whole document from
+// FLOWFORGE_PARAMS_FILE (or stdin), small values stay in the environment,
+// the oversized ones are named in FLOWFORGE_ENV_OMITTED, and the files are
+// gone once the command exits.
+func TestShellGetsParamsTooLargeForTheEnvironmentFromFilesAndStdin(t *testing.T) {
+	const script = `sha256sum < "$FLOWFORGE_PARAMS_FILE" | cut -d' ' -f1; sha256sum < "$FLOWFORGE_UPSTREAM_FILE" | cut -d' ' -f1; ` +
+		`echo "day=$FLOWFORGE_PARAM_DAY omitted=$FLOWFORGE_ENV_OMITTED params=${#FLOWFORGE_PARAMS} file=$FLOWFORGE_PARAMS_FILE"`
+	cmdJSON, _ := json.Marshal([]string{"sh", "-c", script})
+	cases := []struct {
+		name, params string
+		n, m         int
+		want         func(tk core.Task, up []byte) []string // stdout lines before the last
+		wantOmitted  string
+		stdin        bool // the command reads stdin and prints no environment line
+	}{
+		{"300 KiB param and 200 KiB upstream", `{"command": ` + string(cmdJSON) + `}`, 300 << 10, 200 << 10,
+			func(tk core.Task, up []byte) []string { return []string{sha(tk.RunParams), sha(up)} }, "FLOWFORGE_PARAMS,FLOWFORGE_UPSTREAM,FLOWFORGE_PARAM_BLOB", false},
+		{"small params stay in the environment too", `{"command": ` + string(cmdJSON) + `}`, 10, 10,
+			func(tk core.Task, up []byte) []string { return []string{sha(tk.RunParams), sha(up)} }, "", false},
+		{"stdin params", `{"command": ["sh", "-c", "sha256sum | cut -d' ' -f1; echo -"], "stdin": "params"}`, 300 << 10, 10,
+			func(tk core.Task, _ []byte) []string { return []string{sha(tk.RunParams)} }, "", true},
+		{"stdin upstream", `{"command": ["sh", "-c", "sha256sum | cut -d' ' -f1; echo -"], "stdin": "upstream"}`, 10, 200 << 10,
+			func(_ core.Task, up []byte) []string { return []string{sha(up)} }, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tk := bigTask(c.params, c.n, c.m)
+			up, _ := json.Marshal(tk.Upstream)
+			out, err := handlers.Shell(context.Background(), tk)
+			if err != nil {
+				t.Fatalf("err = %v (permanent %v)", err, core.IsPermanent(err))
+			}
+			var res handlers.ShellResult
+			if err := json.Unmarshal(out, &res); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimRight(res.Stdout, "\n"), "\n")
+			want := c.want(tk, up)
+			if len(lines) != len(want)+1 || strings.Join(lines[:len(want)], "\n") != strings.Join(want, "\n") {
+				t.Fatalf("stdout %q, want the digests %q first", res.Stdout, want)
+			}
+			last := lines[len(want)]
+			if !c.stdin {
+				if !strings.Contains(last, "day=2026-11-30 ") || !strings.Contains(last, " omitted="+c.wantOmitted+" ") {
+					t.Errorf("last line %q: want day=2026-11-30 and omitted=%s", last, c.wantOmitted)
+				}
+				if c.wantOmitted == "" && !strings.Contains(last, fmt.Sprintf(" params=%d ", len(tk.RunParams))) {
+					t.Errorf("last line %q: FLOWFORGE_PARAMS should hold the %d-byte params", last, len(tk.RunParams))
+				}
+				file := last[strings.Index(last, " file=")+len(" file="):]
+				if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s still exists after the command (%v)", file, err)
+				}
+			}
+		})
+	}
+}
+
+// TestShellRefusesWhatExecCannotTakeAsPermanent: an environment or an
+// argument exec(2) must refuse is the same on every attempt, so it is a
+// permanent error (the task goes DEAD at once instead of being retried)
+// that says where large values go; an unknown params.stdin too.
+func TestShellRefusesWhatExecCannotTakeAsPermanent(t *testing.T) {
+	big := strings.Repeat("x", 200<<10)
+	many := map[string]string{}
+	for i := range 70 { // 70 x 100 KiB: each fits, the whole is over 6 MiB
+		many[fmt.Sprintf("V%d", i)] = strings.Repeat("y", 100<<10)
+	}
+	manyJSON, _ := json.Marshal(many)
+	cases := []struct{ name, params, want string }{
+		{"a params.env value over 128 KiB", `{"command": ["true"], "env": {"BIG": "` + big + `"}}`, "params.env BIG"},
+		{"an argument over 128 KiB", `{"command": ["echo", "` + big + `"]}`, "argument 1 of params.command"},
+		{"too much in all", `{"command": ["true"], "env": ` + string(manyJSON) + `}`, "in all"},
+		{"an unknown stdin", `{"command": ["true"], "stdin": "run"}`, `params.stdin "run"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := handlers.Shell(context.Background(), task(c.params, 1))
+			if err == nil || !core.IsPermanent(err) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v (permanent %v), want a permanent error naming %q", err, core.IsPermanent(err), c.want)
+			}
+			if c.want != `params.stdin "run"` && !strings.Contains(err.Error(), "FLOWFORGE_PARAMS_FILE") {
+				t.Errorf("err = %v: it should say where large values go", err)
+			}
+		})
 	}
 }

@@ -28,6 +28,11 @@ type ShellParams struct {
 	Env map[string]string `json:"env"`
 	// Dir is the working directory (default: the worker's).
 	Dir string `json:"dir"`
+	// Stdin names what the command reads on standard input: "" (nothing,
+	// /dev/null), "params" (the run's params, as FLOWFORGE_PARAMS_FILE) or
+	// "upstream" (the upstream results, as FLOWFORGE_UPSTREAM_FILE). Any
+	// other value is a permanent error.
+	Stdin string `json:"stdin"`
 }
 
 // ShellResult is the shell handler's result.
@@ -77,14 +82,27 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 //     worker's environment when set there (PATH falls back to
 //     ShellPathDefault);
 //   - FLOWFORGE_RUN_ID, FLOWFORGE_TASK_RUN_ID, FLOWFORGE_TASK_NAME,
-//     FLOWFORGE_ATTEMPT, FLOWFORGE_WORKFLOW, FLOWFORGE_PARAMS (the run's
-//     params as JSON), FLOWFORGE_UPSTREAM (upstream results as JSON), one
-//     FLOWFORGE_PARAM_<KEY> per top-level scalar run param (key upper-cased,
-//     non-alphanumerics as _);
+//     FLOWFORGE_ATTEMPT, FLOWFORGE_WORKFLOW;
+//   - FLOWFORGE_PARAMS_FILE and FLOWFORGE_UPSTREAM_FILE: the paths of two
+//     files holding the run's params and the upstream results as JSON,
+//     whole (params up to core.MaxParamsBytes, results up to
+//     core.MaxResultBytes each), in a private directory made for the
+//     attempt and removed when the command exits;
+//   - FLOWFORGE_PARAMS (the run's params as JSON), FLOWFORGE_UPSTREAM
+//     (upstream results as JSON) and one FLOWFORGE_PARAM_<KEY> per
+//     top-level scalar run param (key upper-cased, non-alphanumerics as _),
+//     each only when it fits (see shellEnv: ShellEnvValueMaxBytes each,
+//     ShellEnvTaskMaxBytes together); those left out are named in
+//     FLOWFORGE_ENV_OMITTED;
 //   - params.env, last (so a workflow may set PATH or LANG itself).
 //
+// params.stdin "params" or "upstream" gives the command that file on
+// standard input (else it reads /dev/null).
+//
 // A zero exit succeeds with ShellResult; a non-zero exit fails (retryable)
-// with the stderr tail; a missing command is permanent. On cancellation the
+// with the stderr tail; a missing command is permanent, and so are
+// arguments or an environment too large for exec(2) (a params.env value
+// over 128 KiB, say): the error says where large values go instead. On cancellation the
 // whole process group is killed; if the worker process dies, the command
 // is killed too. The caller checks opt.EnvPass with CheckShellEnvPass
 // first (names it refuses are skipped).
@@ -100,6 +118,11 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	if len(p.Command) == 0 {
 		return nil, core.Permanent(errors.New("shell: params.command is empty"))
 	}
+	in, err := writeShellInputs(t)
+	if err != nil {
+		return nil, err
+	}
+	defer in.remove()
 	cmd := exec.CommandContext(ctx, p.Command[0], p.Command[1:]...)
 	cmd.Dir = p.Dir
 	// Its own process group, so cancellation kills the whole group; and the
@@ -109,7 +132,7 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Env = append(baseEnv(opt), shellEnv(t)...)
+	cmd.Env = append(baseEnv(opt), shellEnv(t, in)...)
 	keys := make([]string, 0, len(p.Env))
 	for k := range p.Env {
 		keys = append(keys, k)
@@ -118,9 +141,20 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	for _, k := range keys {
 		cmd.Env = append(cmd.Env, k+"="+p.Env[k])
 	}
+	if err := checkExecSize(p.Command, cmd.Env, p.Env); err != nil {
+		return nil, err
+	}
+	stdin, err := in.open(p.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	if stdin != nil {
+		defer stdin.Close()
+		cmd.Stdin = stdin
+	}
 	stdout, stderr := &tail{n: OutputTailBytes}, &tail{n: OutputTailBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
 		var ee *exec.ExitError
@@ -131,6 +165,10 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 			return nil, fmt.Errorf("shell: %s exited with code %d: %s", p.Command[0], res.ExitCode, strings.TrimSpace(res.Stderr))
 		case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 			return nil, core.Permanent(fmt.Errorf("shell: %w", err))
+		case errors.Is(err, syscall.E2BIG):
+			// The same arguments and environment fail the same way on every
+			// attempt: no retry can fix it.
+			return nil, core.Permanent(fmt.Errorf("shell: %s: %w (%s)", p.Command[0], err, execSizeAdvice))
 		default:
 			return nil, fmt.Errorf("shell: %w", err)
 		}
@@ -138,25 +176,46 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	return json.Marshal(res)
 }
 
-func shellEnv(t core.Task) []string {
+// shellEnv returns the task's FLOWFORGE_* variables: the identifiers and
+// the input files always; FLOWFORGE_PARAMS, FLOWFORGE_UPSTREAM and one
+// FLOWFORGE_PARAM_<KEY> per top-level scalar run param (keys sorted) only
+// while each value fits ShellEnvValueMaxBytes and all of them together fit
+// ShellEnvTaskMaxBytes. The names left out are listed, comma-separated, in
+// FLOWFORGE_ENV_OMITTED.
+func shellEnv(t core.Task, in shellInputs) []string {
 	env := []string{
 		"FLOWFORGE_RUN_ID=" + t.RunID,
 		"FLOWFORGE_TASK_RUN_ID=" + t.TaskRunID,
 		"FLOWFORGE_TASK_NAME=" + t.TaskName,
 		"FLOWFORGE_WORKFLOW=" + t.Workflow,
 		"FLOWFORGE_ATTEMPT=" + strconv.Itoa(t.Attempt),
-		"FLOWFORGE_PARAMS=" + string(t.RunParams),
+		"FLOWFORGE_PARAMS_FILE=" + in.params,
+		"FLOWFORGE_UPSTREAM_FILE=" + in.upstream,
 	}
-	if up, err := json.Marshal(t.Upstream); err == nil {
-		env = append(env, "FLOWFORGE_UPSTREAM="+string(up))
+	var omitted []string
+	budget := ShellEnvTaskMaxBytes
+	add := func(name, value string) {
+		if len(value) > ShellEnvValueMaxBytes || len(name)+1+len(value) > budget {
+			omitted = append(omitted, name)
+			return
+		}
+		budget -= len(name) + 1 + len(value)
+		env = append(env, name+"="+value)
 	}
+	add("FLOWFORGE_PARAMS", string(t.RunParams))
+	add("FLOWFORGE_UPSTREAM", string(in.upstreamJSON))
 	var params map[string]any
 	dec := json.NewDecoder(bytes.NewReader(t.RunParams))
 	dec.UseNumber() // 20261130 stays 20261130, not 2.026113e+07
 	if dec.Decode(&params) == nil {
-		for k, v := range params {
+		keys := make([]string, 0, len(params))
+		for k := range params {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
 			var s string
-			switch x := v.(type) {
+			switch x := params[k].(type) {
 			case string:
 				s = x
 			case json.Number, bool:
@@ -164,8 +223,15 @@ func shellEnv(t core.Task) []string {
 			default:
 				continue
 			}
-			env = append(env, "FLOWFORGE_PARAM_"+envName(k)+"="+s)
+			add("FLOWFORGE_PARAM_"+envName(k), s)
 		}
+	}
+	if len(omitted) > 0 {
+		list := strings.Join(omitted, ",")
+		if len(list) > ShellEnvValueMaxBytes {
+			list = list[:strings.LastIndexByte(list[:ShellEnvValueMaxBytes-4], ',')] + ",..."
+		}
+		env = append(env, "FLOWFORGE_ENV_OMITTED="+list)
 	}
 	return env
 }

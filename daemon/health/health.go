@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,25 @@ func (s *Server) Start(addr string) (string, error) {
 		}
 	}()
 	return ln.Addr().String(), nil
+}
+
+// StartPreferred is Start for a default address: when addr's port is
+// already in use (EADDRINUSE: another daemon on this host has it), it
+// listens on a free port of the same host instead and reports fellBack, so
+// that several daemons with default settings share a host. Any other error
+// is returned as Start returns it. An address the operator chose should go
+// to Start, which stays strict.
+func (s *Server) StartPreferred(addr string) (bound string, fellBack bool, err error) {
+	bound, err = s.Start(addr)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return bound, false, err
+	}
+	host, _, serr := net.SplitHostPort(addr)
+	if serr != nil {
+		return "", false, err
+	}
+	bound, err = s.Start(net.JoinHostPort(host, "0"))
+	return bound, err == nil, err
 }
 
 // Stop shuts the server down, waiting up to ctx for open requests.

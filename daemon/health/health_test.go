@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,5 +60,50 @@ func TestLivenessReportsAStuckLoop(t *testing.T) {
 	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health/live", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("live = %d, want 503: %s", rec.Code, rec.Body)
+	}
+}
+
+// TestStartPreferredFallsBackToAFreePortOnlyWhenTheAddressIsBusy: a
+// default address another process holds gives a free port of the same host
+// (several daemons per host); Start, for an address the operator chose,
+// stays strict.
+func TestStartPreferredFallsBackToAFreePortOnlyWhenTheAddressIsBusy(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	busy := held.Addr().String()
+	cases := []struct {
+		name         string
+		addr         string
+		wantFellBack bool
+	}{
+		{"busy", busy, true},
+		{"free", "127.0.0.1:0", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := New(prometheus.NewRegistry(), nil)
+			bound, fellBack, err := s.StartPreferred(c.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Stop(context.Background()) })
+			if fellBack != c.wantFellBack || bound == busy || !strings.HasPrefix(bound, "127.0.0.1:") {
+				t.Fatalf("StartPreferred(%s) = %s, fell back %v; want another 127.0.0.1 port, fell back %v", c.addr, bound, fellBack, c.wantFellBack)
+			}
+			resp, err := http.Get("http://" + bound + "/health/live")
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /health/live on %s: %v %v", bound, resp, err)
+			}
+			resp.Body.Close()
+		})
+	}
+	if _, err := New(prometheus.NewRegistry(), nil).Start(busy); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Start(%s) = %v, want EADDRINUSE: a chosen address stays strict", busy, err)
+	}
+	if _, _, err := New(prometheus.NewRegistry(), nil).StartPreferred("no-port"); err == nil {
+		t.Fatal("StartPreferred(no-port) succeeded")
 	}
 }
