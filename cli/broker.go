@@ -62,8 +62,8 @@ func brokerCommand(env *Env) *cli.Command {
 					quoted[i] = shellQuote(a)
 				}
 				body, _ := json.Marshal(map[string]any{"pattern": spec.Pattern, "apply-to": spec.ApplyTo, "priority": spec.Priority, "definition": spec.Definition})
-				fmt.Fprintf(env.Stdout, "# with rabbitmqctl on a broker node:\nrabbitmqctl %s\n# or with the management plugin:\ncurl -u USER:PASS -X PUT -H 'content-type: application/json' http://HOST:15672%s -d %s\n",
-					strings.Join(quoted, " "), spec.ManagementPath(vhost), shellQuote(string(body)))
+				fmt.Fprintf(env.Stdout, "# with rabbitmqctl on a broker node:\nrabbitmqctl %s\n# or with the management plugin:\ncurl -u USER:PASS -X PUT -H 'content-type: application/json' %s -d %s\n",
+					strings.Join(quoted, " "), shellQuote("http://HOST:15672"+spec.ManagementPath(vhost)), shellQuote(string(body)))
 				return nil
 			},
 		}},

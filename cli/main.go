@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -90,7 +91,16 @@ func (env *Env) run(ctx context.Context, args []string) int {
 	env.parsed = sync.OnceFunc(parseMu.Unlock)
 	defer env.parsed()
 	app := NewApp(env)
-	err := app.RunContext(ctx, interspersed(app, args))
+	var err error
+	if bad := invalidUTF8Arg(args); bad != "" {
+		// Checked before parsing: urfave/cli re-encodes the values of
+		// aliased slice flags (--param/-p) as JSON, which silently turns
+		// invalid bytes into U+FFFD, so two different values would be
+		// stored as one.
+		err = usageError("argument %q is not valid UTF-8", bad)
+	} else {
+		err = app.RunContext(ctx, interspersed(app, args))
+	}
 	if err != nil {
 		// One line per error: drivers put newlines in theirs.
 		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
@@ -105,6 +115,17 @@ func (env *Env) run(ctx context.Context, args []string) int {
 		fmt.Fprintln(env.Stderr, msg)
 	}
 	return exitCode(err)
+}
+
+// invalidUTF8Arg returns the first argument that is not valid UTF-8 (its
+// valid prefix for the message), or "".
+func invalidUTF8Arg(args []string) string {
+	for _, a := range args[1:] {
+		if !utf8.ValidString(a) {
+			return strings.ToValidUTF8(a, `\ufffd`)
+		}
+	}
+	return ""
 }
 
 // isLibraryExit reports whether err is an exit error made by urfave/cli

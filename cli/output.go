@@ -15,6 +15,8 @@ import (
 	"github.com/muesli/termenv"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // outputFlag is -o json|table; the default is table.
@@ -215,8 +217,11 @@ func firstLine(s *string, max int) string {
 	if s == nil || *s == "" {
 		return "-"
 	}
-	line := strings.SplitN(*s, "\n", 2)[0]
-	line = sanitizeCell(line)
+	line, rest, more := strings.Cut(*s, "\n")
+	line = sanitizeCell(strings.TrimRight(line, "\r"))
+	if more && strings.TrimSpace(rest) != "" {
+		line += " …" // more lines follow: `-o json` has them whole
+	}
 	if len([]rune(line)) > max {
 		line = string([]rune(line)[:max-1]) + "…"
 	}
@@ -224,19 +229,7 @@ func firstLine(s *string, max int) string {
 }
 
 // sanitizeCell shows control characters (terminal escape sequences
-// included) as visible placeholders so untrusted text cannot drive the
-// terminal.
-func sanitizeCell(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\t':
-			b.WriteString(" ")
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// included), bidi controls and line breaks as visible placeholders so
+// untrusted text can neither drive the terminal nor disguise a line: see
+// core.TerminalText, which the dashboard uses too.
+func sanitizeCell(s string) string { return core.TerminalText(s) }

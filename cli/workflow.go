@@ -169,7 +169,7 @@ func workflowShow(c *cli.Context, env *Env) error {
 	}
 	fmt.Fprintf(env.Stdout, "workflow %s version %d (created %s)\n", wf.Name, wf.Version, fmtTime(&wf.CreatedAt))
 	if wf.Definition.Description != "" {
-		fmt.Fprintf(env.Stdout, "%s\n", wf.Definition.Description)
+		fmt.Fprintf(env.Stdout, "%s\n", sanitizeCell(wf.Definition.Description))
 	}
 	tw := newTable(env.Stdout, env.palette(), "TASK", "HANDLER", "DEPENDS ON", "MAX ATTEMPTS", "TIMEOUT")
 	for _, t := range wf.Definition.Tasks {
@@ -181,7 +181,7 @@ func workflowShow(c *cli.Context, env *Env) error {
 		if len(t.DependsOn) > 0 {
 			deps = fmt.Sprint(t.DependsOn)
 		}
-		tw.row(t.Name, sanitizeCell(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
+		tw.row(sanitizeCell(t.Name), sanitizeCell(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
 	}
 	return tw.flush()
 }
