@@ -253,6 +253,12 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		checks[name] = c
 		hs.AddReadiness(name, c)
 	}
+	maxConns := 10 + c.Int("concurrency")
+	if c.IsSet("db-max-conns") {
+		if maxConns = c.Int("db-max-conns"); maxConns < 1 {
+			return usageError("--db-max-conns must be at least 1, got %d", maxConns)
+		}
+	}
 	var stRef atomic.Pointer[store.Store]
 	setCheck("postgres", func(ctx context.Context) error {
 		if s := stRef.Load(); s != nil {
@@ -304,12 +310,6 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		}()
 	}
 
-	maxConns := 10 + c.Int("concurrency")
-	if c.IsSet("db-max-conns") {
-		if maxConns = c.Int("db-max-conns"); maxConns < 1 {
-			return usageError("--db-max-conns must be at least 1, got %d", maxConns)
-		}
-	}
 	st, err := openStoreRetrying(ctx, dbURL, maxConns, log)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -335,6 +336,11 @@ func StoredIdempotencyKey(key string) (string, error) {
 		return "", errors.New("idempotency key is not valid UTF-8")
 	case strings.ContainsRune(key, 0):
 		return "", errors.New("idempotency key contains a NUL character")
+	case strings.ContainsFunc(key, unicode.IsControl):
+		// A key travels as an HTTP header (the http handler sends it), where
+		// CR, LF and other controls are invalid: refused at trigger, not
+		// retried at every attempt.
+		return "", errors.New("idempotency key contains a control character (CR, LF, TAB or another)")
 	case len(key) <= MaxTaskKeyBytes:
 		return key, nil
 	}

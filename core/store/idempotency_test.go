@@ -212,6 +212,7 @@ func TestIdempotencyKeysThatCannotBeStoredAsTheyAreAreRefused(t *testing.T) {
 	for _, tc := range []struct{ name, tmpl, params, want string }{
 		{"nul", `k-{{ printf "%c" 0 }}{{ .Params.day }}`, `{"day": "d"}`, "NUL"},
 		{"cut", `k-{{ slice .Params.day 0 1 }}`, `{"day": "éa"}`, "UTF-8"},
+		{"crlf", `k-{{ .Params.day }}`, `{"day": "d\r\nX-Injected: 1"}`, "control character"},
 	} {
 		f.apply(fmt.Sprintf("name: %s\ntasks:\n  - {name: t, handler: noop, idempotency_key: '%s'}\n", tc.name, tc.tmpl))
 		_, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: tc.name, Params: json.RawMessage(tc.params), Actor: "test"})

@@ -26,8 +26,8 @@ func CheckID(id string) error {
 		return fmt.Errorf("id %q is not valid UTF-8", id)
 	}
 	for i, r := range id {
-		if unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Bidi_Control, r) {
-			return fmt.Errorf("id %q has %U at byte %d; use letters, digits and punctuation without spaces or control characters", id, r, i)
+		if unicode.IsControl(r) || unicode.IsSpace(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("id %q has %U at byte %d; use letters, digits and punctuation without spaces, control or invisible format characters", id, r, i)
 		}
 	}
 	return nil

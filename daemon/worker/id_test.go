@@ -22,6 +22,8 @@ func TestCheckIDBoundsTheConsumerTag(t *testing.T) {
 		{"C1 CSI", "w\u009b31m", "U+009B"},
 		{"bidi override", "w\u202eevil", "U+202E"},
 		{"invalid UTF-8", "w\xff", "not valid UTF-8"},
+		{"zero-width space", "w\u200bx", "U+200B"},
+		{"byte-order mark", "\ufeffw", "U+FEFF"},
 	}
 	for _, c := range cases {
 		err := worker.CheckID(c.id)
