@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -78,28 +79,16 @@ func runCommand(env *Env) *cli.Command {
 			{
 				Name:  "cancel",
 				Usage: "cancel a run: unstarted tasks are cancelled, running ones are signalled",
-				UsageText: "ffctl run cancel RUN_ID [--reason R] [-o json]\n\n" +
+				UsageText: "ffctl run cancel RUN_ID --reason R [-o json]\n\n" +
 					"The cancellation is persisted first; unstarted tasks become CANCELLED at once and running\n" +
-					"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n\n" +
+					"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n" +
+					"Without --reason a terminal prompts for it; elsewhere a missing reason is a usage error.\n\n" +
 					"Example:\n  ffctl run cancel 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --reason 'wrong input'",
-				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (audited)", Value: "cancelled by operator"}, outputFlag()},
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
 				Action: func(c *cli.Context) error { return runCancel(c, env) },
 			},
 		},
 	}
-}
-
-// parseID parses a UUID argument; a malformed one, and the nil UUID (which
-// names nothing and must never stand for "any"), are usage errors.
-func parseID(what, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return uuid.Nil, usageError("malformed %s id %q: want a UUID such as 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10", what, s)
-	}
-	if id == uuid.Nil {
-		return uuid.Nil, usageError("%s id %q is the nil UUID, which names no %s", what, s, what)
-	}
-	return id, nil
 }
 
 // filterFlag returns the value of a filter flag and whether it was given.
@@ -115,13 +104,6 @@ func filterFlag(c *cli.Context, name string) (string, bool, error) {
 		return "", false, usageError("--%s is empty: give a value, or leave the flag out to select everything", name)
 	}
 	return v, true, nil
-}
-
-func oneID(c *cli.Context, what string) (uuid.UUID, error) {
-	if c.NArg() != 1 {
-		return uuid.Nil, usageError("expected exactly one %s id", what)
-	}
-	return parseID(what, c.Args().First())
 }
 
 // buildParams merges --params-file and --param into one JSON object.
@@ -242,7 +224,7 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "run")
+	p, err := oneID(c, store.IDRun)
 	if err != nil {
 		return err
 	}
@@ -254,6 +236,10 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDRun, p)
+	if err != nil {
+		return err
+	}
 	return waitAndReport(c, env, s, id, format)
 }
 
@@ -426,11 +412,23 @@ func runShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "run")
+	p, err := oneID(c, store.IDRun)
 	if err != nil {
 		return err
 	}
-	run, err := query(c, func(ctx context.Context, s *store.Store) (store.Run, error) { return s.GetRun(ctx, id) })
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDRun, p)
+	if err != nil {
+		return err
+	}
+	run, err := s.GetRun(c.Context, id)
+	if err != nil {
+		return failure(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -466,19 +464,23 @@ func runCancel(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "run")
+	p, err := oneID(c, store.IDRun)
 	if err != nil {
 		return err
 	}
-	reason := strings.TrimSpace(c.String("reason"))
-	if reason == "" || len(reason) > maxReasonBytes || strings.ContainsRune(reason, 0) {
-		return usageError("--reason: want a non-empty text of at most %d bytes without NUL", maxReasonBytes)
+	reason, err := auditReason(c, env, bufio.NewReader(env.Stdin), "cancel", "why the run is cancelled")
+	if err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDRun, p)
+	if err != nil {
+		return err
+	}
 	res, err := s.CancelRun(c.Context, id, actor(), reason)
 	if err != nil {
 		return failure(err)

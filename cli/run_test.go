@@ -286,7 +286,7 @@ func TestRunCancelIsPersistedAuditedAndReachesRunningTasks(t *testing.T) {
 
 	// A second cancel is refused and changes nothing.
 	before := h.snapshot()
-	expect(t, h.ff("run", "cancel", runID.String()), 1, "run already finished")
+	expect(t, h.ff("run", "cancel", runID.String(), "--reason", "again"), 1, "run already finished")
 	h.assertUnchanged(before)
 }
 
@@ -298,7 +298,7 @@ func TestRunCancelRefusesASucceededRun(t *testing.T) {
 	h.succeed(h.taskID(runID, "a"))
 	h.advance()
 	before := h.snapshot()
-	expect(t, h.ff("run", "cancel", runID.String()), 1, "run already finished (it is SUCCEEDED)")
+	expect(t, h.ff("run", "cancel", runID.String(), "--reason", "again"), 1, "run already finished (it is SUCCEEDED)")
 	h.assertUnchanged(before)
 	expect(t, h.ff("run", "wait", runID.String()), 0)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 
@@ -40,13 +39,22 @@ func taskShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "task")
+	arg, err := oneID(c, store.IDTask)
 	if err != nil {
 		return err
 	}
-	t, err := query(c, func(ctx context.Context, s *store.Store) (store.TaskDetail, error) { return s.GetTask(ctx, id) })
+	s, err := openStore(c)
 	if err != nil {
 		return err
+	}
+	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDTask, arg)
+	if err != nil {
+		return err
+	}
+	t, err := s.GetTask(c.Context, id)
+	if err != nil {
+		return failure(err)
 	}
 	if t.Events == nil {
 		t.Events = []store.TaskEvent{}
