@@ -199,6 +199,8 @@ func runTrigger(c *cli.Context, env *Env) error {
 		fmt.Fprintf(env.Stdout, "%s\n", res.RunID)
 		return nil
 	}
+	// The id first: whoever stops the wait still knows which run to follow.
+	fmt.Fprintf(env.Stderr, "run %s triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n", res.RunID)
 	return waitAndReport(c, env, s, res.RunID, format)
 }
 
@@ -291,7 +293,12 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 	}
 	if !runEnded(run) {
 		if c.Context.Err() != nil {
-			return failure(fmt.Errorf("interrupted while waiting for run %s; the run was not touched", id))
+			// Only the wait ends: the run goes on, and can be waited for again.
+			err := fmt.Errorf("interrupted; run %s continues (ffctl run wait %s)", id, id)
+			if ie := interrupted(c.Context); ie != nil {
+				return &ExitError{Code: ie.ExitCode(), Err: err}
+			}
+			return failure(err)
 		}
 		if run.ID == uuid.Nil {
 			// The timeout fired before the first read answered: read once
