@@ -24,10 +24,6 @@ const (
 	ExitBadUsage = 2
 )
 
-// Version is the ffctl version string; release builds set it with
-// -ldflags "-X github.com/flowforge/flowforge/cli.Version=v1.2.3".
-var Version = "dev"
-
 // ExitError carries an exit code with its message.
 type ExitError struct {
 	Code int
@@ -253,7 +249,7 @@ func NewApp(env *Env) *cli.App {
 		Name:                 "ffctl",
 		Usage:                "run and operate FlowForge, a durable workflow engine on PostgreSQL and RabbitMQ",
 		UsageText:            "ffctl [global options] command [command options] [arguments...]\n\nExample:\n  ffctl run trigger nightly-report --param date=2026-11-30 --wait --timeout 10m\n\nExit codes: 0 success, 1 operation failed (not found, refused, run ended other than SUCCEEDED, timeout), 2 usage or bad input.",
-		Version:              Version,
+		Version:              readBuild().Version,
 		Writer:               env.Stdout,
 		ErrWriter:            env.Stderr,
 		Reader:               env.Stdin,
