@@ -57,6 +57,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"zero max_attempts", wf("zero.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, retry: {max_attempts: 0}}\n"), "", 2, []string{`task "a": retry.max_attempts must be between 1 and 1000, got 0`}},
 		{"negative max_attempts", wf("neg.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, retry: {max_attempts: -2}}\n"), "", 2, []string{"retry.max_attempts must be between 1 and 1000, got -2"}},
 		{"unparseable timeout", wf("timeout.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, timeout: soon}\n"), "", 2, []string{`unparseable duration "soon"`}},
+		{"numeric timeout", wf("numtimeout.yaml", "name: w\ntasks:\n  - {name: a, handler: noop}\n  - {name: load, handler: noop, timeout: 10}\n"), "", 2, []string{`task "load": timeout: want a duration string`}},
 		{"negative timeout", wf("negtimeout.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, timeout: -5s}\n"), "", 2, []string{"timeout must be positive"}},
 		{"missing handler", wf("nohandler.yaml", "name: w\ntasks:\n  - {name: a}\n"), "", 2, []string{`task "a": handler is missing`}},
 		{"not YAML or JSON", wf("garbage.yaml", "name: [unclosed\n  tasks: {{{\n"), "", 2, []string{"not YAML or JSON"}},

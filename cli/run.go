@@ -194,7 +194,7 @@ func runTrigger(c *cli.Context, env *Env) error {
 			if err != nil {
 				return failure(err)
 			}
-			return writeJSON(env.Stdout, runJSON{Run: run, Existing: res.Existing})
+			return writeJSON(env.Stdout, runJSON{Run: inDAGOrder(run), Existing: res.Existing})
 		}
 		fmt.Fprintf(env.Stdout, "%s\n", res.RunID)
 		return nil
@@ -446,7 +446,7 @@ func runShow(c *cli.Context, env *Env) error {
 // depth).
 func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	if format == "json" {
-		return writeJSON(w, runJSON{Run: run})
+		return writeJSON(w, runJSON{Run: inDAGOrder(run)})
 	}
 	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  tasks     %d/%d done\n  created   %s\n  finished  %s\n",
 		run.ID, run.Workflow, run.WorkflowVersion, p.state(run.State), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
@@ -464,6 +464,20 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 			fmt.Sprintf("%d/%d", t.Task.Attempt, t.Task.MaxAttempts), worker, fmtTime(t.Task.StartedAt), fmtTime(t.Task.FinishedAt), firstLine(t.Task.Error, 60))
 	}
 	return tw.flush()
+}
+
+// inDAGOrder returns run with its tasks in store.DAGOrder, the order the
+// table shows them in.
+func inDAGOrder(run store.Run) store.Run {
+	ordered := store.DAGOrder(run.Tasks)
+	tasks := make([]store.TaskRun, len(ordered))
+	for i, t := range ordered {
+		tasks[i] = t.Task
+	}
+	if run.Tasks != nil {
+		run.Tasks = tasks
+	}
+	return run
 }
 
 func runCancel(c *cli.Context, env *Env) error {

@@ -140,6 +140,46 @@ func TestRunShow(t *testing.T) {
 	}
 }
 
+// TestRunShowUsesDAGOrderInTableAndJSON checks that the tasks of a run
+// come in DAG order (roots first) in the table and in -o json alike, and
+// that the dashboard's 8-character id prefix names the run (issue 11: JSON
+// listed them alphabetically; a prefix was "malformed").
+func TestRunShowUsesDAGOrderInTableAndJSON(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: dag\ntasks:\n  - {name: zeta, handler: noop}\n  - {name: alpha, handler: noop, depends_on: [zeta]}\n  - {name: mid, handler: noop, depends_on: [alpha]}\n")
+	want := []string{"zeta", "alpha", "mid"}
+	trig := decode[struct {
+		Tasks []struct{ Name string } `json:"tasks"`
+	}](t, h.must("run", "trigger", "dag", "-o", "json").stdout)
+	runID := h.trigger("dag")
+	for _, args := range [][]string{{"run", "show", runID.String(), "-o", "json"}, {"run", "show", runID.String()[:8], "-o", "json"}} {
+		run := decode[struct {
+			ID    string                  `json:"id"`
+			Tasks []struct{ Name string } `json:"tasks"`
+		}](t, h.must(args...).stdout)
+		var got []string
+		for _, tk := range run.Tasks {
+			got = append(got, tk.Name)
+		}
+		if run.ID != runID.String() || strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("%v: run %s tasks %v, want %v", args, run.ID, got, want)
+		}
+	}
+	var got []string
+	for _, tk := range trig.Tasks {
+		got = append(got, tk.Name)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("run trigger -o json: tasks %v, want %v", got, want)
+	}
+	out := h.must("run", "show", runID.String()[:8]).stdout
+	z, a, m := strings.Index(out, "\nzeta "), strings.Index(out, "\n  alpha "), strings.Index(out, "\n    mid ")
+	if z < 0 || a < z || m < a {
+		t.Fatalf("run show table not in DAG order:\n%s", out)
+	}
+}
+
 // waitResult is the outcome of an ffctl invocation running in the
 // background.
 func (h *harness) background(args ...string) <-chan result {
@@ -196,6 +236,10 @@ func TestTriggerWaitExitsOneWhenTheRunFails(t *testing.T) {
 	h.advance()
 	r := <-done
 	expect(t, r, 1, "run "+runID.String()+" ended FAILED")
+	// The whole run id comes first, before the wait (issue 11).
+	if !strings.HasPrefix(r.stderr, "run "+runID.String()+" triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n") {
+		t.Fatalf("trigger --wait does not name the run before waiting:\n%s", r)
+	}
 	if !strings.Contains(r.stdout, "state     FAILED") || !strings.Contains(r.stdout, "upstream said no") {
 		t.Fatalf("trigger --wait output:\n%s", r)
 	}
