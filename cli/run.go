@@ -61,7 +61,10 @@ func runCommand(env *Env) *cli.Command {
 			{
 				Name:      "show",
 				Usage:     "show a run and its tasks",
-				UsageText: "ffctl run show RUN_ID [-o json]\n\nExample:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json",
+				UsageText: "ffctl run show RUN_ID [-o json]\n\n" +
+					"RUN_ID is the whole id or any unique prefix of at least 6 hex digits (as the dashboard shows);\n" +
+					"tasks are listed in DAG order (roots first), in the table and in JSON.\n\n" +
+					"Example:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json\n  ffctl run show 0b7c6d2e",
 				Flags:     []cli.Flag{outputFlag()},
 				Action:    func(c *cli.Context) error { return runShow(c, env) },
 			},
@@ -71,7 +74,8 @@ func runCommand(env *Env) *cli.Command {
 				UsageText: "ffctl run wait RUN_ID [--timeout D] [-o json]\n\n" +
 					"A run has ended when it SUCCEEDED, was CANCELLED, or FAILED with nothing left running.\n" +
 					"On a terminal, progress (tasks done/total, states) is shown on standard error.\n" +
-					"--timeout ends the wait with exit 1 and leaves the run alone.\n\n" +
+					"--timeout ends the wait with exit 1 and leaves the run alone; ctrl-C ends it with exit 130\n" +
+					"(\"interrupted; run ID continues\") and leaves the run alone too.\n\n" +
 					"Example:\n  ffctl run wait 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --timeout 10m",
 				Flags:  append([]cli.Flag{outputFlag()}, waitFlags...),
 				Action: func(c *cli.Context) error { return runWaitCmd(c, env) },
