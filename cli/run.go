@@ -59,14 +59,14 @@ func runCommand(env *Env) *cli.Command {
 				Action: func(c *cli.Context) error { return runList(c, env) },
 			},
 			{
-				Name:      "show",
-				Usage:     "show a run and its tasks",
+				Name:  "show",
+				Usage: "show a run and its tasks",
 				UsageText: "ffctl run show RUN_ID [-o json]\n\n" +
 					"RUN_ID is the whole id or any unique prefix of at least 6 hex digits (as the dashboard shows);\n" +
 					"tasks are listed in DAG order (roots first), in the table and in JSON.\n\n" +
 					"Example:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json\n  ffctl run show 0b7c6d2e",
-				Flags:     []cli.Flag{outputFlag()},
-				Action:    func(c *cli.Context) error { return runShow(c, env) },
+				Flags:  []cli.Flag{outputFlag()},
+				Action: func(c *cli.Context) error { return runShow(c, env) },
 			},
 			{
 				Name:  "wait",
