@@ -346,3 +346,35 @@ func TestRunCancelRefusesASucceededRun(t *testing.T) {
 	h.assertUnchanged(before)
 	expect(t, h.ff("run", "wait", runID.String()), 0)
 }
+
+// TestAnAmbiguousIDPrefixIsAUsageError: a prefix that two runs share is
+// refused with exit 2, naming both, and changes nothing; one more
+// character picks the run.
+func TestAnAmbiguousIDPrefixIsAUsageError(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: one\ntasks:\n  - {name: a, handler: noop}\n")
+	if _, err := h.db.ExecContext(h.ctx, `INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, state)
+SELECT v.id::uuid, w.id, 'one', 1, 'PENDING' FROM workflows w,
+       (VALUES ('abcdef01-0000-4000-8000-000000000001'), ('abcdef02-0000-4000-8000-000000000002')) v(id)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "show", "abcdef0"},
+		{"run", "wait", "abcdef"},
+		{"run", "cancel", "ABCDEF", "--reason", "r"},
+		{"dead", "list", "--run", "abcdef0"},
+	} {
+		before := h.snapshot()
+		r := h.ff(args...)
+		expect(t, r, 2, "run id prefix", "is ambiguous: it matches abcdef01-0000-4000-8000-000000000001, abcdef02-0000-4000-8000-000000000002")
+		if r.stdout != "" {
+			t.Fatalf("%v: stdout %q", args, r.stdout)
+		}
+		h.assertUnchanged(before)
+	}
+	run := decode[runOut](t, h.must("run", "show", "abcdef02", "-o", "json").stdout)
+	if run.ID != "abcdef02-0000-4000-8000-000000000002" {
+		t.Fatalf("run show abcdef02: %+v", run)
+	}
+}
