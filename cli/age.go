@@ -28,7 +28,7 @@ func parseAge(s string) (time.Duration, error) {
 	}
 	if rest != "" {
 		r, err := time.ParseDuration(rest)
-		if err != nil || r < 0 || (d > 0 && strings.HasPrefix(rest, "+")) {
+		if err != nil || strings.HasPrefix(rest, "+") || strings.HasPrefix(rest, "-") {
 			return 0, fmt.Errorf("%q: want a duration such as 3d, 1d12h, 90m or 1h30m", s)
 		}
 		d += r
