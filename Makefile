@@ -18,8 +18,14 @@ PKGS      ?= ./...
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
 
-build: ## build bin/ffctl
-	$(GO) build -o $(BIN) ./cli/ffctl
+# `ffctl version` reports these (the commit also comes from Go's VCS stamp where it has one).
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X github.com/flowforge/flowforge/cli.Version=$(VERSION) -X github.com/flowforge/flowforge/cli.Commit=$(COMMIT) -X github.com/flowforge/flowforge/cli.BuildDate=$(BUILD_DATE)
+
+build: ## build bin/ffctl (stamped with version, commit and build date)
+	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cli/ffctl
 
 up: ## make PostgreSQL + RabbitMQ answer (reuse, compose or private instances)
 	scripts/up

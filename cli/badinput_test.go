@@ -57,6 +57,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"zero max_attempts", wf("zero.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, retry: {max_attempts: 0}}\n"), "", 2, []string{`task "a": retry.max_attempts must be between 1 and 1000, got 0`}},
 		{"negative max_attempts", wf("neg.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, retry: {max_attempts: -2}}\n"), "", 2, []string{"retry.max_attempts must be between 1 and 1000, got -2"}},
 		{"unparseable timeout", wf("timeout.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, timeout: soon}\n"), "", 2, []string{`unparseable duration "soon"`}},
+		{"numeric timeout", wf("numtimeout.yaml", "name: w\ntasks:\n  - {name: a, handler: noop}\n  - {name: load, handler: noop, timeout: 10}\n"), "", 2, []string{`task "load": timeout: want a duration string`}},
 		{"negative timeout", wf("negtimeout.yaml", "name: w\ntasks:\n  - {name: a, handler: noop, timeout: -5s}\n"), "", 2, []string{"timeout must be positive"}},
 		{"missing handler", wf("nohandler.yaml", "name: w\ntasks:\n  - {name: a}\n"), "", 2, []string{`task "a": handler is missing`}},
 		{"not YAML or JSON", wf("garbage.yaml", "name: [unclosed\n  tasks: {{{\n"), "", 2, []string{"not YAML or JSON"}},
@@ -90,18 +91,28 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		// Ids.
 		{"malformed run id (show)", []string{"run", "show", "run-42"}, "", 2, []string{`malformed run id "run-42"`}},
 		{"malformed run id (wait)", []string{"run", "wait", "42"}, "", 2, []string{"malformed run id"}},
-		{"malformed run id (cancel)", []string{"run", "cancel", "0b7c6d2e-8f0a-4c7e-9d55"}, "", 2, []string{"malformed run id"}},
+		{"malformed run id (cancel)", []string{"run", "cancel", "0b7c6d2e_8f0a", "--reason", "r"}, "", 2, []string{"malformed run id"}},
+		{"run id prefix too short", []string{"run", "show", runIDs[:5]}, "", 2, []string{"malformed run id", "at least 6 hex digits"}},
+		{"dash out of place", []string{"task", "show", deadID[:4] + "-" + deadID[4:8]}, "", 2, []string{"malformed task id"}},
+		{"unknown run prefix", []string{"run", "show", flip(runIDs)[:8]}, "", 1, []string{"run " + flip(runIDs)[:8] + ": not found"}},
+		{"run id as task id", []string{"task", "show", runIDs}, "", 2, []string{runIDs + " is a run id, not a task id (ffctl run show " + runIDs + ")"}},
+		{"run id prefix as task id", []string{"task", "show", runIDs[:8]}, "", 2, []string{"is a run id, not a task id (ffctl run show " + runIDs + ")"}},
+		{"task id as run id", []string{"run", "show", deadID[:8]}, "", 2, []string{"is a task id, not a run id (ffctl task show " + deadID + ")"}},
+		{"task id as run id (wait)", []string{"run", "wait", deadID}, "", 2, []string{"is a task id, not a run id"}},
+		{"task id as run id (cancel)", []string{"run", "cancel", deadID, "--reason", "r"}, "", 2, []string{"is a task id, not a run id"}},
+		{"task id as run filter", []string{"dead", "list", "--run", deadID[:8]}, "", 2, []string{"is a task id, not a run id"}},
+		{"task id as run filter (requeue)", []string{"dead", "requeue", "--all", "--run", deadID, "--reason", "r", "--yes"}, "", 2, []string{"is a task id, not a run id"}},
 		{"malformed task id", []string{"task", "show", "xyz"}, "", 2, []string{`malformed task id "xyz"`}},
 		{"malformed id among good ones", []string{"dead", "requeue", deadID, "not-a-uuid", "--reason", "r"}, "", 2, []string{`malformed task id "not-a-uuid"`}},
 		{"malformed run filter", []string{"dead", "list", "--run", "r1"}, "", 2, []string{"malformed run id"}},
 		{"unknown run id (show)", []string{"run", "show", unknown}, "", 1, []string{"run " + unknown + ": not found"}},
 		{"unknown run id (wait)", []string{"run", "wait", unknown, "--timeout", "5s"}, "", 1, []string{"not found"}},
 		{"unknown run id (wait, tiny timeout)", []string{"run", "wait", unknown, "--timeout", "1ns"}, "", 1, []string{"run " + unknown + ": not found"}},
-		{"unknown run id (cancel)", []string{"run", "cancel", unknown}, "", 1, []string{"not found"}},
+		{"unknown run id (cancel)", []string{"run", "cancel", unknown, "--reason", "r"}, "", 1, []string{"not found"}},
 		{"unknown task id (show)", []string{"task", "show", unknown}, "", 1, []string{"task " + unknown + ": not found"}},
 		{"unknown task id (requeue)", []string{"dead", "requeue", unknown, "--reason", "r"}, "", 1, []string{unknown, "not found"}},
 		{"unknown id among good ones", []string{"dead", "requeue", deadID, unknown, "--reason", "r"}, "", 1, []string{unknown, "not found", "nothing was requeued"}},
-		{"requeue a run id", []string{"dead", "requeue", runIDs, "--reason", "r"}, "", 1, []string{"not found"}},
+		{"requeue a run id", []string{"dead", "requeue", runIDs, "--reason", "r"}, "", 2, []string{"is a run id, not a task id", "nothing was requeued"}},
 
 		// Usage.
 		{"requeue without reason", []string{"dead", "requeue", deadID}, "", 2, []string{"--reason is required"}},
@@ -111,6 +122,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"requeue filter without --all", []string{"dead", "requeue", deadID, "--workflow", "twostep", "--reason", "r"}, "", 2, []string{"--workflow only applies with --all"}},
 		{"requeue nothing", []string{"dead", "requeue", "--reason", "r"}, "", 2, []string{"at least one task id"}},
 		{"cancel with empty reason", []string{"run", "cancel", runIDs, "--reason", ""}, "", 2, []string{"--reason"}},
+		{"cancel without reason", []string{"run", "cancel", runIDs}, "", 2, []string{"--reason is required: say why the run is cancelled"}},
 		{"unknown command", []string{"frobnicate"}, "", 2, []string{"unknown command 'frobnicate'"}},
 		{"unknown subcommand", []string{"run", "frobnicate"}, "", 2, []string{"unknown command 'frobnicate'"}},
 		{"unknown flag", []string{"run", "list", "--colour"}, "", 2, []string{"flag provided but not defined: -colour"}},
@@ -120,7 +132,9 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"limit too large", []string{"dead", "list", "--limit", "10001"}, "", 2, []string{"must be between 1 and 10000"}},
 		{"bad --before", []string{"run", "list", "--before", "yesterday"}, "", 2, []string{`--before "yesterday"`}},
 		{"bad --state", []string{"run", "list", "--state", "DONE"}, "", 2, []string{`--state "DONE"`}},
-		{"negative --older-than", []string{"dead", "list", "--older-than", "-1h"}, "", 2, []string{"must be positive"}},
+		{"negative --older-than", []string{"dead", "list", "--older-than", "-1h"}, "", 2, []string{`--older-than "-1h"`}},
+		{"zero --older-than in days", []string{"dead", "list", "--older-than", "0d"}, "", 2, []string{`--older-than "0d": must be positive`}},
+		{"unparseable --older-than", []string{"dead", "requeue", "--all", "--older-than", "3days", "--reason", "r", "--yes"}, "", 2, []string{`--older-than "3days"`}},
 		{"show two runs", []string{"run", "show", runIDs, runIDs}, "", 2, []string{"exactly one run id"}},
 		{"completion for an unknown shell", []string{"completion", "powershell"}, "", 2, []string{`unknown shell "powershell"`}},
 	}
@@ -141,4 +155,14 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 	if st := h.state(dead); st != core.TaskDead {
 		t.Fatalf("the DEAD task is %s after the refusals, want DEAD", st)
 	}
+}
+
+// flip returns id with its first hex digit changed: a prefix that names
+// nothing in a database holding id.
+func flip(id string) string {
+	c := "1"
+	if id[0] == '1' {
+		c = "2"
+	}
+	return c + id[1:]
 }

@@ -31,7 +31,7 @@ func deadCommand(env *Env) *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "workflow", Usage: "only tasks of this workflow"},
 					&cli.StringFlag{Name: "run", Usage: "only tasks of this run"},
-					&cli.DurationFlag{Name: "older-than", Usage: "only tasks dead for at least this long (database clock)"},
+					ageFlag("older-than", "only tasks dead for at least this long (database clock)"),
 					limitFlag(100),
 					outputFlag(),
 				},
@@ -56,7 +56,7 @@ func deadCommand(env *Env) *cli.Command {
 					&cli.BoolFlag{Name: "all", Usage: "requeue every DEAD task the filters select (instead of TASK_IDs)"},
 					&cli.StringFlag{Name: "workflow", Usage: "with --all: only tasks of this workflow"},
 					&cli.StringFlag{Name: "run", Usage: "with --all: only tasks of this run"},
-					&cli.DurationFlag{Name: "older-than", Usage: "with --all: only tasks dead for at least this long"},
+					ageFlag("older-than", "with --all: only tasks dead for at least this long"),
 					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (required with --all when not on a terminal)"},
 					outputFlag(),
 				},
@@ -66,41 +66,62 @@ func deadCommand(env *Env) *cli.Command {
 	}
 }
 
-// deadQuery reads the --workflow, --run and --older-than filters. A filter
-// that is given must select something: an empty value, the nil run id or a
-// zero age is a usage error, never "no filter" (a script whose variable came
-// out empty must not requeue every DEAD task of every workflow).
-func deadQuery(c *cli.Context) (store.DeadQuery, error) {
-	var q store.DeadQuery
-	w, set, err := filterFlag(c, "workflow")
-	if err != nil {
-		return q, err
-	}
-	if set {
-		if err := core.ValidateName("workflow", w); err != nil {
-			return q, usageError("--workflow: %v", err)
-		}
-		q.Workflow = w
-	}
-	r, set, err := filterFlag(c, "run")
-	if err != nil {
-		return q, err
-	}
-	if set {
-		id, err := parseID("run", r)
+// deadFilter is the --workflow, --run and --older-than filters as given:
+// the run is an id or a prefix, resolved once the database is open.
+type deadFilter struct {
+	q   store.DeadQuery
+	run *store.IDPrefix
+}
+
+// query resolves the --run prefix (see resolveID) and returns the query.
+func (f deadFilter) query(ctx context.Context, s *store.Store) (store.DeadQuery, error) {
+	q := f.q
+	if f.run != nil {
+		id, err := resolveID(ctx, s, store.IDRun, *f.run)
 		if err != nil {
 			return q, err
 		}
 		q.Run = id
 	}
+	return q, nil
+}
+
+// deadQuery reads the --workflow, --run and --older-than filters. A filter
+// that is given must select something: an empty value, the nil run id or a
+// zero age is a usage error, never "no filter" (a script whose variable came
+// out empty must not requeue every DEAD task of every workflow).
+func deadQuery(c *cli.Context) (deadFilter, error) {
+	var f deadFilter
+	q := &f.q
+	w, set, err := filterFlag(c, "workflow")
+	if err != nil {
+		return f, err
+	}
+	if set {
+		if err := core.ValidateName("workflow", w); err != nil {
+			return f, usageError("--workflow: %v", err)
+		}
+		q.Workflow = w
+	}
+	r, set, err := filterFlag(c, "run")
+	if err != nil {
+		return f, err
+	}
+	if set {
+		p, err := parseID(store.IDRun, r)
+		if err != nil {
+			return f, err
+		}
+		f.run = &p
+	}
 	if c.IsSet("older-than") {
-		d := c.Duration("older-than")
-		if d <= 0 {
-			return q, usageError("--older-than %s: must be positive (leave the flag out to select tasks of any age)", d)
+		d, err := parseAge(c.String("older-than"))
+		if err != nil {
+			return f, usageError("--older-than %v (leave the flag out to select tasks of any age)", err)
 		}
 		q.OlderThan = d
 	}
-	return q, nil
+	return f, nil
 }
 
 func deadList(c *cli.Context, env *Env) error {
@@ -111,16 +132,25 @@ func deadList(c *cli.Context, env *Env) error {
 	if c.NArg() != 0 {
 		return usageError("dead list takes no arguments (filters are flags: --workflow, --run, --older-than)")
 	}
-	q, err := deadQuery(c)
+	f, err := deadQuery(c)
 	if err != nil {
 		return err
 	}
-	if q.Limit, err = checkLimit(c); err != nil {
+	if f.q.Limit, err = checkLimit(c); err != nil {
 		return err
 	}
-	tasks, err := query(c, func(ctx context.Context, s *store.Store) ([]store.TaskRun, error) { return s.ListDeadTasks(ctx, q) })
+	s, err := openStore(c)
 	if err != nil {
 		return err
+	}
+	defer s.Close()
+	q, err := f.query(c.Context, s)
+	if err != nil {
+		return err
+	}
+	tasks, err := s.ListDeadTasks(c.Context, q)
+	if err != nil {
+		return failure(err)
 	}
 	if format == "json" {
 		if tasks == nil {
@@ -154,14 +184,15 @@ func deadRequeue(c *cli.Context, env *Env) error {
 	}
 	all := c.Bool("all")
 	var ids []uuid.UUID
-	var q store.DeadQuery
+	var args []store.IDPrefix
+	var f deadFilter
 	switch {
 	case all && c.NArg() > 0:
 		return usageError("dead requeue: give task ids or --all, not both")
 	case !all && c.NArg() == 0:
 		return usageError("dead requeue needs at least one task id, or --all")
 	case all:
-		if q, err = deadQuery(c); err != nil {
+		if f, err = deadQuery(c); err != nil {
 			return err
 		}
 	default:
@@ -170,16 +201,12 @@ func deadRequeue(c *cli.Context, env *Env) error {
 				return usageError("--%s only applies with --all", f)
 			}
 		}
-		seen := map[uuid.UUID]bool{}
 		for _, a := range c.Args().Slice() {
-			id, err := parseID("task", a)
+			p, err := parseID(store.IDTask, a)
 			if err != nil {
 				return err
 			}
-			if !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
+			args = append(args, p)
 		}
 	}
 	if all && !c.Bool("yes") && !env.interactive() {
@@ -197,6 +224,10 @@ func deadRequeue(c *cli.Context, env *Env) error {
 	}
 	defer s.Close()
 	if all {
+		q, err := f.query(c.Context, s)
+		if err != nil {
+			return err
+		}
 		q.Requeueable = true
 		q.Limit = maxLimit
 		tasks, err := s.ListDeadTasks(c.Context, q)
@@ -223,15 +254,21 @@ func deadRequeue(c *cli.Context, env *Env) error {
 			ids = append(ids, t.ID)
 		}
 	} else {
-		// Every id must name a task before any is requeued.
-		states, err := s.TaskStates(c.Context, ids)
-		if err != nil {
-			return failure(err)
-		}
+		// Every id must name one task before any is requeued.
+		seen := map[uuid.UUID]bool{}
 		var missing []string
-		for _, id := range ids {
-			if _, ok := states[id]; !ok {
-				missing = append(missing, id.String())
+		for _, p := range args {
+			id, err := resolveID(c.Context, s, store.IDTask, p)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				missing = append(missing, p.Text)
+				continue
+			case err != nil:
+				return fmt.Errorf("%w (nothing was requeued)", err)
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
 		if len(missing) > 0 {
@@ -269,6 +306,9 @@ func deadRequeue(c *cli.Context, env *Env) error {
 		if err := writeJSON(env.Stdout, results); err != nil {
 			return err
 		}
+	} else if len(results) == 1 && failed == 1 {
+		// One refused task is one line: the reason, as the error.
+		return failure(fmt.Errorf("not requeued: %s", results[0].Error))
 	} else {
 		for _, r := range results {
 			switch {

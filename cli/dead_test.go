@@ -63,6 +63,28 @@ func TestDeadListFilters(t *testing.T) {
 	if len(old) != 1 || old[0].ID != dead.String() {
 		t.Fatalf("dead list --older-than 1h after ageing: %+v", old)
 	}
+	// Ages in days (issue 11: --older-than 3d was refused), measured on
+	// the database clock.
+	if _, err := h.db.ExecContext(h.ctx, `UPDATE task_runs SET finished_at = now() - interval '3 days 1 hour' WHERE id = $1`, dead); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		age  string
+		want int
+	}{{"3d", 1}, {"1d12h", 1}, {"3d2h", 0}, {"1.5d", 1}, {"4d", 0}, {"73h", 1}} {
+		got := decode[[]deadOut](t, h.must("dead", "list", "--older-than", tc.age, "-o", "json").stdout)
+		if len(got) != tc.want || (tc.want == 1 && got[0].ID != dead.String()) {
+			t.Errorf("dead list --older-than %s: %+v, want %d task(s)", tc.age, got, tc.want)
+		}
+	}
+	// The same parser serves dead requeue --all (nothing is that old).
+	if r := h.must("dead", "requeue", "--all", "--older-than", "30d", "--reason", "r", "--yes", "-o", "json"); r.stdout != "[]\n" {
+		t.Fatalf("dead requeue --all --older-than 30d: %s", r)
+	}
+	// A run id prefix (the dashboard shows eight characters) filters too.
+	if byPrefix := decode[[]deadOut](t, h.must("dead", "list", "--run", other.String()[:8], "-o", "json").stdout); len(byPrefix) != 1 || byPrefix[0].Workflow != "solo" {
+		t.Fatalf("dead list --run PREFIX: %+v", byPrefix)
+	}
 	if one := decode[[]deadOut](t, h.must("dead", "list", "--limit", "1", "-o", "json").stdout); len(one) != 1 {
 		t.Fatalf("--limit 1: %d rows", len(one))
 	}
@@ -146,6 +168,17 @@ func TestDeadRequeueRefusesWhatIsNotDead(t *testing.T) {
 	// Plain output names the reason on stderr.
 	r := h.ff("dead", "requeue", h.taskID(runID, "done").String(), "--reason", "try")
 	expect(t, r, 1, "not requeued: task ", "task is not DEAD (it is SUCCEEDED)")
+	// ... in one line (issue 11: a refused requeue printed the reason and
+	// then "1 of 1 tasks not requeued").
+	if n := strings.Count(r.stderr, "\n"); n != 1 || r.stdout != "" {
+		t.Fatalf("a refused requeue printed %d lines on stderr, want 1\n%s", n, r)
+	}
+	// Two refused tasks: a line each, then the count.
+	r = h.ff("dead", "requeue", h.taskID(runID, "done").String(), h.taskID(runID, "queued").String(), "--reason", "try")
+	expect(t, r, 1, "2 of 2 tasks not requeued")
+	if n := strings.Count(r.stderr, "\n"); n != 3 {
+		t.Fatalf("two refused requeues printed %d lines on stderr, want 3\n%s", n, r)
+	}
 }
 
 func TestDeadRequeueOfACancelledRunIsRefused(t *testing.T) {

@@ -27,7 +27,7 @@ func TestAGivenFilterMustSelectSomething(t *testing.T) {
 		{"dead list --run blank", []string{"dead", "list", "--run", "  "}, "--run is empty"},
 		{"dead list --run nil", []string{"dead", "list", "--run", nilRun}, "nil UUID"},
 		{"dead list --workflow empty", []string{"dead", "list", "--workflow", ""}, "--workflow is empty"},
-		{"dead list --older-than zero", []string{"dead", "list", "--older-than", "0s"}, "--older-than 0s: must be positive"},
+		{"dead list --older-than zero", []string{"dead", "list", "--older-than", "0s"}, `--older-than "0s": must be positive`},
 		{"dead requeue --all --run empty", []string{"dead", "requeue", "--all", "--run", "", "--reason", "x", "--yes"}, "--run is empty"},
 		{"dead requeue --all --run nil", []string{"dead", "requeue", "--all", "--run", nilRun, "--reason", "x", "--yes"}, "nil UUID"},
 		{"dead requeue --all --workflow empty", []string{"dead", "requeue", "--all", "--workflow", "", "--reason", "x", "--yes"}, "--workflow is empty"},

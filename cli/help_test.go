@@ -3,8 +3,10 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,8 +63,67 @@ func TestEveryCommandHasASummaryAndAnExample(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	if r := ffNoDB("version"); r.code != 0 || !strings.HasPrefix(r.stdout, "ffctl "+ffcli.Version+"\nschema: runs on versions ") {
+	// A test binary has no linker stamp and no VCS stamp.
+	if r := ffNoDB("version"); r.code != 0 || !strings.HasPrefix(r.stdout, "ffctl dev\ncommit: unknown") || !strings.Contains(r.stdout, "\nschema: runs on versions ") {
 		t.Fatal(r)
+	}
+	r := ffNoDB("version", "-o", "json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {
+		t.Fatalf("version -o json: %v\n%s", err, r)
+	}
+	schema, _ := v["schema"].(map[string]any)
+	if v["version"] != "dev" || v["commit"] != nil || v["build_date"] != nil || schema["min"] == nil || schema["latest"] == nil {
+		t.Fatalf("version -o json: %s", r.stdout)
+	}
+	for _, k := range []string{"commit", "commit_time", "modified", "build_date", "go_version"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("version -o json lacks %q (absent facts are null): %s", k, r.stdout)
+		}
+	}
+}
+
+// TestVersionOfABuiltBinary builds ffctl the way `make build` does and
+// checks that `ffctl version` reports the stamped version and build date
+// and the commit it was built from (issue 11: it printed "dev").
+func TestVersionOfABuiltBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ffctl")
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "ffctl")
+	// The flags `make build` passes (a git worktree, such as this one may
+	// be, gets no VCS stamp from the toolchain: the -X Commit covers it).
+	ld := "-X github.com/flowforge/flowforge/cli.Version=v9.9.9-test -X github.com/flowforge/flowforge/cli.BuildDate=2026-12-01T10:00:00Z" +
+		" -X github.com/flowforge/flowforge/cli.Commit=" + strings.TrimSpace(string(head))
+	if out, err := exec.Command("go", "build", "-buildvcs=auto", "-ldflags", ld, "-o", bin, "./ffctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version", "-o", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Version   string  `json:"version"`
+		Commit    *string `json:"commit"`
+		BuildDate *string `json:"build_date"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if v.Version != "v9.9.9-test" || v.BuildDate == nil || *v.BuildDate != "2026-12-01T10:00:00Z" ||
+		v.Commit == nil || *v.Commit != strings.TrimSpace(string(head)) {
+		t.Fatalf("version -o json of a stamped build:\n%s", out)
+	}
+	text, err := exec.Command(bin, "version").Output()
+	if err != nil || !strings.HasPrefix(string(text), "ffctl v9.9.9-test\ncommit: "+*v.Commit) {
+		t.Fatalf("version: %v\n%s", err, text)
+	}
+	if flag, err := exec.Command(bin, "--version").Output(); err != nil || !strings.Contains(string(flag), "v9.9.9-test") {
+		t.Fatalf("--version: %v\n%s", err, flag)
 	}
 }
 

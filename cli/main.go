@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -22,10 +24,6 @@ const (
 	ExitFailed   = 1
 	ExitBadUsage = 2
 )
-
-// Version is the ffctl version string; release builds set it with
-// -ldflags "-X github.com/flowforge/flowforge/cli.Version=v1.2.3".
-var Version = "dev"
 
 // ExitError carries an exit code with its message.
 type ExitError struct {
@@ -71,8 +69,71 @@ func exitCode(err error) int {
 // Main runs ffctl with os.Args and the handlers of reg (nil means only the
 // built-ins) and exits the process with ffctl's exit code. It is the whole
 // body of a custom binary's main.
+//
+// Main installs ffctl's one handler of SIGINT and SIGTERM: the first one
+// cancels the context every command runs under, with an *InterruptError
+// as its cause (a wait then says the run continues and exits 128+signal,
+// 130 for ctrl-C), and then hands the signals back, so a second one ends a
+// command that has not stopped, except a daemon, which keeps its own
+// two-stage stop (its second signal aborts in-flight tasks).
 func Main(reg *core.Registry) {
-	os.Exit(Run(context.Background(), os.Args, reg, os.Stdin, os.Stdout, os.Stderr))
+	ctx, stop := interruptContext(context.Background())
+	code := Run(ctx, os.Args, reg, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// InterruptError is the cause of the context of a command cut short by a
+// signal (see Main).
+type InterruptError struct {
+	Signal os.Signal
+}
+
+func (e *InterruptError) Error() string { return "interrupted by " + e.Signal.String() }
+
+// ExitCode is 128 plus the signal's number (130 for SIGINT), the shell's
+// convention for a process ended by a signal.
+func (e *InterruptError) ExitCode() int {
+	if n, ok := e.Signal.(syscall.Signal); ok {
+		return 128 + int(n)
+	}
+	return ExitFailed
+}
+
+// interruptContext returns parent's child that the first SIGINT or
+// SIGTERM cancels with an *InterruptError cause, and the function that
+// releases the signals (call it once the command has returned).
+func interruptContext(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case sig := <-sigs:
+			cancel(&InterruptError{Signal: sig})
+		case <-done:
+		}
+		// From here a signal takes its default action again, unless a
+		// daemon has registered for it (see runDaemon).
+		signal.Stop(sigs)
+	}()
+	return ctx, func() {
+		close(done)
+		<-stopped
+		cancel(nil)
+	}
+}
+
+// interrupted returns the signal that cut ctx short, or nil.
+func interrupted(ctx context.Context) *InterruptError {
+	var ie *InterruptError
+	if errors.As(context.Cause(ctx), &ie) {
+		return ie
+	}
+	return nil
 }
 
 // Run runs ffctl with args (args[0] is the program name) and returns the
@@ -113,6 +174,10 @@ func (env *Env) run(ctx context.Context, args []string) int {
 			msg = "ffctl: " + msg
 		}
 		fmt.Fprintln(env.Stderr, msg)
+		if ie := interrupted(ctx); ie != nil && exitCode(err) == ExitFailed {
+			// A command cut short by a signal exits as the shell expects.
+			return ie.ExitCode()
+		}
 	}
 	return exitCode(err)
 }
@@ -205,7 +270,7 @@ func NewApp(env *Env) *cli.App {
 		Name:                 "ffctl",
 		Usage:                "run and operate FlowForge, a durable workflow engine on PostgreSQL and RabbitMQ",
 		UsageText:            "ffctl [global options] command [command options] [arguments...]\n\nExample:\n  ffctl run trigger nightly-report --param date=2026-11-30 --wait --timeout 10m\n\nExit codes: 0 success, 1 operation failed (not found, refused, run ended other than SUCCEEDED, timeout), 2 usage or bad input.",
-		Version:              Version,
+		Version:              readBuild().Version,
 		Writer:               env.Stdout,
 		ErrWriter:            env.Stderr,
 		Reader:               env.Stdin,

@@ -54,19 +54,3 @@ func migrateCommand(env *Env) *cli.Command {
 		},
 	}
 }
-
-func versionCommand(env *Env) *cli.Command {
-	return &cli.Command{
-		Name:      "version",
-		Usage:     "print ffctl's version and the schema versions it runs against",
-		UsageText: "ffctl version\n\nExample:\n  ffctl version   # also: ffctl --version",
-		Action: func(c *cli.Context) error {
-			w, err := store.EmbeddedSchemaWindow()
-			if err != nil {
-				return failure(err)
-			}
-			fmt.Fprintf(env.Stdout, "ffctl %s\nschema: runs on versions %d and newer, knows up to %d (a database whose compat floor is above %d needs a newer ffctl)\n", Version, w.Min, w.Latest, w.Latest)
-			return nil
-		},
-	}
-}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -58,11 +59,14 @@ func runCommand(env *Env) *cli.Command {
 				Action: func(c *cli.Context) error { return runList(c, env) },
 			},
 			{
-				Name:      "show",
-				Usage:     "show a run and its tasks",
-				UsageText: "ffctl run show RUN_ID [-o json]\n\nExample:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json",
-				Flags:     []cli.Flag{outputFlag()},
-				Action:    func(c *cli.Context) error { return runShow(c, env) },
+				Name:  "show",
+				Usage: "show a run and its tasks",
+				UsageText: "ffctl run show RUN_ID [-o json]\n\n" +
+					"RUN_ID is the whole id or any unique prefix of at least 6 hex digits (as the dashboard shows);\n" +
+					"tasks are listed in DAG order (roots first), in the table and in JSON.\n\n" +
+					"Example:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json\n  ffctl run show 0b7c6d2e",
+				Flags:  []cli.Flag{outputFlag()},
+				Action: func(c *cli.Context) error { return runShow(c, env) },
 			},
 			{
 				Name:  "wait",
@@ -70,7 +74,8 @@ func runCommand(env *Env) *cli.Command {
 				UsageText: "ffctl run wait RUN_ID [--timeout D] [-o json]\n\n" +
 					"A run has ended when it SUCCEEDED, was CANCELLED, or FAILED with nothing left running.\n" +
 					"On a terminal, progress (tasks done/total, states) is shown on standard error.\n" +
-					"--timeout ends the wait with exit 1 and leaves the run alone.\n\n" +
+					"--timeout ends the wait with exit 1 and leaves the run alone; ctrl-C ends it with exit 130\n" +
+					"(\"interrupted; run ID continues\") and leaves the run alone too.\n\n" +
 					"Example:\n  ffctl run wait 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --timeout 10m",
 				Flags:  append([]cli.Flag{outputFlag()}, waitFlags...),
 				Action: func(c *cli.Context) error { return runWaitCmd(c, env) },
@@ -78,28 +83,16 @@ func runCommand(env *Env) *cli.Command {
 			{
 				Name:  "cancel",
 				Usage: "cancel a run: unstarted tasks are cancelled, running ones are signalled",
-				UsageText: "ffctl run cancel RUN_ID [--reason R] [-o json]\n\n" +
+				UsageText: "ffctl run cancel RUN_ID --reason R [-o json]\n\n" +
 					"The cancellation is persisted first; unstarted tasks become CANCELLED at once and running\n" +
-					"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n\n" +
+					"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n" +
+					"Without --reason a terminal prompts for it; elsewhere a missing reason is a usage error.\n\n" +
 					"Example:\n  ffctl run cancel 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --reason 'wrong input'",
-				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (audited)", Value: "cancelled by operator"}, outputFlag()},
+				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
 				Action: func(c *cli.Context) error { return runCancel(c, env) },
 			},
 		},
 	}
-}
-
-// parseID parses a UUID argument; a malformed one, and the nil UUID (which
-// names nothing and must never stand for "any"), are usage errors.
-func parseID(what, s string) (uuid.UUID, error) {
-	id, err := uuid.Parse(strings.TrimSpace(s))
-	if err != nil {
-		return uuid.Nil, usageError("malformed %s id %q: want a UUID such as 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10", what, s)
-	}
-	if id == uuid.Nil {
-		return uuid.Nil, usageError("%s id %q is the nil UUID, which names no %s", what, s, what)
-	}
-	return id, nil
 }
 
 // filterFlag returns the value of a filter flag and whether it was given.
@@ -115,13 +108,6 @@ func filterFlag(c *cli.Context, name string) (string, bool, error) {
 		return "", false, usageError("--%s is empty: give a value, or leave the flag out to select everything", name)
 	}
 	return v, true, nil
-}
-
-func oneID(c *cli.Context, what string) (uuid.UUID, error) {
-	if c.NArg() != 1 {
-		return uuid.Nil, usageError("expected exactly one %s id", what)
-	}
-	return parseID(what, c.Args().First())
 }
 
 // buildParams merges --params-file and --param into one JSON object.
@@ -212,11 +198,13 @@ func runTrigger(c *cli.Context, env *Env) error {
 			if err != nil {
 				return failure(err)
 			}
-			return writeJSON(env.Stdout, runJSON{Run: run, Existing: res.Existing})
+			return writeJSON(env.Stdout, runJSON{Run: inDAGOrder(run), Existing: res.Existing})
 		}
 		fmt.Fprintf(env.Stdout, "%s\n", res.RunID)
 		return nil
 	}
+	// The id first: whoever stops the wait still knows which run to follow.
+	fmt.Fprintf(env.Stderr, "run %s triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n", res.RunID)
 	return waitAndReport(c, env, s, res.RunID, format)
 }
 
@@ -242,7 +230,7 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "run")
+	p, err := oneID(c, store.IDRun)
 	if err != nil {
 		return err
 	}
@@ -254,6 +242,10 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDRun, p)
+	if err != nil {
+		return err
+	}
 	return waitAndReport(c, env, s, id, format)
 }
 
@@ -305,7 +297,12 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 	}
 	if !runEnded(run) {
 		if c.Context.Err() != nil {
-			return failure(fmt.Errorf("interrupted while waiting for run %s; the run was not touched", id))
+			// Only the wait ends: the run goes on, and can be waited for again.
+			err := fmt.Errorf("interrupted; run %s continues (ffctl run wait %s)", id, id)
+			if ie := interrupted(c.Context); ie != nil {
+				return &ExitError{Code: ie.ExitCode(), Err: err}
+			}
+			return failure(err)
 		}
 		if run.ID == uuid.Nil {
 			// The timeout fired before the first read answered: read once
@@ -426,11 +423,23 @@ func runShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "run")
+	p, err := oneID(c, store.IDRun)
 	if err != nil {
 		return err
 	}
-	run, err := query(c, func(ctx context.Context, s *store.Store) (store.Run, error) { return s.GetRun(ctx, id) })
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDRun, p)
+	if err != nil {
+		return err
+	}
+	run, err := s.GetRun(c.Context, id)
+	if err != nil {
+		return failure(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -441,7 +450,7 @@ func runShow(c *cli.Context, env *Env) error {
 // depth).
 func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	if format == "json" {
-		return writeJSON(w, runJSON{Run: run})
+		return writeJSON(w, runJSON{Run: inDAGOrder(run)})
 	}
 	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  tasks     %d/%d done\n  created   %s\n  finished  %s\n",
 		run.ID, run.Workflow, run.WorkflowVersion, p.state(run.State), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
@@ -461,24 +470,42 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	return tw.flush()
 }
 
+// inDAGOrder returns run with its tasks in store.DAGOrder, the order the
+// table shows them in.
+func inDAGOrder(run store.Run) store.Run {
+	ordered := store.DAGOrder(run.Tasks)
+	tasks := make([]store.TaskRun, len(ordered))
+	for i, t := range ordered {
+		tasks[i] = t.Task
+	}
+	if run.Tasks != nil {
+		run.Tasks = tasks
+	}
+	return run
+}
+
 func runCancel(c *cli.Context, env *Env) error {
 	format, err := outputFormat(c)
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "run")
+	p, err := oneID(c, store.IDRun)
 	if err != nil {
 		return err
 	}
-	reason := strings.TrimSpace(c.String("reason"))
-	if reason == "" || len(reason) > maxReasonBytes || strings.ContainsRune(reason, 0) {
-		return usageError("--reason: want a non-empty text of at most %d bytes without NUL", maxReasonBytes)
+	reason, err := auditReason(c, env, bufio.NewReader(env.Stdin), "cancel", "why the run is cancelled")
+	if err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDRun, p)
+	if err != nil {
+		return err
+	}
 	res, err := s.CancelRun(c.Context, id, actor(), reason)
 	if err != nil {
 		return failure(err)

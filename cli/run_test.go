@@ -140,6 +140,46 @@ func TestRunShow(t *testing.T) {
 	}
 }
 
+// TestRunShowUsesDAGOrderInTableAndJSON checks that the tasks of a run
+// come in DAG order (roots first) in the table and in -o json alike, and
+// that the dashboard's 8-character id prefix names the run (issue 11: JSON
+// listed them alphabetically; a prefix was "malformed").
+func TestRunShowUsesDAGOrderInTableAndJSON(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: dag\ntasks:\n  - {name: zeta, handler: noop}\n  - {name: alpha, handler: noop, depends_on: [zeta]}\n  - {name: mid, handler: noop, depends_on: [alpha]}\n")
+	want := []string{"zeta", "alpha", "mid"}
+	trig := decode[struct {
+		Tasks []struct{ Name string } `json:"tasks"`
+	}](t, h.must("run", "trigger", "dag", "-o", "json").stdout)
+	runID := h.trigger("dag")
+	for _, args := range [][]string{{"run", "show", runID.String(), "-o", "json"}, {"run", "show", runID.String()[:8], "-o", "json"}} {
+		run := decode[struct {
+			ID    string                  `json:"id"`
+			Tasks []struct{ Name string } `json:"tasks"`
+		}](t, h.must(args...).stdout)
+		var got []string
+		for _, tk := range run.Tasks {
+			got = append(got, tk.Name)
+		}
+		if run.ID != runID.String() || strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("%v: run %s tasks %v, want %v", args, run.ID, got, want)
+		}
+	}
+	var got []string
+	for _, tk := range trig.Tasks {
+		got = append(got, tk.Name)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("run trigger -o json: tasks %v, want %v", got, want)
+	}
+	out := h.must("run", "show", runID.String()[:8]).stdout
+	z, a, m := strings.Index(out, "\nzeta "), strings.Index(out, "\n  alpha "), strings.Index(out, "\n    mid ")
+	if z < 0 || a < z || m < a {
+		t.Fatalf("run show table not in DAG order:\n%s", out)
+	}
+}
+
 // waitResult is the outcome of an ffctl invocation running in the
 // background.
 func (h *harness) background(args ...string) <-chan result {
@@ -196,6 +236,10 @@ func TestTriggerWaitExitsOneWhenTheRunFails(t *testing.T) {
 	h.advance()
 	r := <-done
 	expect(t, r, 1, "run "+runID.String()+" ended FAILED")
+	// The whole run id comes first, before the wait (issue 11).
+	if !strings.HasPrefix(r.stderr, "run "+runID.String()+" triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n") {
+		t.Fatalf("trigger --wait does not name the run before waiting:\n%s", r)
+	}
 	if !strings.Contains(r.stdout, "state     FAILED") || !strings.Contains(r.stdout, "upstream said no") {
 		t.Fatalf("trigger --wait output:\n%s", r)
 	}
@@ -286,7 +330,7 @@ func TestRunCancelIsPersistedAuditedAndReachesRunningTasks(t *testing.T) {
 
 	// A second cancel is refused and changes nothing.
 	before := h.snapshot()
-	expect(t, h.ff("run", "cancel", runID.String()), 1, "run already finished")
+	expect(t, h.ff("run", "cancel", runID.String(), "--reason", "again"), 1, "run already finished")
 	h.assertUnchanged(before)
 }
 
@@ -298,7 +342,39 @@ func TestRunCancelRefusesASucceededRun(t *testing.T) {
 	h.succeed(h.taskID(runID, "a"))
 	h.advance()
 	before := h.snapshot()
-	expect(t, h.ff("run", "cancel", runID.String()), 1, "run already finished (it is SUCCEEDED)")
+	expect(t, h.ff("run", "cancel", runID.String(), "--reason", "again"), 1, "run already finished (it is SUCCEEDED)")
 	h.assertUnchanged(before)
 	expect(t, h.ff("run", "wait", runID.String()), 0)
+}
+
+// TestAnAmbiguousIDPrefixIsAUsageError: a prefix that two runs share is
+// refused with exit 2, naming both, and changes nothing; one more
+// character picks the run.
+func TestAnAmbiguousIDPrefixIsAUsageError(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: one\ntasks:\n  - {name: a, handler: noop}\n")
+	if _, err := h.db.ExecContext(h.ctx, `INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, state)
+SELECT v.id::uuid, w.id, 'one', 1, 'PENDING' FROM workflows w,
+       (VALUES ('abcdef01-0000-4000-8000-000000000001'), ('abcdef02-0000-4000-8000-000000000002')) v(id)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "show", "abcdef0"},
+		{"run", "wait", "abcdef"},
+		{"run", "cancel", "ABCDEF", "--reason", "r"},
+		{"dead", "list", "--run", "abcdef0"},
+	} {
+		before := h.snapshot()
+		r := h.ff(args...)
+		expect(t, r, 2, "run id prefix", "is ambiguous: it matches abcdef01-0000-4000-8000-000000000001, abcdef02-0000-4000-8000-000000000002")
+		if r.stdout != "" {
+			t.Fatalf("%v: stdout %q", args, r.stdout)
+		}
+		h.assertUnchanged(before)
+	}
+	run := decode[runOut](t, h.must("run", "show", "abcdef02", "-o", "json").stdout)
+	if run.ID != "abcdef02-0000-4000-8000-000000000002" {
+		t.Fatalf("run show abcdef02: %+v", run)
+	}
 }

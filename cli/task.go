@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 
@@ -27,7 +26,8 @@ func taskCommand(env *Env) *cli.Command {
 			Usage: "show a task run with every attempt and its whole history",
 			UsageText: "ffctl task show TASK_RUN_ID [-o json]\n\n" +
 				"Attempts (worker, fencing token, start, end, outcome, error) are rebuilt from the\n" +
-				"task_events history, which is listed after them with every transition's actor and reason.\n\n" +
+				"task_events history, which is listed after them with every transition's actor and reason.\n" +
+				"TASK_RUN_ID is the whole id or any unique prefix of at least 6 hex digits.\n\n" +
 				"Example:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 -o json",
 			Flags:  []cli.Flag{outputFlag()},
 			Action: func(c *cli.Context) error { return taskShow(c, env) },
@@ -40,13 +40,22 @@ func taskShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	id, err := oneID(c, "task")
+	arg, err := oneID(c, store.IDTask)
 	if err != nil {
 		return err
 	}
-	t, err := query(c, func(ctx context.Context, s *store.Store) (store.TaskDetail, error) { return s.GetTask(ctx, id) })
+	s, err := openStore(c)
 	if err != nil {
 		return err
+	}
+	defer s.Close()
+	id, err := resolveID(c.Context, s, store.IDTask, arg)
+	if err != nil {
+		return err
+	}
+	t, err := s.GetTask(c.Context, id)
+	if err != nil {
+		return failure(err)
 	}
 	if t.Events == nil {
 		t.Events = []store.TaskEvent{}

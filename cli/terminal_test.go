@@ -193,3 +193,46 @@ func TestRunWaitShowsProgressOnATerminal(t *testing.T) {
 		t.Fatalf("progress shown when piped: %q", errOut)
 	}
 }
+
+// TestRunCancelPromptsForTheReasonOnATerminal: like a requeue, a cancel
+// without --reason asks for it on a terminal and audits the answer; off a
+// terminal it is a usage error (issue 11: it was cancelled silently with
+// "cancelled by operator").
+func TestRunCancelPromptsForTheReasonOnATerminal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, url := storetest.New(t)
+	def, err := core.ParseDefinition([]byte("name: two\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "two"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := ttyRun(t, url, "", false, nil, "run", "cancel", res.RunID.String())
+	if code != ExitBadUsage || out != "" || !strings.Contains(errOut, "--reason is required: say why the run is cancelled") {
+		t.Fatalf("cancel without a reason off a terminal: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if r, err := s.GetRun(ctx, res.RunID); err != nil || r.CancelRequestedAt != nil {
+		t.Fatalf("a refused cancel touched the run: %+v %v", r, err)
+	}
+	code, out, errOut = ttyRun(t, url, "wrong input file\n", true, nil, "run", "cancel", res.RunID.String()[:8])
+	if code != 0 || !strings.Contains(out, "cancellation requested") || !strings.Contains(errOut, "Reason for the cancel (recorded in the audit trail): ") {
+		t.Fatalf("cancel on a terminal: exit %d\n%s\n%s", code, out, errOut)
+	}
+	r, err := s.GetRun(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.GetTask(ctx, r.Tasks[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := d.Events[len(d.Events)-1]; ev.Reason == nil || *ev.Reason != "run cancelled: wrong input file" || ev.ToState != "CANCELLED" {
+		t.Fatalf("audit row: %+v", ev)
+	}
+}

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -165,7 +167,7 @@ func workflowShow(c *cli.Context, env *Env) error {
 		return err
 	}
 	if format == "json" {
-		return writeJSON(env.Stdout, wf)
+		return writeJSON(env.Stdout, newWorkflowJSON(wf))
 	}
 	fmt.Fprintf(env.Stdout, "workflow %s version %d (created %s)\n", wf.Name, wf.Version, fmtTime(&wf.CreatedAt))
 	if wf.Definition.Description != "" {
@@ -184,4 +186,67 @@ func workflowShow(c *cli.Context, env *Env) error {
 		tw.row(sanitizeCell(t.Name), sanitizeCell(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
 	}
 	return tw.flush()
+}
+
+// workflowJSON is `workflow show -o json`: the stored workflow with its
+// definition in the workflow file's shape, every field present (absent
+// values null, fail_fast false), unlike the stored encoding, which omits
+// them and must keep doing so (an unchanged file is recognised by equal
+// jsonb).
+type workflowJSON struct {
+	Name       string         `json:"name"`
+	Version    int            `json:"version"`
+	Definition definitionJSON `json:"definition"`
+	CreatedAt  time.Time      `json:"created_at"`
+}
+
+type definitionJSON struct {
+	Name        string        `json:"name"`
+	Description *string       `json:"description"`
+	FailFast    bool          `json:"fail_fast"`
+	Tasks       []taskDefJSON `json:"tasks"`
+}
+
+type taskDefJSON struct {
+	Name           string          `json:"name"`
+	Handler        string          `json:"handler"`
+	Params         json.RawMessage `json:"params"`
+	DependsOn      []string        `json:"depends_on"`
+	Retry          *retrySpecJSON  `json:"retry"`
+	Timeout        *core.Duration  `json:"timeout"`
+	IdempotencyKey *string         `json:"idempotency_key"`
+}
+
+type retrySpecJSON struct {
+	MaxAttempts    *int           `json:"max_attempts"`
+	InitialBackoff *core.Duration `json:"initial_backoff"`
+	MaxBackoff     *core.Duration `json:"max_backoff"`
+}
+
+func newWorkflowJSON(wf store.Workflow) workflowJSON {
+	d := wf.Definition
+	out := workflowJSON{Name: wf.Name, Version: wf.Version, CreatedAt: wf.CreatedAt,
+		Definition: definitionJSON{Name: d.Name, Description: nonEmpty(d.Description), FailFast: d.FailFast, Tasks: make([]taskDefJSON, 0, len(d.Tasks))}}
+	for _, t := range d.Tasks {
+		tj := taskDefJSON{Name: t.Name, Handler: t.Handler, Params: t.Params, DependsOn: t.DependsOn, Timeout: t.Timeout, IdempotencyKey: nonEmpty(t.IdempotencyKey)}
+		if len(tj.Params) == 0 {
+			tj.Params = json.RawMessage("null")
+		}
+		if tj.DependsOn == nil {
+			tj.DependsOn = []string{}
+		}
+		if r := t.Retry; r != nil {
+			tj.Retry = &retrySpecJSON{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}
+		}
+		out.Definition.Tasks = append(out.Definition.Tasks, tj)
+	}
+	return out
+}
+
+// nonEmpty returns nil for "", else a pointer to s.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

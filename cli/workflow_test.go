@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -91,5 +92,40 @@ func TestWorkflowApplyFromJSONFile(t *testing.T) {
 	r := h.ffIn(`{"name": "j", "tasks": [{"name": "a", "handler": "noop", "retry": {"max_attempts": 1}}]}`, "workflow", "apply", "-f", "-")
 	if r.code != 0 || !strings.Contains(r.stdout, "workflow j: stored version 1 (1 tasks)") {
 		t.Fatal(r)
+	}
+}
+
+// TestWorkflowShowJSONHasEveryField checks that `workflow show -o json`
+// writes every field of the definition, absent ones null and fail_fast
+// false (issue 11: fail_fast was left out when false, although the README
+// says absent values are null), and that re-applying the same file is
+// still recognised as unchanged.
+func TestWorkflowShowJSONHasEveryField(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: plain\ntasks:\n  - {name: a, handler: noop}\n")
+	var v struct {
+		Definition map[string]json.RawMessage   `json:"definition"`
+		Tasks      []map[string]json.RawMessage `json:"-"`
+	}
+	out := h.must("workflow", "show", "plain", "-o", "json").stdout
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(v.Definition["tasks"], &v.Tasks); err != nil || len(v.Tasks) != 1 {
+		t.Fatalf("tasks: %v\n%s", err, out)
+	}
+	for k, want := range map[string]string{"name": `"plain"`, "description": "null", "fail_fast": "false"} {
+		if got, ok := v.Definition[k]; !ok || string(got) != want {
+			t.Errorf("definition.%s = %s (present %v), want %s\n%s", k, got, ok, want, out)
+		}
+	}
+	for k, want := range map[string]string{"params": "null", "depends_on": "[]", "retry": "null", "timeout": "null", "idempotency_key": "null"} {
+		if got, ok := v.Tasks[0][k]; !ok || string(got) != want {
+			t.Errorf("tasks[0].%s = %s (present %v), want %s\n%s", k, got, ok, want, out)
+		}
+	}
+	if r := h.ffIn("name: plain\ntasks:\n  - {name: a, handler: noop}\n", "workflow", "apply", "-f", "-"); r.code != 0 || !strings.Contains(r.stdout, "unchanged (version 1)") {
+		t.Fatalf("re-apply: %s", r)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sort"
 	"strings"
 	"text/template"
 	"time"
@@ -119,6 +120,55 @@ func (t TaskDef) TimeoutOrZero() time.Duration {
 	return time.Duration(*t.Timeout)
 }
 
+// failingTask names the task of doc (a decoded workflow file) that does
+// not decode as a TaskDef, and its field: `task "load": timeout: ` (or
+// `tasks[2]: ` for a task without a name), so that a decoding error such
+// as `timeout: 10` says where it is. It returns "" when every task decodes
+// (the error is elsewhere in the file).
+func failingTask(doc any) string {
+	m, _ := doc.(map[string]any)
+	tasks, _ := m["tasks"].([]any)
+	for i, t := range tasks {
+		where := fmt.Sprintf("tasks[%d]: ", i)
+		fields, ok := t.(map[string]any)
+		if !ok {
+			if decodeStrict(t, &TaskDef{}) != nil {
+				return where
+			}
+			continue
+		}
+		if n, ok := fields["name"].(string); ok && n != "" {
+			where = fmt.Sprintf("task %q: ", n)
+		}
+		if decodeStrict(t, &TaskDef{}) == nil {
+			continue
+		}
+		keys := make([]string, 0, len(fields))
+		for k := range fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if decodeStrict(map[string]any{k: fields[k]}, &TaskDef{}) != nil {
+				return where + k + ": "
+			}
+		}
+		return where
+	}
+	return ""
+}
+
+// decodeStrict decodes v (JSON-shaped) into out, refusing unknown fields.
+func decodeStrict(v any, out any) error {
+	js, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	d := json.NewDecoder(bytes.NewReader(js))
+	d.DisallowUnknownFields()
+	return d.Decode(out)
+}
+
 // ParseDefinition decodes a workflow file. YAML is accepted (JSON is YAML);
 // unknown fields are an error naming the field, as are trailing documents.
 // The result is validated (see Definition.Validate). Every error wraps
@@ -147,7 +197,7 @@ func ParseDefinition(data []byte) (*Definition, error) {
 	jd.DisallowUnknownFields()
 	var def Definition
 	if err := jd.Decode(&def); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrBadWorkflow, strings.TrimPrefix(err.Error(), "json: "))
+		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, failingTask(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if err := def.Validate(); err != nil {
 		return nil, err

@@ -127,6 +127,14 @@ func TestParseDefinitionRejectsBadInput(t *testing.T) {
 		{"cycle", "name: w\ntasks:\n  - {name: a, handler: noop, depends_on: [c]}\n  - {name: b, handler: noop, depends_on: [a]}\n  - {name: c, handler: noop, depends_on: [b]}\n",
 			[]string{"cycle", "a -> c -> b -> a"}},
 		{"self dependency", task(", depends_on: [a]"), []string{`"a"`, "itself"}},
+		// Decoding errors name the task and field (issue 11: `timeout: 10`
+		// said only "want a duration string").
+		{"numeric timeout", "name: w\ntasks:\n  - {name: a, handler: noop}\n  - {name: load, handler: noop, timeout: 10}\n",
+			[]string{`task "load": timeout: want a duration string such as "30s" or "5m", got 10`}},
+		{"unparseable timeout names the task", task(", timeout: soon"), []string{`task "a": timeout: unparseable duration "soon"`}},
+		{"bad retry field names the task", task(", retry: {max_attempts: many}"), []string{`task "a": retry: `, "max_attempts"}},
+		{"unknown task field names the task", task(", retries: 3"), []string{`task "a": retries: unknown field "retries"`}},
+		{"nameless task with a bad field", "name: w\ntasks:\n  - {handler: noop, timeout: 10}\n", []string{"tasks[0]: timeout: "}},
 		{"unknown dependency", task(", depends_on: [nope]"), []string{`"a"`, `unknown task "nope"`}},
 		{"duplicate dependency", "name: w\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a, a]}\n", []string{`"b"`, `"a" twice`}},
 		{"duplicate task names", "name: w\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n  - {name: a, handler: noop}\n", []string{`duplicate task name "a"`}},
