@@ -61,3 +61,39 @@ func TestWorkflowApplyChecksBuiltinParamsAndLiveHandlers(t *testing.T) {
 		t.Fatalf("apply of a served handler: %s", r)
 	}
 }
+
+// TestRunShowSaysATaskWaitsForAWorkerWithItsHandler: once a worker noted
+// that it handed a READY task back for want of its handler, `run show`
+// says so (table and JSON); a new attempt (another fencing token) clears
+// it until a worker notes it again.
+func TestRunShowSaysATaskWaitsForAWorkerWithItsHandler(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: mail\ntasks:\n  - {name: send, handler: sendmail}\n")
+	run := h.trigger("mail")
+	task := h.run(run).Tasks[0]
+	if task.State != "READY" || task.WaitingForHandler != nil {
+		t.Fatalf("task %s waiting %v, want READY and not waiting", task.State, task.WaitingForHandler)
+	}
+	for i, wantWrote := range []bool{true, false} { // once per task and token, from any worker
+		wrote, err := h.s.NoteWaitingForHandler(h.ctx, task.ID, task.FencingToken, "w"+string(rune('1'+i)), "sendmail", "noop, sleep")
+		if err != nil || wrote != wantWrote {
+			t.Fatalf("note %d: wrote %v, %v; want %v", i, wrote, err, wantWrote)
+		}
+	}
+	if wrote, err := h.s.NoteWaitingForHandler(h.ctx, task.ID, task.FencingToken+1, "w1", "sendmail", "[]"); err != nil || wrote {
+		t.Fatalf("note at a stale token: wrote %v, %v", wrote, err)
+	}
+	r := h.must("run", "show", run.String())
+	if !strings.Contains(r.stdout, "waiting for a worker with handler sendmail") {
+		t.Fatalf("run show does not say what the task waits for:\n%s", r.stdout)
+	}
+	r = h.must("run", "show", run.String(), "-o", "json")
+	if !strings.Contains(r.stdout, `"waiting_for_handler": "sendmail"`) {
+		t.Fatalf("run show -o json lacks waiting_for_handler:\n%s", r.stdout)
+	}
+	hist := h.must("task", "show", task.ID.String(), "-o", "json")
+	if !strings.Contains(hist.stdout, `"reason": "waiting for a worker with handler sendmail (handed back by w1, which registers noop, sleep)"`) {
+		t.Fatalf("task history lacks the note:\n%s", hist.stdout)
+	}
+}

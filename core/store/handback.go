@@ -23,7 +23,7 @@ func (s *Store) NoteWaitingForHandler(ctx context.Context, id uuid.UUID, token i
 	res, err := s.db.ExecContext(ctx, `
 INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
 SELECT t.id, t.run_id, 'READY', 'READY', t.attempt, t.fencing_token, $3, $3,
-       $4 || quote_ident($5) || ' (handed back by ' || $3 || ', which registers ' || $6 || ')'
+       $4 || quote_ident($5) || ' (handed back by ' || $3 || ', which registers ' || CASE WHEN $6 = '' THEN 'no handler' ELSE $6 END || ')'
   FROM task_runs t WHERE t.id = $1 AND t.state = 'READY' AND t.fencing_token = $2
 ON CONFLICT DO NOTHING`, id, token, workerID, WaitingReasonPrefix, handler, registered)
 	if err != nil {

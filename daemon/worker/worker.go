@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -380,7 +381,7 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp Dispatch,
 	}
 	wait, first := w.handBacks.next(disp.TaskRunID, disp.FencingToken)
 	if n, ok := w.cfg.Store.(WaitNoter); ok && first {
-		if _, err := n.NoteWaitingForHandler(ctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, disp.Handler, fmt.Sprint(w.cfg.Registry.Names())); err != nil {
+		if _, err := n.NoteWaitingForHandler(ctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, disp.Handler, strings.Join(w.cfg.Registry.Names(), ", ")); err != nil {
 			log.Warn("worker: note that a task waits for a handler", "err", err)
 		}
 	}
