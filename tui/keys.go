@@ -9,6 +9,8 @@ type globalKeys struct {
 	Next    key.Binding
 	Prev    key.Binding
 	Refresh key.Binding
+	Jump    key.Binding
+	Copy    key.Binding
 	Screens []key.Binding
 }
 
@@ -19,6 +21,8 @@ func newGlobalKeys() globalKeys {
 		Next:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next screen")),
 		Prev:    key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous screen")),
 		Refresh: key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "refresh now")),
+		Jump:    key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "jump to a run or task id")),
+		Copy:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy id (OSC 52)")),
 		Screens: []key.Binding{
 			key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "runs")),
 			key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "run")),

@@ -257,14 +257,14 @@ func TestRunDetailDAGOrderAndHistory(t *testing.T) {
 	for _, r := range h.m.run.tbl.rows {
 		names = append(names, strings.TrimSpace(r.cells[0]))
 	}
-	want := []string{"extract", "transform", "load", "report", "notify"}
+	want := []string{"extract", "mail", "transform", "load", "report", "notify"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("DAG order = %v, want %v", names, want)
 	}
-	if got := h.m.run.tbl.rows[3].cells[0]; got != "    report" {
+	if got := h.m.run.tbl.rows[4].cells[0]; got != "    report" {
 		t.Errorf("depth-2 task drawn as %q", got)
 	}
-	h.keys("down", "down", "enter")
+	h.keys("down", "down", "down", "enter")
 	if h.m.cur != scrTask || h.m.task.id != id(103).String() {
 		t.Fatalf("history: screen %d task %s", h.m.cur, h.m.task.id)
 	}

@@ -27,6 +27,10 @@ type Source interface {
 	Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error)
 	// CancelRun requests the run's cancellation, audited with reason.
 	CancelRun(ctx context.Context, id uuid.UUID, reason string) (store.CancelResult, error)
+	// Find resolves a full run or task id, or a unique prefix of one of at
+	// least store.IDPrefixMinDefault hex digits (the ":" jump); see
+	// store.Store.FindByIDPrefix for its errors.
+	Find(ctx context.Context, ref string) (store.IDMatch, error)
 }
 
 // ErrDisconnected wraps a read error when the database does not answer at

@@ -196,3 +196,12 @@ func (s *StoreSource) CancelRun(ctx context.Context, id uuid.UUID, reason string
 	}
 	return res, nil
 }
+
+// Find resolves a run or task id or id prefix with store.FindByIDPrefix.
+func (s *StoreSource) Find(ctx context.Context, ref string) (store.IDMatch, error) {
+	m, err := s.Store.FindByIDPrefix(ctx, ref)
+	if err != nil && ctx.Err() != nil {
+		return m, s.classify(ctx, err)
+	}
+	return m, err
+}
