@@ -63,11 +63,12 @@ const (
 	scrDead
 	scrWorkers
 	scrTask
+	scrWorkflows
 	nScreens
 )
 
-// tabs lists the screens reachable with 1-6 and tab, in order.
-var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers}
+// tabs lists the screens reachable with 1-7 and tab, in order.
+var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers, scrWorkflows}
 
 // shared is the context every screen sees.
 type shared struct {
@@ -182,13 +183,14 @@ func New(src Source, opt Options) *Model {
 	m.task = newTaskModel(c)
 	m.dead = newDeadModel(c)
 	m.screens = [nScreens]screen{
-		scrRuns:    m.runs,
-		scrRun:     m.run,
-		scrLeases:  newLeasesModel(c),
-		scrOutbox:  newOutboxModel(c),
-		scrDead:    m.dead,
-		scrWorkers: newWorkersModel(c),
-		scrTask:    m.task,
+		scrRuns:      m.runs,
+		scrRun:       m.run,
+		scrLeases:    newLeasesModel(c),
+		scrOutbox:    newOutboxModel(c),
+		scrDead:      m.dead,
+		scrWorkers:   newWorkersModel(c),
+		scrTask:      m.task,
+		scrWorkflows: newWorkflowsModel(c),
 	}
 	m.help = help.New()
 	m.help.Styles.ShortKey = th.header
@@ -296,6 +298,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case refreshMsg:
 		m.inflight[m.cur] = false
 		return m, m.fetch(m.cur)
+	case triggerMsg:
+		return m, m.triggerRun(msg)
+	case triggeredMsg:
+		return m, m.onTriggered(msg)
 	case jumpMsg:
 		return m, m.onJump(msg)
 	case copiedMsg:
@@ -514,9 +520,13 @@ func (m *Model) shortHelp(w int) string {
 		ks = []key.Binding{keyQuitHelp, m.global.Quit}
 	} else {
 		ks = append(ks, m.screens[m.cur].keys()...)
-		if m.bar.mode != barNone {
-			ks = []key.Binding{keyApply, keyDiscard}
-		} else if !m.screens[m.cur].capturing() {
+		switch {
+		case m.bar.mode == barFilter:
+			ks = []key.Binding{keyBarKeep, keyBarClear}
+		case m.bar.mode == barJump:
+			ks = []key.Binding{keyBarJump, keyAbort}
+		}
+		if m.bar.mode == barNone && !m.screens[m.cur].capturing() {
 			ks = append(ks, m.global.Help, m.global.Quit)
 		}
 	}

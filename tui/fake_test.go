@@ -39,6 +39,8 @@ type fakeSource struct {
 	requeued []uuid.UUID
 	reasons  []string
 	cancels  []uuid.UUID
+	flows    []store.WorkflowSummary
+	triggers []string // "workflow params"
 }
 
 func (f *fakeSource) fail() error {
@@ -191,6 +193,26 @@ func (f *fakeSource) Find(_ context.Context, ref string) (store.IDMatch, error) 
 	return store.IDMatch{}, fmt.Errorf("%s matches %d ids: %w", ref, len(found), store.ErrAmbiguous)
 }
 
+func (f *fakeSource) Workflows(context.Context) (WorkflowsData, error) {
+	if err := f.fail(); err != nil {
+		return WorkflowsData{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return WorkflowsData{Now: t0, Workflows: f.flows}, nil
+}
+
+// Trigger records the trigger and returns the first fixture run's id.
+func (f *fakeSource) Trigger(_ context.Context, workflow string, params json.RawMessage) (uuid.UUID, error) {
+	if err := f.fail(); err != nil {
+		return uuid.Nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.triggers = append(f.triggers, workflow+" "+string(params))
+	return f.runs[0].ID, nil
+}
+
 // newFake returns a source with a small, realistic, deterministic world,
 // including hostile text (escape sequences) where operators would see it.
 func newFake() *fakeSource {
@@ -254,6 +276,11 @@ func newFake() *fakeSource {
 		{ID: id(401), RunID: id(3), Name: "charge", Workflow: "billing-sync", State: "DEAD", Attempt: 3, MaxAttempts: 3, FinishedAt: ago(42 * time.Second), Error: str("card declined\nstack...")},
 		{ID: id(402), RunID: id(7), Name: "evil\x1b[2Jname", Workflow: "wordcount", State: "DEAD", Attempt: 1, MaxAttempts: 1, FinishedAt: ago(3 * time.Minute), Error: str("\x1b]52;c;ZXZpbA==\x07clipboard write attempt")},
 		{ID: id(403), RunID: id(8), Name: "upload", Workflow: "image-resize", State: "DEAD", Attempt: 5, MaxAttempts: 5, FinishedAt: ago(26 * time.Hour), Error: str("permanent: 403 Forbidden")},
+	}
+	f.flows = []store.WorkflowSummary{
+		{Name: "billing-sync", Version: 3, Tasks: 2, Runs: 17, CreatedAt: *ago(72 * time.Hour)},
+		{Name: "nightly-report", Version: 1, Tasks: 5, Runs: 120, CreatedAt: *ago(30 * time.Minute)},
+		{Name: "wordcount", Version: 2, Tasks: 4, Runs: 3, CreatedAt: *ago(5 * time.Minute)},
 	}
 	f.workers = []store.Worker{
 		{ID: "all-host1-4242-a1b2", Role: "all", Hostname: "host1", PID: 4242, SecondsSinceSeen: 0.8, InFlight: 2,

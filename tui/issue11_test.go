@@ -181,3 +181,36 @@ func TestWideTerminalGivesTheSpaceToErrors(t *testing.T) {
 		t.Fatalf("task and worker columns grew to %d and %d on a wide terminal", w[0], w[3])
 	}
 }
+
+// TestWorkflowsScreenTriggersWithParams: the Workflows screen lists the
+// workflows; "t" asks for params, refuses bad ones, triggers through
+// Source and opens the new run; read-only has no trigger.
+func TestWorkflowsScreenTriggersWithParams(t *testing.T) {
+	f := newFake()
+	h := newHarness(t, f, Options{})
+	h.size(120, 30)
+	h.keys("7")
+	v := h.view()
+	for _, want := range []string{"billing-sync", "nightly-report", "wordcount", "t trigger a run"} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("workflows screen lacks %q:\n%s", want, v)
+		}
+	}
+	h.keys("down", "t", "text:date", "enter")
+	if !strings.Contains(h.view(), `"date": want key=value`) || len(f.triggers) != 0 {
+		t.Fatalf("a bad param was not refused in the prompt (triggers %v):\n%s", f.triggers, h.view())
+	}
+	h.keys("text:=2026-12-01", "enter")
+	if len(f.triggers) != 1 || f.triggers[0] != `nightly-report {"date":"2026-12-01"}` {
+		t.Fatalf("triggers = %q", f.triggers)
+	}
+	if h.m.cur != scrRun || !strings.Contains(h.view(), "triggered nightly-report") {
+		t.Fatalf("after trigger: screen %d\n%s", h.m.cur, h.view())
+	}
+
+	ro := newHarness(t, newFake(), Options{ReadOnly: true})
+	ro.keys("7", "t")
+	if ro.m.screens[scrWorkflows].capturing() || strings.Contains(ro.view(), "trigger a run") {
+		t.Fatal("read-only: t opened the trigger prompt or is offered")
+	}
+}

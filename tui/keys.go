@@ -30,6 +30,7 @@ func newGlobalKeys() globalKeys {
 			key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "outbox")),
 			key.NewBinding(key.WithKeys("5"), key.WithHelp("5", "dead")),
 			key.NewBinding(key.WithKeys("6"), key.WithHelp("6", "workers")),
+			key.NewBinding(key.WithKeys("7"), key.WithHelp("7", "workflows")),
 		},
 	}
 }
@@ -87,6 +88,10 @@ var (
 	keyMarkAll  = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "mark all"))
 	keyUnmark   = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear marks"))
 	keyRequeue  = key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "requeue"))
+	keyBarKeep  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "keep filter"))
+	keyBarClear = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter"))
+	keyBarJump  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "jump"))
+	keyTrigger  = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "trigger a run"))
 	keyConfirm  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "confirm"))
 	keyAbort    = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel"))
 	keyApply    = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply"))

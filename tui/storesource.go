@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -204,4 +205,29 @@ func (s *StoreSource) Find(ctx context.Context, ref string) (store.IDMatch, erro
 		return m, s.classify(ctx, err)
 	}
 	return m, err
+}
+
+// Workflows lists workflows with store.ListWorkflows.
+func (s *StoreSource) Workflows(ctx context.Context) (WorkflowsData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return WorkflowsData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	w, err := s.Store.ListWorkflows(ctx, WorkflowsLimit)
+	if err != nil {
+		return WorkflowsData{}, s.classify(ctx, err)
+	}
+	return WorkflowsData{Now: now, Workflows: w}, nil
+}
+
+// Trigger starts a run with store.Trigger, audited as Actor.
+func (s *StoreSource) Trigger(ctx context.Context, workflow string, params json.RawMessage) (uuid.UUID, error) {
+	res, err := s.Store.Trigger(ctx, store.TriggerRequest{Workflow: workflow, Params: params, Actor: s.Actor})
+	if err != nil {
+		if ctx.Err() != nil {
+			return uuid.Nil, s.classify(ctx, err)
+		}
+		return uuid.Nil, err
+	}
+	return res.RunID, nil
 }
