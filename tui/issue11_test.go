@@ -168,12 +168,12 @@ func TestRunScreenSaysATaskWaitsForAHandler(t *testing.T) {
 // worker columns stop growing and the error column shows the whole error.
 func TestWideTerminalGivesTheSpaceToErrors(t *testing.T) {
 	f := newFake()
-	long := "upstream said: " + strings.Repeat("very long diagnostic ", 8) + "END"
+	long := "upstream said: " + strings.Repeat("very long diagnostic ", 5) + "FINAL-WORD"
 	f.run.Tasks[4].Error = &long
 	h := newHarness(t, f, Options{})
 	h.size(220, 30)
 	h.keys("enter")
-	if v := h.view(); !strings.Contains(v, "END") {
+	if v := h.view(); !strings.Contains(v, "FINAL-WORD") {
 		t.Fatalf("a 220-column terminal truncates a %d-character error:\n%s", len(long), v)
 	}
 	w := h.m.run.tbl.widths(220)
