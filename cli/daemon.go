@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/clock"
@@ -200,6 +202,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	defer signal.Stop(sigs)
 	var abort func()
 	var abortMu sync.Mutex
+	var presence func(context.Context, *store.Presence) // a worker's part of its heartbeat
 	go func() {
 		sig, ok := <-sigs
 		if !ok {
@@ -378,6 +381,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		abortMu.Unlock()
 		setCheck(brokerCheck, w.BrokerReady)
 		runners = append(runners, runner{"worker", w.Run})
+		presence = workerPresence(reg, wcfg.Broker.Queue, w)
 	}
 
 	if ctx.Err() != nil {
@@ -399,7 +403,11 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		defer t.Stop()
 		for {
 			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_ = st.TouchWorker(tctx, id, role, host, os.Getpid())
+			p := store.Presence{ID: id, Role: role, Hostname: host, PID: os.Getpid()}
+			if presence != nil {
+				presence(tctx, &p)
+			}
+			_ = st.RecordPresence(tctx, p)
 			cancel()
 			select {
 			case <-ctx.Done():
@@ -429,4 +437,20 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	}
 	log.Info("daemon: stopped", "role", role)
 	return nil
+}
+
+// workerPresence returns what a worker process adds to its presence
+// heartbeat: its handler set, its queue and whether it is consuming from the
+// broker right now (the worker's readiness, so "connected" means a live
+// consumer on the queue, not merely an open connection).
+func workerPresence(reg *core.Registry, queue string, w *worker.Worker) func(context.Context, *store.Presence) {
+	if queue == "" {
+		queue = broker.DefaultQueue
+	}
+	return func(ctx context.Context, p *store.Presence) {
+		p.Handlers = reg.Names()
+		p.Queue = queue
+		connected := w.BrokerReady(ctx) == nil
+		p.BrokerConnected = &connected
+	}
 }

@@ -464,8 +464,12 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 		if t.Task.WorkerID != nil {
 			worker = sanitizeCell(*t.Task.WorkerID)
 		}
+		errText := firstLine(t.Task.Error, 60)
+		if t.Task.WaitingForHandler != nil { // a worker handed it back: say what it waits for
+			errText = sanitizeCell(store.WaitingReasonPrefix + *t.Task.WaitingForHandler)
+		}
 		tw.row(strings.Repeat("  ", t.Depth)+sanitizeCell(t.Task.Name), t.Task.ID.String(), t.Task.State,
-			fmt.Sprintf("%d/%d", t.Task.Attempt, t.Task.MaxAttempts), worker, fmtTime(t.Task.StartedAt), fmtTime(t.Task.FinishedAt), firstLine(t.Task.Error, 60))
+			fmt.Sprintf("%d/%d", t.Task.Attempt, t.Task.MaxAttempts), worker, fmtTime(t.Task.StartedAt), fmtTime(t.Task.FinishedAt), errText)
 	}
 	return tw.flush()
 }

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon/handlers"
 )
 
 func workflowCommand(env *Env) *cli.Command {
@@ -25,12 +28,16 @@ func workflowCommand(env *Env) *cli.Command {
 			{
 				Name:  "apply",
 				Usage: "validate a workflow file (YAML or JSON) and store it as the newest version",
-				UsageText: "ffctl workflow apply -f FILE [-o json]\n\n" +
+				UsageText: "ffctl workflow apply -f FILE [--strict] [-o json]\n\n" +
 					"The whole file is checked before anything is written (names, tasks, dependencies and\n" +
-					"cycles, retry and timeout values, unknown fields); an unchanged definition is a no-op,\n" +
-					"a changed one becomes the next version.\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
+					"cycles, retry and timeout values, unknown fields, and the params of built-in handlers:\n" +
+					"noop, sleep, fail, shell, http); an unchanged definition is a no-op, a changed one\n" +
+					"becomes the next version. A handler that no worker seen in the last 10 minutes\n" +
+					"registers is a warning on standard error naming the handlers they do register\n" +
+					"(--strict: an error, exit 1, nothing stored).\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON, required); - reads standard input"},
+					&cli.BoolFlag{Name: "strict", Usage: "refuse (exit 1, nothing stored) a handler no live worker registers"},
 					outputFlag(),
 				},
 				Action: func(c *cli.Context) error { return workflowApply(c, env) },
@@ -98,17 +105,35 @@ func workflowApply(c *cli.Context, env *Env) error {
 	if err != nil {
 		return usageError("%s: %v", path, err)
 	}
+	for _, t := range def.Tasks {
+		if err := handlers.ValidateParams(t.Handler, t.Params); err != nil {
+			return usageError("%s: task %s: %v", path, t.Name, err)
+		}
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	warnings, err := unservedHandlers(c.Context, s, def)
+	if err != nil {
+		return failure(err)
+	}
+	for _, w := range warnings {
+		if c.Bool("strict") {
+			return failure(fmt.Errorf("%s: %s (--strict; nothing stored)", path, w))
+		}
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+	}
 	wf, created, err := s.ApplyWorkflow(c.Context, def)
 	if err != nil {
 		return failure(err)
 	}
 	if format == "json" {
-		return writeJSON(env.Stdout, map[string]any{"name": wf.Name, "version": wf.Version, "created": created, "tasks": len(wf.Definition.Tasks)})
+		if warnings == nil {
+			warnings = []string{}
+		}
+		return writeJSON(env.Stdout, map[string]any{"name": wf.Name, "version": wf.Version, "created": created, "tasks": len(wf.Definition.Tasks), "warnings": warnings})
 	}
 	if created {
 		fmt.Fprintf(env.Stdout, "workflow %s: stored version %d (%d tasks)\n", wf.Name, wf.Version, len(wf.Definition.Tasks))
@@ -116,6 +141,46 @@ func workflowApply(c *cli.Context, env *Env) error {
 		fmt.Fprintf(env.Stdout, "workflow %s: unchanged (version %d)\n", wf.Name, wf.Version)
 	}
 	return nil
+}
+
+// LiveWorkersWithinDefault is how recently a worker must have been seen for
+// `workflow apply` to count its handlers.
+const LiveWorkersWithinDefault = 10 * time.Minute
+
+// unservedHandlers returns one warning per handler of def that no worker
+// seen within LiveWorkersWithinDefault registers, naming the handlers
+// those workers do register (or saying that none was seen).
+func unservedHandlers(ctx context.Context, s *store.Store, def *core.Definition) ([]string, error) {
+	live, workers, err := s.LiveHandlers(ctx, LiveWorkersWithinDefault)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(live))
+	for h := range live {
+		names = append(names, h)
+	}
+	sort.Strings(names)
+	within := fmt.Sprintf("%d min", int(LiveWorkersWithinDefault.Minutes()))
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range def.Tasks {
+		if _, ok := live[t.Handler]; ok || seen[t.Handler] {
+			continue
+		}
+		seen[t.Handler] = true
+		var w string
+		switch {
+		case workers == 0:
+			w = fmt.Sprintf("handler %s (task %s): no worker has been seen in the last %s, so none is known to register it", sanitizeCell(t.Handler), t.Name, within)
+		default:
+			w = fmt.Sprintf("handler %s (task %s): none of the %d workers seen in the last %s registers it; they register: %s", sanitizeCell(t.Handler), t.Name, workers, within, strings.Join(names, ", "))
+		}
+		if t.Handler == "shell" {
+			w += " (workers register shell only with --allow-shell)"
+		}
+		out = append(out, w+"; its tasks will wait for such a worker, then fail")
+	}
+	return out, nil
 }
 
 func workflowList(c *cli.Context, env *Env) error {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -62,11 +63,12 @@ const (
 	scrDead
 	scrWorkers
 	scrTask
+	scrWorkflows
 	nScreens
 )
 
-// tabs lists the screens reachable with 1-6 and tab, in order.
-var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers}
+// tabs lists the screens reachable with 1-7 and tab, in order.
+var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers, scrWorkflows}
 
 // shared is the context every screen sees.
 type shared struct {
@@ -151,6 +153,9 @@ type Model struct {
 	notice       string
 	noticeErr    bool
 
+	bar bar
+	out io.Writer // where "y" writes its OSC 52 sequence
+
 	showHelp bool
 	help     help.Model
 	global   globalKeys
@@ -168,19 +173,24 @@ func New(src Source, opt Options) *Model {
 	}
 	th := newTheme(newRenderer(opt.Output, opt.NoColor))
 	c := &shared{width: 80, height: 24, theme: th, readOnly: opt.ReadOnly, nav: newNavKeys()}
-	m := &Model{src: src, c: c, refresh: opt.Refresh, now: opt.Now, global: newGlobalKeys()}
+	out := opt.Output
+	if out == nil {
+		out = os.Stdout
+	}
+	m := &Model{src: src, c: c, refresh: opt.Refresh, now: opt.Now, global: newGlobalKeys(), out: out}
 	m.runs = newRunsModel(c)
 	m.run = newRunModel(c)
 	m.task = newTaskModel(c)
 	m.dead = newDeadModel(c)
 	m.screens = [nScreens]screen{
-		scrRuns:    m.runs,
-		scrRun:     m.run,
-		scrLeases:  newLeasesModel(c),
-		scrOutbox:  newOutboxModel(c),
-		scrDead:    m.dead,
-		scrWorkers: newWorkersModel(c),
-		scrTask:    m.task,
+		scrRuns:      m.runs,
+		scrRun:       m.run,
+		scrLeases:    newLeasesModel(c),
+		scrOutbox:    newOutboxModel(c),
+		scrDead:      m.dead,
+		scrWorkers:   newWorkersModel(c),
+		scrTask:      m.task,
+		scrWorkflows: newWorkflowsModel(c),
 	}
 	m.help = help.New()
 	m.help.Styles.ShortKey = th.header
@@ -288,6 +298,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case refreshMsg:
 		m.inflight[m.cur] = false
 		return m, m.fetch(m.cur)
+	case triggerMsg:
+		return m, m.triggerRun(msg)
+	case triggeredMsg:
+		return m, m.onTriggered(msg)
+	case jumpMsg:
+		return m, m.onJump(msg)
+	case copiedMsg:
+		m.notice, m.noticeErr = "copied "+Sanitize(msg.id), msg.err != nil
+		if msg.err != nil {
+			m.notice = Sanitize(fmt.Sprintf("copy %s: %v", msg.id, msg.err))
+		}
+		return m, nil
 	case tea.KeyMsg:
 		return m, m.onKey(msg)
 	}
@@ -316,6 +338,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	if msg.Type == tea.KeyCtrlC {
 		m.quitting = true
 		return tea.Quit
+	}
+	if m.bar.mode != barNone {
+		return m.barKey(msg)
 	}
 	s := m.screens[m.cur]
 	if s.capturing() {
@@ -353,6 +378,24 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return m.switchTo(m.tabStep(1))
 	case key.Matches(msg, m.global.Prev):
 		return m.switchTo(m.tabStep(-1))
+	case key.Matches(msg, m.global.Jump):
+		return m.openBar(barJump, "")
+	case key.Matches(msg, m.global.Copy):
+		if c, ok := s.(copyable); ok {
+			if id, ok := c.selectedID(); ok {
+				return m.copyID(id)
+			}
+		}
+		return nil
+	}
+	if t := m.curTable(); t != nil {
+		switch {
+		case key.Matches(msg, keyFilter):
+			return m.openBar(barFilter, t.filter)
+		case key.Matches(msg, keyClear) && t.filter != "":
+			t.setFilter("")
+			return nil
+		}
 	}
 	for i, b := range m.global.Screens {
 		if key.Matches(msg, b) {
@@ -438,6 +481,9 @@ func (m *Model) statusView(w int) string {
 	if m.inflight[m.cur] {
 		inflightFor = m.wallNow.Sub(m.started[m.cur])
 	}
+	if m.bar.mode != barNone {
+		return m.barView(w)
+	}
 	switch {
 	case m.disconnected:
 		s = th.bad.Render(fmt.Sprintf("disconnected, retrying (for %s): %s", fmtAge(m.wallNow.Sub(m.errSince)), firstLineOf(m.err)))
@@ -449,6 +495,9 @@ func (m *Model) statusView(w int) string {
 		s = th.dim.Render("loading…")
 	default:
 		s = th.good.Render("● live") + th.dim.Render(fmt.Sprintf(" · read in %s · every %s", fmtAge(m.lastTook), m.refresh))
+	}
+	if t := m.curTable(); t != nil && t.filter != "" {
+		s = th.warn.Render("/"+Sanitize(t.filter)) + th.dim.Render(fmt.Sprintf(" (%d of %d, esc clears) │ ", len(t.rows), len(t.all))) + s
 	}
 	if m.notice != "" {
 		st := th.good
@@ -471,7 +520,13 @@ func (m *Model) shortHelp(w int) string {
 		ks = []key.Binding{keyQuitHelp, m.global.Quit}
 	} else {
 		ks = append(ks, m.screens[m.cur].keys()...)
-		if !m.screens[m.cur].capturing() {
+		switch {
+		case m.bar.mode == barFilter:
+			ks = []key.Binding{keyBarKeep, keyBarClear}
+		case m.bar.mode == barJump:
+			ks = []key.Binding{keyBarJump, keyAbort}
+		}
+		if m.bar.mode == barNone && !m.screens[m.cur].capturing() {
 			ks = append(ks, m.global.Help, m.global.Quit)
 		}
 	}
@@ -482,10 +537,17 @@ func (m *Model) shortHelp(w int) string {
 func (m *Model) fullHelp(w, h int) string {
 	g := m.global
 	screensCol := append([]key.Binding{g.Next, g.Prev}, g.Screens...)
+	own := m.screens[m.cur].keys()
+	if m.curTable() != nil {
+		own = append(own, keyFilter)
+	}
+	if _, ok := m.screens[m.cur].(copyable); ok {
+		own = append(own, g.Copy)
+	}
 	cols := [][]key.Binding{
 		screensCol,
 		m.c.nav.bindings(),
-		append(m.screens[m.cur].keys(), g.Refresh, g.Help, g.Quit),
+		append(own, g.Jump, g.Refresh, g.Help, g.Quit),
 	}
 	m.help.Width = w
 	title := m.c.theme.header.Render("keys — " + m.screens[m.cur].title())

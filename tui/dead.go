@@ -34,8 +34,8 @@ func newDeadModel(c *shared) *deadModel {
 		tbl: table{
 			cols: []column{
 				{title: "TASK ID", width: 8},
-				{title: "WORKFLOW", flex: 2, min: 8},
-				{title: "TASK", flex: 2, min: 6},
+				{title: "WORKFLOW", flex: 2, min: 8, cap: 24},
+				{title: "TASK", flex: 2, min: 6, cap: 24},
 				{title: "TRIES", width: 5, right: true},
 				{title: "DIED", width: 7, right: true},
 				{title: "ERROR", flex: 4, min: 8},
@@ -78,9 +78,10 @@ func (m *deadModel) setData(data any) {
 }
 
 func (m *deadModel) refreshMarks() {
-	for i := range m.tbl.rows {
-		m.tbl.rows[i].marked = m.marked[m.tbl.rows[i].key]
+	for i := range m.tbl.all {
+		m.tbl.all[i].marked = m.marked[m.tbl.all[i].key]
 	}
+	m.tbl.apply()
 }
 
 // targets are the marked tasks, or the selected one when none is marked.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,8 @@ type fakeSource struct {
 	requeued []uuid.UUID
 	reasons  []string
 	cancels  []uuid.UUID
+	flows    []store.WorkflowSummary
+	triggers []string // "workflow params"
 }
 
 func (f *fakeSource) fail() error {
@@ -162,10 +165,59 @@ func deps(names ...string) store.JSON {
 	return b
 }
 
+// Find matches ref against the fake's run and task ids by prefix.
+func (f *fakeSource) Find(_ context.Context, ref string) (store.IDMatch, error) {
+	if err := f.fail(); err != nil {
+		return store.IDMatch{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var found []store.IDMatch
+	add := func(kind string, id uuid.UUID) {
+		if strings.HasPrefix(id.String(), ref) {
+			found = append(found, store.IDMatch{Kind: kind, ID: id})
+		}
+	}
+	for _, r := range f.runs {
+		add("run", r.ID)
+	}
+	for _, t := range f.run.Tasks {
+		add("task", t.ID)
+	}
+	switch len(found) {
+	case 0:
+		return store.IDMatch{}, fmt.Errorf("no run or task id starts with %s: %w", ref, store.ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return store.IDMatch{}, fmt.Errorf("%s matches %d ids: %w", ref, len(found), store.ErrAmbiguous)
+}
+
+func (f *fakeSource) Workflows(context.Context) (WorkflowsData, error) {
+	if err := f.fail(); err != nil {
+		return WorkflowsData{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return WorkflowsData{Now: t0, Workflows: f.flows}, nil
+}
+
+// Trigger records the trigger and returns the first fixture run's id.
+func (f *fakeSource) Trigger(_ context.Context, workflow string, params json.RawMessage) (uuid.UUID, error) {
+	if err := f.fail(); err != nil {
+		return uuid.Nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.triggers = append(f.triggers, workflow+" "+string(params))
+	return f.runs[0].ID, nil
+}
+
 // newFake returns a source with a small, realistic, deterministic world,
 // including hostile text (escape sequences) where operators would see it.
 func newFake() *fakeSource {
 	f := &fakeSource{}
+	yes, no := true, false
 	wfs := []string{"nightly-report", "wordcount", "billing-sync", "nightly-report", "wordcount", "image-resize"}
 	states := []string{"RUNNING", "SUCCEEDED", "FAILED", "SUCCEEDED", "PENDING", "RUNNING"}
 	for i := range wfs {
@@ -190,11 +242,13 @@ func newFake() *fakeSource {
 		{ID: id(103), RunID: run.ID, Name: "load", State: "RUNNING", Attempt: 2, MaxAttempts: 3, DependsOn: deps("transform"), WorkerID: &worker, LeaseSeconds: f64(21.4), Error: str("connection reset by peer\ngoroutine 1 [running]")},
 		{ID: id(104), RunID: run.ID, Name: "transform", State: "SUCCEEDED", Attempt: 1, MaxAttempts: 3, DependsOn: deps("extract")},
 		{ID: id(105), RunID: run.ID, Name: "report", State: "RETRYING", Attempt: 1, MaxAttempts: 3, DependsOn: deps("transform"), Error: str("HTTP 503 from \x1b]0;pwned\x07reports.internal")},
+		{ID: id(106), RunID: run.ID, Name: "mail", Handler: "sendmail", State: "READY", MaxAttempts: 3, FencingToken: 1, DependsOn: deps("extract"), WaitingForHandler: str("sendmail")},
 	}
 	f.run = run
 	f.task = store.TaskDetail{
-		TaskRun: store.TaskRun{RunID: run.ID, Name: "report", Handler: "http", State: "DEAD", Attempt: 3, MaxAttempts: 3, FencingToken: 6, Workflow: "nightly-report", FinishedAt: ago(90 * time.Second), Error: str("HTTP 503 from reports.internal")},
-		Params:  store.JSON(`{"url":"https://reports.internal/x"}`),
+		TaskRun: store.TaskRun{RunID: run.ID, Name: "report", Handler: "http", State: "DEAD", Attempt: 3, MaxAttempts: 3, FencingToken: 6, Workflow: "nightly-report", FinishedAt: ago(90 * time.Second), Error: str("HTTP 503 from reports.internal"),
+			Result: store.JSON(`{"exit_code":1,"stdout":"line 1\nline 2\nline 3\nline 4\nline 5\n","stderr":"warn: slow\nerror: \u001b[31mboom\n"}`)},
+		Params: store.JSON(`{"url":"https://reports.internal/x"}`),
 		Events: []store.TaskEvent{
 			{ID: 1, At: *ago(10 * time.Minute), ToState: "PENDING", Actor: "trigger"},
 			{ID: 2, At: *ago(9 * time.Minute), FromState: str("PENDING"), ToState: "READY", Actor: "scheduler-host1-1-aaaa"},
@@ -223,9 +277,16 @@ func newFake() *fakeSource {
 		{ID: id(402), RunID: id(7), Name: "evil\x1b[2Jname", Workflow: "wordcount", State: "DEAD", Attempt: 1, MaxAttempts: 1, FinishedAt: ago(3 * time.Minute), Error: str("\x1b]52;c;ZXZpbA==\x07clipboard write attempt")},
 		{ID: id(403), RunID: id(8), Name: "upload", Workflow: "image-resize", State: "DEAD", Attempt: 5, MaxAttempts: 5, FinishedAt: ago(26 * time.Hour), Error: str("permanent: 403 Forbidden")},
 	}
+	f.flows = []store.WorkflowSummary{
+		{Name: "billing-sync", Version: 3, Tasks: 2, Runs: 17, CreatedAt: *ago(72 * time.Hour)},
+		{Name: "nightly-report", Version: 1, Tasks: 5, Runs: 120, CreatedAt: *ago(30 * time.Minute)},
+		{Name: "wordcount", Version: 2, Tasks: 4, Runs: 3, CreatedAt: *ago(5 * time.Minute)},
+	}
 	f.workers = []store.Worker{
-		{ID: "all-host1-4242-a1b2", Role: "all", Hostname: "host1", PID: 4242, SecondsSinceSeen: 0.8, InFlight: 2},
-		{ID: "worker-host2-77-dead", Role: "worker", Hostname: "host2", PID: 77, SecondsSinceSeen: 95, InFlight: 1},
+		{ID: "all-host1-4242-a1b2", Role: "all", Hostname: "host1", PID: 4242, SecondsSinceSeen: 0.8, InFlight: 2,
+			Handlers: store.StringList{"fail", "http", "noop", "sleep"}, Queue: str("flowforge.dispatch"), BrokerConnected: &yes},
+		{ID: "worker-host2-77-dead", Role: "worker", Hostname: "host2", PID: 77, SecondsSinceSeen: 95, InFlight: 1,
+			Handlers: store.StringList{"noop", "shell", "sleep"}, Queue: str("gpu"), BrokerConnected: &no},
 		{ID: "publisher-host3-9-c3d4", Role: "publisher", Hostname: "host3", PID: 9, SecondsSinceSeen: 1.5},
 	}
 	return f

@@ -9,6 +9,8 @@ type globalKeys struct {
 	Next    key.Binding
 	Prev    key.Binding
 	Refresh key.Binding
+	Jump    key.Binding
+	Copy    key.Binding
 	Screens []key.Binding
 }
 
@@ -19,6 +21,8 @@ func newGlobalKeys() globalKeys {
 		Next:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next screen")),
 		Prev:    key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous screen")),
 		Refresh: key.NewBinding(key.WithKeys("ctrl+r"), key.WithHelp("ctrl+r", "refresh now")),
+		Jump:    key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "jump to a run or task id")),
+		Copy:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "copy id (OSC 52)")),
 		Screens: []key.Binding{
 			key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "runs")),
 			key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "run")),
@@ -26,6 +30,7 @@ func newGlobalKeys() globalKeys {
 			key.NewBinding(key.WithKeys("4"), key.WithHelp("4", "outbox")),
 			key.NewBinding(key.WithKeys("5"), key.WithHelp("5", "dead")),
 			key.NewBinding(key.WithKeys("6"), key.WithHelp("6", "workers")),
+			key.NewBinding(key.WithKeys("7"), key.WithHelp("7", "workflows")),
 		},
 	}
 }
@@ -83,6 +88,10 @@ var (
 	keyMarkAll  = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "mark all"))
 	keyUnmark   = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear marks"))
 	keyRequeue  = key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "requeue"))
+	keyBarKeep  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "keep filter"))
+	keyBarClear = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter"))
+	keyBarJump  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "jump"))
+	keyTrigger  = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "trigger a run"))
 	keyConfirm  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "confirm"))
 	keyAbort    = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel"))
 	keyApply    = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply"))

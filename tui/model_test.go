@@ -149,6 +149,10 @@ func TestGoldenScreens(t *testing.T) {
 			{"dead", []string{"5"}},
 			{"dead_marked_prompt", []string{"5", "space", "down", "space", "r", "text:upstream fixed"}},
 			{"workers", []string{"6"}},
+			{"workflows", []string{"7"}},
+			{"workflows_trigger_prompt", []string{"7", "down", "t", "text:date=2026-12-01"}},
+			{"dead_filtered", []string{"5", "/", "text:wordcount"}},
+			{"jump_prompt", []string{":", "text:2f1e3d"}},
 			{"help", []string{"5", "?"}},
 		} {
 			t.Run(fmt.Sprintf("%s_%dx%d", tc.name, sz.w, sz.h), func(t *testing.T) {
@@ -230,7 +234,7 @@ func TestScreenSwitching(t *testing.T) {
 	for _, c := range []struct {
 		key  string
 		want screenID
-	}{{"3", scrLeases}, {"tab", scrOutbox}, {"tab", scrDead}, {"tab", scrWorkers}, {"tab", scrRuns}, {"shift+tab", scrWorkers}, {"2", scrRun}, {"1", scrRuns}} {
+	}{{"3", scrLeases}, {"tab", scrOutbox}, {"tab", scrDead}, {"tab", scrWorkers}, {"tab", scrWorkflows}, {"tab", scrRuns}, {"shift+tab", scrWorkflows}, {"7", scrWorkflows}, {"2", scrRun}, {"1", scrRuns}} {
 		h.keys(c.key)
 		if h.m.cur != c.want {
 			t.Fatalf("after %q: screen %d, want %d", c.key, h.m.cur, c.want)
@@ -257,14 +261,14 @@ func TestRunDetailDAGOrderAndHistory(t *testing.T) {
 	for _, r := range h.m.run.tbl.rows {
 		names = append(names, strings.TrimSpace(r.cells[0]))
 	}
-	want := []string{"extract", "transform", "load", "report", "notify"}
+	want := []string{"extract", "mail", "transform", "load", "report", "notify"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("DAG order = %v, want %v", names, want)
 	}
-	if got := h.m.run.tbl.rows[3].cells[0]; got != "    report" {
+	if got := h.m.run.tbl.rows[4].cells[0]; got != "    report" {
 		t.Errorf("depth-2 task drawn as %q", got)
 	}
-	h.keys("down", "down", "enter")
+	h.keys("down", "down", "down", "enter")
 	if h.m.cur != scrTask || h.m.task.id != id(103).String() {
 		t.Fatalf("history: screen %d task %s", h.m.cur, h.m.task.id)
 	}

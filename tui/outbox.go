@@ -23,7 +23,7 @@ func newOutboxModel(c *shared) *outboxModel {
 	return &outboxModel{c: c, tbl: table{
 		cols: []column{
 			{title: "ID", width: 8, right: true},
-			{title: "TASK", flex: 2, min: 10},
+			{title: "TASK", flex: 2, min: 10, cap: 40},
 			{title: "TOKEN", width: 5, right: true},
 			{title: "AGE", width: 7, right: true},
 			{title: "TRIES", width: 5, right: true},

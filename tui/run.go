@@ -30,12 +30,12 @@ func newRunModel(c *shared) *runModel {
 		cancel: disabled(keyCancel, c.readOnly),
 		tbl: table{
 			cols: []column{
-				{title: "TASK", flex: 3, min: 10},
+				{title: "TASK", flex: 2, min: 10, cap: 28},
 				{title: "STATE", width: 9},
 				{title: "TRIES", width: 5, right: true},
-				{title: "WORKER", flex: 2, min: 6},
+				{title: "WORKER", flex: 2, min: 6, cap: 24},
 				{title: "LEASE", width: 6, right: true},
-				{title: "ERROR", flex: 4, min: 5},
+				{title: "ERROR", flex: 6, min: 5},
 			},
 			empty: "no tasks",
 		},
@@ -79,11 +79,18 @@ func (m *runModel) setData(data any) {
 		if t.WorkerID != nil && t.State == "RUNNING" {
 			worker = Sanitize(*t.WorkerID)
 		}
+		errText := firstLine(t.Error)
+		if t.WaitingForHandler != nil { // handed back: say what it waits for
+			errText = Sanitize(store.WaitingReasonPrefix + *t.WaitingForHandler)
+		}
 		r := row{
 			key: t.ID.String(),
 			cells: []string{strings.Repeat("  ", o.Depth) + Sanitize(t.Name), t.State,
-				fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtLease(t.LeaseSeconds), firstLine(t.Error)},
+				fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtLease(t.LeaseSeconds), errText},
 			styled: []string{"", th.state(t.State)},
+		}
+		if t.WaitingForHandler != nil {
+			r.flag = "?"
 		}
 		if t.LeaseSeconds != nil && *t.LeaseSeconds < 0 {
 			r.kind, r.flag = rowWarn, "!"

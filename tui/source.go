@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -27,6 +28,21 @@ type Source interface {
 	Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error)
 	// CancelRun requests the run's cancellation, audited with reason.
 	CancelRun(ctx context.Context, id uuid.UUID, reason string) (store.CancelResult, error)
+	// Find resolves a full run or task id, or a unique prefix of one of at
+	// least store.IDPrefixMinDefault hex digits (the ":" jump); see
+	// store.Store.FindByIDPrefix for its errors.
+	Find(ctx context.Context, ref string) (store.IDMatch, error)
+	// Workflows lists the newest version of each workflow (bounded).
+	Workflows(ctx context.Context) (WorkflowsData, error)
+	// Trigger starts a run of the workflow's newest version with params (a
+	// JSON object, nil for none), as `ffctl run trigger` does.
+	Trigger(ctx context.Context, workflow string, params json.RawMessage) (uuid.UUID, error)
+}
+
+// WorkflowsData feeds the Workflows screen.
+type WorkflowsData struct {
+	Now       time.Time
+	Workflows []store.WorkflowSummary
 }
 
 // ErrDisconnected wraps a read error when the database does not answer at

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -195,4 +196,38 @@ func (s *StoreSource) CancelRun(ctx context.Context, id uuid.UUID, reason string
 		return res, s.classify(ctx, err)
 	}
 	return res, nil
+}
+
+// Find resolves a run or task id or id prefix with store.FindByIDPrefix.
+func (s *StoreSource) Find(ctx context.Context, ref string) (store.IDMatch, error) {
+	m, err := s.Store.FindByIDPrefix(ctx, ref)
+	if err != nil && ctx.Err() != nil {
+		return m, s.classify(ctx, err)
+	}
+	return m, err
+}
+
+// Workflows lists workflows with store.ListWorkflows.
+func (s *StoreSource) Workflows(ctx context.Context) (WorkflowsData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return WorkflowsData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	w, err := s.Store.ListWorkflows(ctx, WorkflowsLimit)
+	if err != nil {
+		return WorkflowsData{}, s.classify(ctx, err)
+	}
+	return WorkflowsData{Now: now, Workflows: w}, nil
+}
+
+// Trigger starts a run with store.Trigger, audited as Actor.
+func (s *StoreSource) Trigger(ctx context.Context, workflow string, params json.RawMessage) (uuid.UUID, error) {
+	res, err := s.Store.Trigger(ctx, store.TriggerRequest{Workflow: workflow, Params: params, Actor: s.Actor})
+	if err != nil {
+		if ctx.Err() != nil {
+			return uuid.Nil, s.classify(ctx, err)
+		}
+		return uuid.Nil, err
+	}
+	return res.RunID, nil
 }

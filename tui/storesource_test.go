@@ -3,12 +3,15 @@ package tui
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
@@ -29,7 +32,7 @@ func seed(tb testing.TB, url string, tasks int) (runID, deadID uuid.UUID) {
 	runs := tasks / 5
 	live := runs - 100
 	stmts := []string{
-		`INSERT INTO workflows (name, version, definition) VALUES ('nightly-report', 1, '{}')`,
+		`INSERT INTO workflows (name, version, definition) VALUES ('nightly-report', 1, '{"tasks": []}')`,
 		fmt.Sprintf(`INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, state, created_at, started_at, finished_at)
 SELECT md5('run' || g)::uuid, (SELECT id FROM workflows LIMIT 1),
        CASE WHEN g %% 3 = 0 THEN 'nightly-report' ELSE 'wf-' || (g %% 7) END, 1,
@@ -101,6 +104,9 @@ func refreshAll(ctx context.Context, src Source, runID, taskID uuid.UUID) error 
 	if _, err := src.Dead(ctx); err != nil {
 		return err
 	}
+	if _, err := src.Workflows(ctx); err != nil {
+		return err
+	}
 	_, err := src.Workers(ctx)
 	return err
 }
@@ -158,5 +164,86 @@ func TestStoreSourceReadsSeededHistory(t *testing.T) {
 	}
 	if _, err := src.Run(ctx, uuid.New()); !errors.Is(err, store.ErrNotFound) || errors.Is(err, ErrDisconnected) {
 		t.Errorf("unknown run: %v", err)
+	}
+}
+
+// TestStoreSourceFindTriggerAndWorkerPresence: against real PostgreSQL,
+// the Workflows screen lists and triggers, ":" resolves a run prefix and a
+// task id (and refuses short, malformed and unknown ones), and the Workers
+// screen gets a worker's handler set, queue and broker connection.
+func TestStoreSourceFindTriggerAndWorkerPresence(t *testing.T) {
+	s, _ := storetest.New(t)
+	ctx := context.Background()
+	def, err := core.ParseDefinition([]byte("name: mail\ntasks:\n  - {name: send, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	src := NewStoreSource(s, "test")
+	wd, err := src.Workflows(ctx)
+	if err != nil || len(wd.Workflows) != 1 || wd.Workflows[0].Name != "mail" {
+		t.Fatalf("workflows: %+v, %v", wd.Workflows, err)
+	}
+	runID, err := src.Trigger(ctx, "mail", json.RawMessage(`{"to":"ops"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.GetRun(ctx, runID)
+	if err != nil || string(run.Params) != `{"to": "ops"}` {
+		t.Fatalf("triggered run: params %s, %v", run.Params, err)
+	}
+	taskID := run.Tasks[0].ID
+	for _, c := range []struct {
+		ref  string
+		kind string
+		id   uuid.UUID
+	}{
+		{runID.String()[:8], "run", runID},
+		{strings.ToUpper(runID.String()), "run", runID},
+		{taskID.String(), "task", taskID},
+		{strings.ReplaceAll(taskID.String(), "-", "")[:12], "task", taskID},
+	} {
+		m, err := src.Find(ctx, c.ref)
+		if err != nil || m.Kind != c.kind || m.ID != c.id {
+			t.Errorf("find %q = %+v, %v; want %s %s", c.ref, m, err, c.kind, c.id)
+		}
+	}
+	for _, ref := range []string{runID.String()[:5], "zzzzzzzz", runID.String() + "0"} {
+		if _, err := src.Find(ctx, ref); err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("find %q: %v, want a malformed-id error", ref, err)
+		}
+	}
+	missing := "000000"
+	if strings.HasPrefix(runID.String(), missing) || strings.HasPrefix(taskID.String(), missing) {
+		missing = "ffffff"
+	}
+	if _, err := src.Find(ctx, missing); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("find %q: %v, want not found", missing, err)
+	}
+
+	up := true
+	if err := s.RecordPresence(ctx, store.Presence{ID: "worker-a", Role: "worker", Hostname: "h", PID: 7, Handlers: []string{"noop", "sleep"}, Queue: "gpu", BrokerConnected: &up}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.TouchWorker(ctx, "scheduler-a", "scheduler", "h", 8); err != nil {
+		t.Fatal(err)
+	}
+	wk, err := src.Workers(ctx)
+	if err != nil || len(wk.Workers) != 2 {
+		t.Fatalf("workers: %+v, %v", wk.Workers, err)
+	}
+	for _, w := range wk.Workers {
+		switch w.ID {
+		case "worker-a":
+			if fmt.Sprint(w.Handlers) != "[noop sleep]" || w.Queue == nil || *w.Queue != "gpu" || w.BrokerConnected == nil || !*w.BrokerConnected {
+				t.Errorf("worker presence: %+v", w)
+			}
+		case "scheduler-a":
+			if w.Handlers != nil || w.Queue != nil || w.BrokerConnected != nil {
+				t.Errorf("a scheduler has worker fields: %+v", w)
+			}
+		}
 	}
 }

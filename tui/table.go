@@ -16,11 +16,16 @@ import (
 
 // column describes one table column. A column with flex > 0 shares the
 // width left over by the fixed ones, in proportion to flex, never below min.
+//
+// A flex column with cap > 0 never grows beyond cap: on a wide terminal
+// the space it would take goes to the flex columns without a cap (the
+// error and reason columns), not to blank padding.
 type column struct {
 	title string
 	width int
 	flex  int
 	min   int
+	cap   int
 	right bool
 }
 
@@ -47,23 +52,51 @@ type row struct {
 }
 
 type table struct {
-	cols   []column
+	cols []column
+	// rows are the rows shown: those of all that match filter.
 	rows   []row
+	all    []row
+	filter string
 	cursor int
 	offset int
 	empty  string
 }
 
 // setRows replaces the rows, keeping the cursor on the row with the same
-// key when it is still there.
+// key when it is still there (and shown).
 func (t *table) setRows(rows []row) {
+	t.all = rows
+	t.apply()
+}
+
+// setFilter shows only the rows one of whose cells contains f (ignoring
+// case); "" shows every row.
+func (t *table) setFilter(f string) {
+	t.filter = f
+	t.apply()
+}
+
+func (t *table) apply() {
 	var key string
 	if t.cursor >= 0 && t.cursor < len(t.rows) {
 		key = t.rows[t.cursor].key
 	}
-	t.rows = rows
+	if t.filter == "" {
+		t.rows = t.all
+	} else {
+		needle := strings.ToLower(t.filter)
+		t.rows = make([]row, 0, len(t.all))
+		for _, r := range t.all {
+			for _, c := range r.cells {
+				if strings.Contains(strings.ToLower(c), needle) {
+					t.rows = append(t.rows, r)
+					break
+				}
+			}
+		}
+	}
 	if key != "" {
-		for i, r := range rows {
+		for i, r := range t.rows {
 			if r.key == key {
 				t.cursor = i
 				return
@@ -132,6 +165,30 @@ func (t *table) widths(width int) []int {
 		}
 		w[last] += left - given
 	}
+	// Capped columns give what they would take beyond their cap to the
+	// uncapped flex columns (in proportion to flex).
+	excess, open := 0, 0
+	for i, c := range t.cols {
+		if c.flex > 0 && c.cap > 0 && w[i] > c.cap {
+			excess += w[i] - c.cap
+			w[i] = c.cap
+		}
+		if c.flex > 0 && c.cap == 0 {
+			open += c.flex
+		}
+	}
+	if excess > 0 && open > 0 {
+		given, last := 0, -1
+		for i, c := range t.cols {
+			if c.flex > 0 && c.cap == 0 {
+				add := excess * c.flex / open
+				w[i] += add
+				given += add
+				last = i
+			}
+		}
+		w[last] += excess - given
+	}
 	return w
 }
 
@@ -153,8 +210,12 @@ func (t *table) view(th *theme, width, height int) string {
 	b.WriteString(th.colHeader.Render(fit(hdr.String(), width)))
 	visible := height - 1
 	if len(t.rows) == 0 {
-		if visible > 0 && t.empty != "" {
-			b.WriteString("\n" + th.dim.Render(fit("  "+t.empty, width)))
+		empty := t.empty
+		if t.filter != "" && len(t.all) > 0 {
+			empty = "no row matches the filter (esc clears it)"
+		}
+		if visible > 0 && empty != "" {
+			b.WriteString("\n" + th.dim.Render(fit("  "+empty, width)))
 		}
 		return b.String()
 	}

@@ -2,11 +2,15 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core/store"
 )
 
 // taskModel shows one task and its attempt history (task_events).
@@ -25,7 +29,7 @@ func newTaskModel(c *shared) *taskModel {
 			{title: "TRANSITION", width: 20},
 			{title: "TRY", width: 3, right: true},
 			{title: "TOKEN", width: 5, right: true},
-			{title: "BY", flex: 2, min: 6},
+			{title: "BY", flex: 2, min: 6, cap: 32},
 			{title: "REASON", flex: 3, min: 6},
 		},
 		empty: "no history",
@@ -113,9 +117,61 @@ func (m *taskModel) view(width, height int) string {
 		died + "error " + firstLine(t.Error),
 		th.dim.Render("params " + Sanitize(compactJSON(t.Params))),
 	}
+	if t.WaitingForHandler != nil {
+		lines = append(lines, th.warn.Render(Sanitize(store.WaitingReasonPrefix+*t.WaitingForHandler)+" (a worker handed it back)"))
+	}
+	// The result, and a shell result's output tails, get what the history
+	// table can spare (it keeps at least historyMinLines).
+	spare := max(height-len(lines)-historyMinLines, 0)
+	lines = append(lines, resultLines(th, t.Result, spare)...)
 	out := ""
 	for _, l := range lines {
 		out += clip(l, width, 1) + "\n"
 	}
 	return out + m.tbl.view(th, width, height-len(lines))
+}
+
+// historyMinLines is the least the task screen leaves its history table
+// (header included).
+const historyMinLines = 4
+
+// resultLines renders a task's result in at most n lines: one line of
+// compact JSON, then, for a result with "stdout"/"stderr" strings (the
+// shell handler's), the last lines of each.
+func resultLines(th *theme, res store.JSON, n int) []string {
+	if n <= 0 || len(res) == 0 {
+		return nil
+	}
+	var out struct {
+		Stdout *string `json:"stdout"`
+		Stderr *string `json:"stderr"`
+	}
+	_ = json.Unmarshal(res, &out) // any other shape: the JSON line only
+	lines := []string{"result " + Sanitize(compactJSON(res))}
+	n--
+	tails := []struct {
+		name string
+		text *string
+	}{{"stdout", out.Stdout}, {"stderr", out.Stderr}}
+	shown := 0
+	for _, tl := range tails {
+		if tl.text != nil && strings.TrimSpace(*tl.text) != "" {
+			shown++
+		}
+	}
+	for _, tl := range tails {
+		if tl.text == nil || strings.TrimSpace(*tl.text) == "" || n < 2 {
+			continue
+		}
+		budget := max(n/shown, 2)
+		all := strings.Split(strings.TrimRight(*tl.text, "\n"), "\n")
+		keep := min(len(all), budget-1)
+		lines = append(lines, th.header.Render(fmt.Sprintf("%s (last %d of %d lines)", tl.name, keep, len(all))))
+		for _, l := range all[len(all)-keep:] {
+			lines = append(lines, "  "+Sanitize(l))
+		}
+		n -= keep + 1
+		shown--
+	}
+	return lines
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -22,12 +23,15 @@ type workersModel struct {
 func newWorkersModel(c *shared) *workersModel {
 	return &workersModel{c: c, tbl: table{
 		cols: []column{
-			{title: "PROCESS", flex: 3, min: 10},
+			{title: "PROCESS", flex: 3, min: 14, cap: 32},
 			{title: "ROLE", width: 9},
-			{title: "HOST", flex: 2, min: 6},
-			{title: "PID", width: 7, right: true},
-			{title: "LAST SEEN", width: 9, right: true},
+			{title: "HOST", flex: 1, min: 5, cap: 20},
+			{title: "PID", width: 6, right: true},
+			{title: "SEEN", width: 6, right: true},
 			{title: "TASKS", width: 5, right: true},
+			{title: "BROKER", width: 6},
+			{title: "QUEUE", flex: 2, min: 6, cap: 24},
+			{title: "HANDLERS", flex: 3, min: 8},
 		},
 		empty: "no daemon seen in the last " + withinText(),
 	}}
@@ -48,8 +52,12 @@ func (m *workersModel) setData(data any) {
 	rows := make([]row, 0, len(d.Workers))
 	for _, w := range d.Workers {
 		r := row{
-			key:   w.ID,
-			cells: []string{Sanitize(w.ID), Sanitize(w.Role), Sanitize(w.Hostname), fmt.Sprint(w.PID), fmtSeconds(w.SecondsSinceSeen) + " ago", fmt.Sprint(w.InFlight)},
+			key: w.ID,
+			cells: []string{Sanitize(w.ID), Sanitize(w.Role), Sanitize(w.Hostname), fmt.Sprint(w.PID), fmtSeconds(w.SecondsSinceSeen), fmt.Sprint(w.InFlight),
+				brokerCell(w.BrokerConnected), orDash(w.Queue), handlersCell(w.Handlers)},
+		}
+		if w.BrokerConnected != nil && !*w.BrokerConnected {
+			r.kind, r.flag = rowWarn, "!"
 		}
 		if w.SecondsSinceSeen > staleAfter {
 			r.kind = rowDim
@@ -84,8 +92,42 @@ func (m *workersModel) view(width, height int) string {
 		}
 		head += fmt.Sprintf("%s seen in the last %s · %d tasks in flight", n, withinText(), inflight)
 	}
-	sub := th.dim.Render(fmt.Sprintf("most recently seen first · dimmed: not seen for %ds", staleAfter))
+	sub := th.dim.Render(fmt.Sprintf("most recent first · SEEN: since its last heartbeat · dimmed: not seen for %ds · !: broker down", staleAfter))
 	return clip(head, width, 1) + "\n" + clip(sub, width, 1) + "\n" + m.tbl.view(th, width, height-2)
 }
 
 func withinText() string { return fmt.Sprintf("%d min", int(WorkersWithin.Minutes())) }
+
+// brokerCell shows a worker's broker connection at its last heartbeat:
+// "ok" while it consumes its queue, "down" when it does not, "-" for a
+// process that does not consume (or an older binary that does not say).
+func brokerCell(connected *bool) string {
+	switch {
+	case connected == nil:
+		return "-"
+	case *connected:
+		return "ok"
+	}
+	return "down"
+}
+
+func orDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return Sanitize(*s)
+}
+
+func handlersCell(hs []string) string {
+	if hs == nil {
+		return "-"
+	}
+	if len(hs) == 0 {
+		return "(none)"
+	}
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = Sanitize(h)
+	}
+	return strings.Join(out, ",")
+}

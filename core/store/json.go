@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 )
 
@@ -43,5 +44,32 @@ func (j JSON) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON keeps the raw document.
 func (j *JSON) UnmarshalJSON(b []byte) error {
 	*j = append(JSON(nil), b...)
+	return nil
+}
+
+// StringList holds a text[] column read as to_jsonb(column): SQL NULL scans
+// as nil (and marshals as JSON null), a JSON array of strings as its
+// elements.
+type StringList []string
+
+// Scan implements sql.Scanner.
+func (l *StringList) Scan(src any) error {
+	var raw []byte
+	switch v := src.(type) {
+	case nil:
+		*l = nil
+		return nil
+	case []byte:
+		raw = v
+	case string:
+		raw = []byte(v)
+	default:
+		return fmt.Errorf("scan string list: unsupported type %T", src)
+	}
+	var out []string
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return fmt.Errorf("scan string list: %w", err)
+	}
+	*l = out
 	return nil
 }

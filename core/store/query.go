@@ -57,6 +57,11 @@ type TaskRun struct {
 	Error          *string    `db:"error" json:"error"`
 	IdempotencyKey *string    `db:"idempotency_key" json:"idempotency_key"`
 	Workflow       string     `db:"workflow_name" json:"workflow,omitempty"`
+	// WaitingForHandler names the task's handler while it is READY and a
+	// worker has handed it back because it does not register that handler
+	// (at the current fencing token; see NoteWaitingForHandler); null
+	// otherwise.
+	WaitingForHandler *string `db:"waiting_for_handler" json:"waiting_for_handler"`
 }
 
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
@@ -67,7 +72,10 @@ const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params
 const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
        to_jsonb(t.depends_on) AS depends_on, t.worker_id, t.lease_expires_at,
        CASE WHEN t.state = 'RUNNING' THEN extract(epoch FROM t.lease_expires_at - now())::float8 END AS lease_seconds,
-       t.heartbeat_at, t.next_attempt_at, t.started_at, t.finished_at, t.result, t.error, t.idempotency_key`
+       t.heartbeat_at, t.next_attempt_at, t.started_at, t.finished_at, t.result, t.error, t.idempotency_key,
+       CASE WHEN t.state = 'READY' AND EXISTS (SELECT 1 FROM task_events e WHERE e.task_run_id = t.id
+            AND e.fencing_token = t.fencing_token AND e.from_state = 'READY' AND e.to_state = 'READY'
+            AND e.worker_id IS NOT NULL) THEN t.handler END AS waiting_for_handler`
 
 // GetRun returns the run with its tasks (in creation order), or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -18,16 +19,58 @@ type Worker struct {
 	SecondsSinceSeen float64 `db:"seen_seconds_ago" json:"seconds_since_seen"`
 	// InFlight counts RUNNING tasks this process holds leases for.
 	InFlight int `db:"in_flight" json:"in_flight"`
+	// Handlers is the handler set a worker process registers, sorted;
+	// empty for other roles.
+	Handlers StringList `db:"handlers" json:"handlers"`
+	// Queue is the dispatch queue a worker process consumes; nil for other
+	// roles.
+	Queue *string `db:"queue" json:"queue"`
+	// BrokerConnected reports whether a worker process was consuming from
+	// the broker at its last heartbeat; nil for other roles.
+	BrokerConnected *bool `db:"broker_connected" json:"broker_connected"`
+}
+
+// Presence is what a daemon process reports about itself every few
+// seconds. Handlers, Queue and BrokerConnected are for worker processes
+// (zero values are stored as NULL).
+type Presence struct {
+	ID, Role, Hostname string
+	PID                int
+	Handlers           []string
+	Queue              string
+	BrokerConnected    *bool
 }
 
 // TouchWorker records that a daemon process is alive (upsert, database
-// clock).
+// clock). It is RecordPresence without the worker fields.
 func (s *Store) TouchWorker(ctx context.Context, id, role, hostname string, pid int) error {
+	return s.RecordPresence(ctx, Presence{ID: id, Role: role, Hostname: hostname, PID: pid})
+}
+
+// RecordPresence upserts the process's row in workers (last_seen_at on the
+// database clock) with its handler set, queue and broker connection.
+func (s *Store) RecordPresence(ctx context.Context, p Presence) error {
+	var handlers *string
+	if p.Handlers != nil {
+		b, err := json.Marshal(p.Handlers)
+		if err != nil {
+			return fmt.Errorf("record worker %s: %w", p.ID, err)
+		}
+		h := string(b)
+		handlers = &h
+	}
+	var queue *string
+	if p.Queue != "" {
+		queue = &p.Queue
+	}
 	_, err := s.db.ExecContext(ctx, `
-INSERT INTO workers (id, role, hostname, pid) VALUES ($1, $2, $3, $4)
-ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), role = EXCLUDED.role`, id, role, hostname, pid)
+INSERT INTO workers (id, role, hostname, pid, handlers, queue, broker_connected) VALUES ($1, $2, $3, $4,
+        CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END, $6, $7)
+ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), role = EXCLUDED.role,
+       handlers = EXCLUDED.handlers, queue = EXCLUDED.queue, broker_connected = EXCLUDED.broker_connected`,
+		p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected)
 	if err != nil {
-		return fmt.Errorf("record worker %s: %w", id, err)
+		return fmt.Errorf("record worker %s: %w", p.ID, err)
 	}
 	return nil
 }
@@ -39,11 +82,43 @@ func (s *Store) ListWorkers(ctx context.Context, within time.Duration) ([]Worker
 	err := s.db.SelectContext(ctx, &out, `
 SELECT w.id, w.role, w.hostname, w.pid, w.started_at, w.last_seen_at,
        extract(epoch FROM now() - w.last_seen_at)::float8 AS seen_seconds_ago,
-       (SELECT count(*) FROM task_runs t WHERE t.state = 'RUNNING' AND t.worker_id = w.id) AS in_flight
+       (SELECT count(*) FROM task_runs t WHERE t.state = 'RUNNING' AND t.worker_id = w.id) AS in_flight,
+       to_jsonb(w.handlers) AS handlers, w.queue, w.broker_connected
   FROM workers w WHERE w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
  ORDER BY w.last_seen_at DESC LIMIT 200`, within.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
 	return out, nil
+}
+
+// LiveHandlers returns the handler sets of worker processes seen within
+// the last `within` (database clock), keyed by handler name, each with the
+// sorted queues whose workers register it; workers is how many worker
+// processes were seen.
+func (s *Store) LiveHandlers(ctx context.Context, within time.Duration) (handlers map[string][]string, workers int, err error) {
+	var rows []struct {
+		Handler *string    `db:"handler"`
+		Queues  StringList `db:"queues"`
+	}
+	err = s.db.SelectContext(ctx, &rows, `
+SELECT h AS handler, to_jsonb(array_agg(DISTINCT coalesce(w.queue, ''))) AS queues
+  FROM workers w LEFT JOIN LATERAL unnest(w.handlers) h ON true
+ WHERE w.role IN ('worker', 'all') AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
+ GROUP BY h`, within.Milliseconds())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list live handlers: %w", err)
+	}
+	if err := s.db.GetContext(ctx, &workers, `
+SELECT count(*) FROM workers w
+ WHERE w.role IN ('worker', 'all') AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'`, within.Milliseconds()); err != nil {
+		return nil, 0, fmt.Errorf("count live workers: %w", err)
+	}
+	handlers = map[string][]string{}
+	for _, r := range rows {
+		if r.Handler != nil {
+			handlers[*r.Handler] = r.Queues
+		}
+	}
+	return handlers, workers, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,6 +157,7 @@ type Worker struct {
 	consuming atomic.Bool
 	first     *broker.Consumer
 	current   atomic.Pointer[broker.Consumer] // the consumer of Run, nil between connections
+	handBacks handBackPacer
 }
 
 // New validates cfg and returns a Worker.
@@ -374,19 +376,30 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 // been READY for less than UnknownHandlerGrace on the database clock; after
 // that it lets the claim go ahead and the attempt fail permanently, so a
 // task no worker can run ends DEAD instead of circulating forever. Each
-// hand-back waits 50 ms first, which bounds how fast an orphan circulates.
+// hand-back of the same task waits longer first (handBackPacer: capped
+// exponential with full jitter, HandBackMinDefault to HandBackMaxDefault),
+// which bounds how fast an orphan circulates; the first hand-back of a
+// task at a fencing token is noted in its history (WaitNoter) so that
+// `run show` and the dashboard say what it waits for.
 func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp Dispatch, log *slog.Logger) bool {
 	if disp.Handler == "" || w.cfg.Registry.Has(disp.Handler) {
 		return false
 	}
 	age, ready, err := w.cfg.Store.ReadyFor(ctx, disp.TaskRunID)
 	if err != nil || !ready || age >= w.cfg.UnknownHandlerGrace {
+		w.handBacks.forget(disp.TaskRunID)
 		return false // the claim decides (and fails it permanently if it wins)
 	}
-	_ = backoff.Sleep(ctx, 50*time.Millisecond)
+	wait, first := w.handBacks.next(disp.TaskRunID, disp.FencingToken)
+	if n, ok := w.cfg.Store.(WaitNoter); ok && first {
+		if _, err := n.NoteWaitingForHandler(ctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, disp.Handler, strings.Join(w.cfg.Registry.Names(), ", ")); err != nil {
+			log.Warn("worker: note that a task waits for a handler", "err", err)
+		}
+	}
+	_ = backoff.Sleep(ctx, wait)
 	w.cfg.Metrics.HandedBack.WithLabelValues("unknown_handler").Inc()
 	log.Debug("worker: handing back a task whose handler this worker does not register",
-		"handler", disp.Handler, "ready_for", age.String())
+		"handler", disp.Handler, "ready_for", age.String(), "waited", wait.String())
 	if err := d.Requeue(); err != nil {
 		log.Warn("worker: hand back", "err", err)
 	}
@@ -428,6 +441,61 @@ func (w *Worker) claimCommitted(disp Dispatch, claimErr error, log *slog.Logger)
 		}
 		time.Sleep(bo.Fail())
 	}
+}
+
+// WaitNoter is implemented by a Store that records that a task waits for a
+// worker with its handler (*store.Store does); see
+// store.Store.NoteWaitingForHandler.
+type WaitNoter interface {
+	NoteWaitingForHandler(ctx context.Context, id uuid.UUID, token int64, workerID, handler, registered string) (bool, error)
+}
+
+// Pacing of hand-backs of one task (see handBack).
+const (
+	HandBackMinDefault = 50 * time.Millisecond
+	// HandBackMaxDefault caps one wait: a delivery held here occupies one
+	// of the consumer's prefetch slots, so it stays short.
+	HandBackMaxDefault = 2 * time.Second
+	// handBackTasksMax bounds the tasks handBackPacer remembers; when it
+	// is full it starts over (the next hand-backs wait the minimum again).
+	handBackTasksMax = 4096
+)
+
+// handBackPacer remembers, per task, how often this worker has handed it
+// back at its current fencing token. Safe for concurrent use.
+type handBackPacer struct {
+	mu    sync.Mutex
+	tasks map[uuid.UUID]*handBackState
+}
+
+type handBackState struct {
+	token int64
+	bo    backoff.Backoff
+}
+
+// next records a hand-back of task id at token and returns how long to
+// wait before requeueing it, and whether it is the first hand-back at that
+// token that this worker remembers.
+func (p *handBackPacer) next(id uuid.UUID, token int64) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.tasks[id]
+	if !ok || st.token != token {
+		if p.tasks == nil || len(p.tasks) >= handBackTasksMax {
+			p.tasks = make(map[uuid.UUID]*handBackState)
+		}
+		st = &handBackState{token: token, bo: backoff.Backoff{Min: HandBackMinDefault, Max: HandBackMaxDefault}}
+		p.tasks[id] = st
+		ok = false
+	}
+	return st.bo.Fail(), !ok
+}
+
+// forget drops task id (it is no longer handed back).
+func (p *handBackPacer) forget(id uuid.UUID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.tasks, id)
 }
 
 func (w *Worker) explainLostClaim(ctx context.Context, disp Dispatch) string {
