@@ -207,6 +207,7 @@ func NewApp(env *Env) *cli.App {
 			tuiCommand(env),
 			versionCommand(env),
 			completionCommand(env),
+			shellSupervisorCommand(env),
 		},
 	}
 	app.BashComplete = env.complete(nil)

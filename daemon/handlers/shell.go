@@ -85,8 +85,9 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 //
 // A zero exit succeeds with ShellResult; a non-zero exit fails (retryable)
 // with the stderr tail; a missing command is permanent. On cancellation the
-// whole process group is killed; if the worker process dies, the command
-// is killed too. The caller checks opt.EnvPass with CheckShellEnvPass
+// whole process group is killed. If the worker process dies, the command
+// is killed too, and with opt.Supervisor everything it forked (see
+// SuperviseShell). The caller checks opt.EnvPass with CheckShellEnvPass
 // first (names it refuses are skipped).
 func ShellHandler(opt ShellOptions) core.Handler {
 	return func(ctx context.Context, t core.Task) (json.RawMessage, error) { return runShell(ctx, t, opt) }
@@ -104,9 +105,21 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	cmd.Dir = p.Dir
 	// Its own process group, so cancellation kills the whole group; and the
 	// parent-death signal, so a SIGKILLed worker does not leave the command
-	// running beside the retry (its own children are not covered: a
-	// command that forks should exit when its parent does).
+	// running beside the retry. Under a supervisor (opt.Supervisor) the
+	// group is the supervisor's, which kills it whole when the worker dies;
+	// without one, only the command itself gets the signal, not what it
+	// forks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var status, statusW *os.File
+	if len(opt.Supervisor) > 0 && cmd.Err == nil {
+		var err error
+		if status, statusW, err = superviseShell(cmd, opt.Supervisor, p.Command); err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+		defer status.Close()
+		// SIGTERM, which the supervisor catches to kill the group.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(baseEnv(opt), shellEnv(t)...)
@@ -120,7 +133,18 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	}
 	stdout, stderr := &tail{n: OutputTailBytes}, &tail{n: OutputTailBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err := cmd.Run()
+	err := cmd.Start()
+	if statusW != nil {
+		_ = statusW.Close()
+		if err == nil {
+			if err = startFailure(status); err != nil {
+				_ = cmd.Wait()
+			}
+		}
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
 	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
 		var ee *exec.ExitError
