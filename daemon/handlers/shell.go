@@ -136,10 +136,10 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	err := cmd.Start()
 	if statusW != nil {
 		_ = statusW.Close()
-		if err == nil {
-			if err = startFailure(status); err != nil {
-				_ = cmd.Wait()
-			}
+		if err != nil {
+			err = fmt.Errorf("start %s under the shell supervisor (dir %q): %w", p.Command[0], p.Dir, err)
+		} else if err = startFailure(status); err != nil {
+			_ = cmd.Wait()
 		}
 	}
 	if err == nil {
