@@ -26,11 +26,17 @@ func shellSupervisor() []string { return []string{"/proc/self/exe", shellSupervi
 // returned through Run would add a message to the command's stderr.
 func shellSupervisorCommand(*Env) *cli.Command {
 	return &cli.Command{
-		Name:            shellSupervisorCommandName,
+		Name:  shellSupervisorCommandName,
+		Usage: "(internal) run one shell task's command for the worker, killing its process group when the worker dies",
+		UsageText: "ffctl " + shellSupervisorCommandName + " -- WORKER_PID PATH ARGV0 [ARG...]\n\n" +
+			"Started by a worker's shell handler for each command, never by hand.\n\n" +
+			"Example:\n  ffctl " + shellSupervisorCommandName + " -- 4242 /bin/sh sh -c 'make report'",
 		Hidden:          true,
-		HideHelp:        true,
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
+			if a := c.Args().First(); a == "--help" || a == "-h" {
+				return cli.ShowSubcommandHelp(c)
+			}
 			os.Exit(handlers.SuperviseShell(c.Args().Slice()))
 			return nil
 		},
