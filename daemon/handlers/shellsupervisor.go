@@ -60,21 +60,21 @@ func SuperviseShell(args []string) int {
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
 	}
-	parent, err := strconv.Atoi(firstOr(args, ""))
-	if err != nil || len(args) < 3 {
+	if len(args) < 3 {
+		args = append(args, "", "", "") // fails below
+	}
+	parent, err := strconv.Atoi(args[0])
+	if err != nil || args[2] == "" {
 		fmt.Fprintln(os.Stderr, "shell supervisor: usage: -- WORKER_PID PATH ARGV0 [ARG...] (started by the shell handler, not by hand)")
 		return ShellSupervisorExitUsage
 	}
-	status := os.NewFile(shellStatusFD, "shell-status")
-	syscall.CloseOnExec(shellStatusFD) // never the command's
+	status := statusPipe()
 	// A group of our own, so that killing it never reaches the worker's.
 	if syscall.Getpgrp() != os.Getpid() {
 		if err := syscall.Setpgid(0, 0); err != nil {
 			return cannotRun(status, fmt.Errorf("setpgid: %w", err))
 		}
 	}
-	// No core file of our own when we re-raise a command's fatal signal.
-	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	// The handler sets the parent-death signal when it starts us; set it
@@ -114,11 +114,17 @@ func SuperviseShell(args []string) int {
 	return cmd.ProcessState.ExitCode()
 }
 
-func firstOr(s []string, def string) string {
-	if len(s) == 0 {
-		return def
+// statusPipe returns descriptor shellStatusFD, marked close-on-exec (it is
+// never the command's), when it is the pipe the handler passes; nil
+// otherwise (a supervisor started by hand: the descriptor may be one the Go
+// runtime opened). A nil *os.File's Write and Close do nothing.
+func statusPipe() *os.File {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(shellStatusFD, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil
 	}
-	return s[0]
+	syscall.CloseOnExec(shellStatusFD)
+	return os.NewFile(shellStatusFD, "shell-status")
 }
 
 // cannotRun reports err to the worker on status and returns the exit code
@@ -143,6 +149,8 @@ func cannotRun(status *os.File, err error) int {
 // returns only if sig's default action does not end a process.
 func dieBySignal(sig syscall.Signal) {
 	runtime.LockOSThread()
+	// No core file of our own: the command dumped its own, if any.
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0)
 	var dfl [4]uintptr // struct kernel_sigaction: handler SIG_DFL (0), no flags, restorer or mask
 	_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 	set := uint64(1) << (uint(sig) - 1)
