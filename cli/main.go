@@ -293,6 +293,7 @@ func NewApp(env *Env) *cli.App {
 			tuiCommand(env),
 			versionCommand(env),
 			completionCommand(env),
+			shellSupervisorCommand(env),
 		},
 	}
 	app.BashComplete = env.complete(nil)

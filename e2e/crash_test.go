@@ -259,7 +259,8 @@ tasks:
 }
 
 // TestTaskThatKillsItsWorkerEveryAttemptEndsDead: mode 21. The task's shell
-// command SIGKILLs its worker (the shell's parent) on every attempt; a
+// command SIGKILLs its worker (the parent of the shell's parent, the shell
+// supervisor) on every attempt; a
 // supervisor loop in the test restarts the worker each time it dies. The
 // attempt is counted at claim, so the reaper buries the task DEAD after
 // max_attempts: it never loops forever.
@@ -273,7 +274,7 @@ name: crash-suicide
 tasks:
   - name: killer
     handler: shell
-    params: {command: ["sh", "-c", "kill -9 $PPID; sleep 5"]}
+    params: {command: ["sh", "-c", "kill -9 $(cut -d ' ' -f 4 /proc/$PPID/stat); sleep 5"]}
     retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 100ms}
 `)
 	run := s.Trigger(t, "crash-suicide")

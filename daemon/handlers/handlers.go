@@ -24,6 +24,8 @@ type Options struct {
 	// commands beyond its minimal environment (see ShellHandler); check it
 	// with CheckShellEnvPass.
 	ShellEnvPass []string
+	// ShellSupervisor is the shell handler's ShellOptions.Supervisor.
+	ShellSupervisor []string
 	// HTTPDenyPrivate makes the default http client refuse private and
 	// loopback addresses (HTTPClientOptions.DenyPrivate). Ignored when
 	// HTTPClient is set.
@@ -47,7 +49,7 @@ func Register(reg *core.Registry, opt Options) {
 		"http":  HTTP(client),
 	}
 	if opt.AllowShell {
-		builtins["shell"] = ShellHandler(ShellOptions{EnvPass: opt.ShellEnvPass})
+		builtins["shell"] = ShellHandler(ShellOptions{EnvPass: opt.ShellEnvPass, Supervisor: opt.ShellSupervisor})
 	}
 	for name, h := range builtins {
 		if !reg.Has(name) {

@@ -57,6 +57,7 @@ func privateRanges() []deniedRange {
 		r("240.0.0.0/4", "reserved (and broadcast)"),
 		r("::/128", "unspecified"),
 		r("::1/128", "loopback"),
+		r("::/96", "IPv4-compatible (deprecated, RFC 4291)"),
 		r("64:ff9b:1::/48", "local-use IPv4/IPv6 translation (RFC 8215)"),
 		r("100::/64", "discard-only (RFC 6666)"),
 		r("2001:db8::/32", "documentation"),
@@ -68,21 +69,58 @@ func privateRanges() []deniedRange {
 }
 
 // deniedRangeOf returns the name and prefix of the refused range holding
-// ip, or "" when ip may be dialled. An IPv4-mapped IPv6 address
-// (::ffff:10.0.0.1) and a NAT64 address of the well-known prefix
-// (64:ff9b::10.0.0.1) are judged by the IPv4 address they carry.
+// ip, or "" when ip may be dialled. A zone ("::1%lo", "fe80::1%eth0") is
+// ignored: it names the interface, not the address, and netip.Prefix never
+// contains a zoned address. An IPv6 address carrying an IPv4 address is
+// judged by that IPv4 address first (see embeddedIPv4): ::ffff:10.0.0.1,
+// 64:ff9b::10.0.0.1, ::ffff:0:10.0.0.1, 2002:a00:1::1 and ::10.0.0.1 are all
+// refused as RFC 1918; the deprecated IPv4-compatible range ::/96 is
+// refused whatever it carries.
 func deniedRangeOf(ip netip.Addr) string {
-	ip = ip.Unmap()
-	if nat64 := netip.MustParsePrefix("64:ff9b::/96"); nat64.Contains(ip) {
-		b := ip.As16()
-		ip = netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	ip = ip.WithZone("").Unmap()
+	if v4, ok := embeddedIPv4(ip); ok {
+		if name := rangeOf(v4); name != "" {
+			return name
+		}
 	}
+	return rangeOf(ip)
+}
+
+// rangeOf returns the name and prefix of the first privateRanges entry
+// holding ip (an unzoned address), or "".
+func rangeOf(ip netip.Addr) string {
 	for _, r := range privateRanges() {
 		if r.prefix.Contains(ip) {
 			return r.name + " " + r.prefix.String()
 		}
 	}
 	return ""
+}
+
+// embeddedIPv4 returns the IPv4 address an IPv6 address ip (unmapped,
+// unzoned) carries, and whether it carries one: the last 32 bits of a
+// NAT64 address of the well-known prefix (64:ff9b::/96, RFC 6052), of an
+// SIIT IPv4-translated address (::ffff:0:0:0/96, RFC 2765) and of an
+// IPv4-compatible address (::/96 but for :: and ::1, RFC 4291), or bits
+// 16 to 48 of a 6to4 address (2002::/16, RFC 3056).
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	last := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	for _, p := range []string{"64:ff9b::/96", "::ffff:0:0:0/96", "::/96"} {
+		if netip.MustParsePrefix(p).Contains(ip) {
+			if p == "::/96" && (ip == netip.IPv6Unspecified() || ip == netip.IPv6Loopback()) {
+				return netip.Addr{}, false
+			}
+			return last, true
+		}
+	}
+	if netip.MustParsePrefix("2002::/16").Contains(ip) {
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // denyControl returns a net.Dialer Control function refusing every address

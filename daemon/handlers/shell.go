@@ -102,9 +102,10 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 // A zero exit succeeds with ShellResult; a non-zero exit fails (retryable)
 // with the stderr tail; a missing command is permanent, and so are
 // arguments or an environment too large for exec(2) (a params.env value
-// over 128 KiB, say): the error says where large values go instead. On cancellation the
-// whole process group is killed; if the worker process dies, the command
-// is killed too. The caller checks opt.EnvPass with CheckShellEnvPass
+// over 128 KiB, say): the error says where large values go instead. On
+// cancellation the whole process group is killed. If the worker process
+// dies, the command is killed too, and with opt.Supervisor everything it
+// forked (see SuperviseShell). The caller checks opt.EnvPass with CheckShellEnvPass
 // first (names it refuses are skipped).
 func ShellHandler(opt ShellOptions) core.Handler {
 	return func(ctx context.Context, t core.Task) (json.RawMessage, error) { return runShell(ctx, t, opt) }
@@ -127,9 +128,21 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	cmd.Dir = p.Dir
 	// Its own process group, so cancellation kills the whole group; and the
 	// parent-death signal, so a SIGKILLed worker does not leave the command
-	// running beside the retry (its own children are not covered: a
-	// command that forks should exit when its parent does).
+	// running beside the retry. Under a supervisor (opt.Supervisor) the
+	// group is the supervisor's, which kills it whole when the worker dies;
+	// without one, only the command itself gets the signal, not what it
+	// forks.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var status, statusW *os.File
+	if len(opt.Supervisor) > 0 && cmd.Err == nil {
+		var err error
+		if status, statusW, err = superviseShell(cmd, opt.Supervisor, p.Command); err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+		defer status.Close()
+		// SIGTERM, which the supervisor catches to kill the group.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(baseEnv(opt), shellEnv(t, in)...)
@@ -154,7 +167,18 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	}
 	stdout, stderr := &tail{n: OutputTailBytes}, &tail{n: OutputTailBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Run()
+	err = cmd.Start()
+	if statusW != nil {
+		_ = statusW.Close()
+		if err != nil {
+			err = fmt.Errorf("start %s under the shell supervisor (dir %q): %w", p.Command[0], p.Dir, err)
+		} else if err = startFailure(status); err != nil {
+			_ = cmd.Wait()
+		}
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
 	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
 		var ee *exec.ExitError

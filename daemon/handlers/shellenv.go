@@ -18,6 +18,13 @@ type ShellOptions struct {
 	// LookupEnv reads the worker's environment; nil means os.LookupEnv.
 	// Tests inject one instead of setting the process environment.
 	LookupEnv func(name string) (string, bool)
+	// Supervisor is the argv prefix that runs SuperviseShell in a new
+	// process (ffctl's is ["/proc/self/exe", "__shell-supervisor"]: the
+	// worker's own executable). Each command then runs under it, so that
+	// when the worker dies the command's whole process group dies with it,
+	// grandchildren included. Empty means no supervisor: only the command
+	// itself gets the parent-death signal.
+	Supervisor []string
 }
 
 // CheckShellEnvPass returns an error naming the first name in names that
