@@ -288,6 +288,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 	if !explicit {
 		addr = defaultHealthAddr[role]
 	}
+	var healthAddr string // the bound address, recorded with the presence
 	if addr != "" {
 		// An address the operator chose is strict; the role's default
 		// falls back to a free port when another daemon on this host has
@@ -306,6 +307,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 			log.Warn("daemon: default health port in use; listening on a free port (set --health-addr to choose one)", "default_addr", addr, "addr", bound)
 		}
 		log.Info("daemon: health server listening", "addr", bound)
+		healthAddr = bound
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
@@ -403,7 +405,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		defer t.Stop()
 		for {
 			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			p := store.Presence{ID: id, Role: role, Hostname: host, PID: os.Getpid()}
+			p := store.Presence{ID: id, Role: role, Hostname: host, PID: os.Getpid(), HealthAddr: healthAddr}
 			if presence != nil {
 				presence(tctx, &p)
 			}

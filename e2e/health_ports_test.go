@@ -64,6 +64,14 @@ func TestTwoDaemonsWithDefaultHealthPortsShareAHost(t *testing.T) {
 			if addrs[0] == addrs[1] {
 				t.Fatalf("both daemons report %s", addrs[0])
 			}
+			// The workers list (the dashboard's Workers screen) shows where
+			// each one listens.
+			db := s.DB(t)
+			harness.Eventually(t, 20*time.Second, "both health addresses in the workers list", func() (bool, error) {
+				var n int
+				err := db.QueryRow(`SELECT count(DISTINCT health_addr) FROM workers WHERE health_addr = ANY($1)`, pq(addrs)).Scan(&n)
+				return n == 2, err
+			})
 		})
 	}
 }
@@ -89,4 +97,9 @@ func TestExplicitHealthAddrInUseFailsTheDaemon(t *testing.T) {
 			t.Errorf("the daemon's output does not name %q:\n%s", want, logs)
 		}
 	}
+}
+
+// pq passes a []string as a PostgreSQL text[] literal.
+func pq(ss []string) string {
+	return "{" + strings.Join(ss, ",") + "}"
 }

@@ -284,9 +284,9 @@ func newFake() *fakeSource {
 	}
 	f.workers = []store.Worker{
 		{ID: "all-host1-4242-a1b2", Role: "all", Hostname: "host1", PID: 4242, SecondsSinceSeen: 0.8, InFlight: 2,
-			Handlers: store.StringList{"fail", "http", "noop", "sleep"}, Queue: str("flowforge.dispatch"), BrokerConnected: &yes},
+			Handlers: store.StringList{"fail", "http", "noop", "sleep"}, Queue: str("flowforge.dispatch"), BrokerConnected: &yes, HealthAddr: str("127.0.0.1:8083")},
 		{ID: "worker-host2-77-dead", Role: "worker", Hostname: "host2", PID: 77, SecondsSinceSeen: 95, InFlight: 1,
-			Handlers: store.StringList{"noop", "shell", "sleep"}, Queue: str("gpu"), BrokerConnected: &no},
+			Handlers: store.StringList{"noop", "shell", "sleep"}, Queue: str("gpu"), BrokerConnected: &no, HealthAddr: str("127.0.0.1:41237")},
 		{ID: "publisher-host3-9-c3d4", Role: "publisher", Hostname: "host3", PID: 9, SecondsSinceSeen: 1.5},
 	}
 	return f

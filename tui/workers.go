@@ -32,6 +32,7 @@ func newWorkersModel(c *shared) *workersModel {
 			{title: "BROKER", width: 6},
 			{title: "QUEUE", flex: 2, min: 6, cap: 24},
 			{title: "HANDLERS", flex: 3, min: 8},
+			{title: "HEALTH", flex: 2, min: 6, cap: 21},
 		},
 		empty: "no daemon seen in the last " + withinText(),
 	}}
@@ -54,7 +55,7 @@ func (m *workersModel) setData(data any) {
 		r := row{
 			key: w.ID,
 			cells: []string{Sanitize(w.ID), Sanitize(w.Role), Sanitize(w.Hostname), fmt.Sprint(w.PID), fmtSeconds(w.SecondsSinceSeen), fmt.Sprint(w.InFlight),
-				brokerCell(w.BrokerConnected), orDash(w.Queue), handlersCell(w.Handlers)},
+				brokerCell(w.BrokerConnected), orDash(w.Queue), handlersCell(w.Handlers), orDash(w.HealthAddr)},
 		}
 		if w.BrokerConnected != nil && !*w.BrokerConnected {
 			r.kind, r.flag = rowWarn, "!"

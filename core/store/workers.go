@@ -28,6 +28,9 @@ type Worker struct {
 	// BrokerConnected reports whether a worker process was consuming from
 	// the broker at its last heartbeat; nil for other roles.
 	BrokerConnected *bool `db:"broker_connected" json:"broker_connected"`
+	// HealthAddr is the host:port the process's health server listens on
+	// (/health/live, /health/ready, /metrics); nil when it has none.
+	HealthAddr *string `db:"health_addr" json:"health_addr"`
 }
 
 // Presence is what a daemon process reports about itself every few
@@ -39,6 +42,8 @@ type Presence struct {
 	Handlers           []string
 	Queue              string
 	BrokerConnected    *bool
+	// HealthAddr is the bound address of the health server ("" for none).
+	HealthAddr string
 }
 
 // TouchWorker records that a daemon process is alive (upsert, database
@@ -59,16 +64,20 @@ func (s *Store) RecordPresence(ctx context.Context, p Presence) error {
 		h := string(b)
 		handlers = &h
 	}
-	var queue *string
+	var queue, health *string
 	if p.Queue != "" {
 		queue = &p.Queue
 	}
+	if p.HealthAddr != "" {
+		health = &p.HealthAddr
+	}
 	_, err := s.db.ExecContext(ctx, `
-INSERT INTO workers (id, role, hostname, pid, handlers, queue, broker_connected) VALUES ($1, $2, $3, $4,
-        CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END, $6, $7)
+INSERT INTO workers (id, role, hostname, pid, handlers, queue, broker_connected, health_addr) VALUES ($1, $2, $3, $4,
+        CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), role = EXCLUDED.role,
-       handlers = EXCLUDED.handlers, queue = EXCLUDED.queue, broker_connected = EXCLUDED.broker_connected`,
-		p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected)
+       handlers = EXCLUDED.handlers, queue = EXCLUDED.queue, broker_connected = EXCLUDED.broker_connected,
+       health_addr = EXCLUDED.health_addr`,
+		p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected, health)
 	if err != nil {
 		return fmt.Errorf("record worker %s: %w", p.ID, err)
 	}
@@ -83,7 +92,7 @@ func (s *Store) ListWorkers(ctx context.Context, within time.Duration) ([]Worker
 SELECT w.id, w.role, w.hostname, w.pid, w.started_at, w.last_seen_at,
        extract(epoch FROM now() - w.last_seen_at)::float8 AS seen_seconds_ago,
        (SELECT count(*) FROM task_runs t WHERE t.state = 'RUNNING' AND t.worker_id = w.id) AS in_flight,
-       to_jsonb(w.handlers) AS handlers, w.queue, w.broker_connected
+       to_jsonb(w.handlers) AS handlers, w.queue, w.broker_connected, w.health_addr
   FROM workers w WHERE w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
  ORDER BY w.last_seen_at DESC LIMIT 200`, within.Milliseconds())
 	if err != nil {

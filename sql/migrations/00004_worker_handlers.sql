@@ -2,7 +2,9 @@
 -- process writes its handler set, the queue it consumes and whether it is
 -- consuming from the broker right now, so that `workflow apply` can warn
 -- about a handler no live worker registers and the dashboard's Workers
--- screen can show them. Other roles leave them NULL.
+-- screen can show them. Other roles leave them NULL. Every daemon records
+-- the address its health server listens on (health_addr: with default
+-- settings a daemon whose role's port is taken listens on a free one).
 --
 -- A worker that hands back a task whose handler it does not register notes
 -- it once per task and fencing token in task_events (a READY -> READY row
@@ -19,11 +21,13 @@
 ALTER TABLE workers ADD COLUMN handlers text[];
 ALTER TABLE workers ADD COLUMN queue text;
 ALTER TABLE workers ADD COLUMN broker_connected boolean;
+ALTER TABLE workers ADD COLUMN health_addr text;
 CREATE UNIQUE INDEX task_events_waiting_once ON task_events (task_run_id, fencing_token)
     WHERE from_state = 'READY' AND to_state = 'READY' AND worker_id IS NOT NULL;
 
 -- +goose Down
 DROP INDEX task_events_waiting_once;
+ALTER TABLE workers DROP COLUMN health_addr;
 ALTER TABLE workers DROP COLUMN broker_connected;
 ALTER TABLE workers DROP COLUMN queue;
 ALTER TABLE workers DROP COLUMN handlers;
