@@ -248,7 +248,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		listening.Add(1)
 		go func() {
 			defer listening.Done()
-			daemon.Listen(lctx, w.cfg.DatabaseURL, store.CancelChannel, w.log, w.cancelNotified)
+			w.listenForCancels(lctx)
 		}()
 	}
 	defer func() {
@@ -606,6 +606,13 @@ type heartbeatLoop struct {
 	// check asks for a renewal now (a cancel notification): the renewal's
 	// Stop flag, read from the database, decides whether to cancel.
 	check chan struct{}
+}
+
+// listenForCancels LISTENs on store.CancelChannel at Config.DatabaseURL
+// (reconnecting with backoff) and hands each notification to
+// cancelNotified, until ctx ends.
+func (w *Worker) listenForCancels(ctx context.Context) {
+	daemon.Listen(ctx, w.cfg.DatabaseURL, store.CancelChannel, w.log, w.cancelNotified)
 }
 
 // track registers hb as an attempt of run in flight.
