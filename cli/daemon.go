@@ -370,7 +370,7 @@ func runDaemon(c *cli.Context, env *Env, role string) error {
 		handlers.Register(reg, handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"), ShellSupervisor: shellSupervisor(), HTTPDenyPrivate: c.Bool("http-deny-private")})
 		wcfg := worker.Config{Store: st, Renewer: hbStore, Broker: brokerConfig(c, log), Registry: reg,
 			Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"), SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"),
-			ID: id, Logger: log, Metrics: m, Clock: clk}
+			ID: id, Logger: log, Metrics: m, Clock: clk, DatabaseURL: dbURL}
 		w, err := worker.New(wcfg)
 		if err != nil {
 			return failure(err)

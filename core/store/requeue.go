@@ -146,13 +146,16 @@ SELECT count(*) FROM c`
 type CancelResult struct {
 	// TasksCancelled counts tasks that had not started (PENDING, READY,
 	// RETRYING) and are now CANCELLED. RUNNING tasks are signalled through
-	// their next heartbeat and end CANCELLED when their handler returns.
+	// CancelChannel (their worker renews at once and cancels the handler),
+	// backed by their next heartbeat, and end CANCELLED when their handler
+	// returns.
 	TasksCancelled int
 }
 
 // CancelRun persists the cancellation request first, cancels every task that
-// has not started, and wakes the schedulers; running tasks see the request
-// at their next heartbeat. Errors: ErrNotFound, ErrRunFinished (nothing
+// has not started, and, in one NOTIFY statement, wakes the schedulers and
+// tells the workers on CancelChannel; running tasks see the request at once
+// (or at their next heartbeat if the notification is lost). Errors: ErrNotFound, ErrRunFinished (nothing
 // changed).
 func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason string) (CancelResult, error) {
 	for _, from := range []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRetrying} {
@@ -176,7 +179,7 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason strin
 		if err := tx.GetContext(ctx, &row.Tasks, qCancelTasks, ids, actor, "run cancelled: "+reason); err != nil {
 			return fmt.Errorf("cancel tasks of run %s: %w", id, err)
 		}
-		return notify(ctx, tx, TopicTasks)
+		return notifyAll(ctx, tx, tasksNotice(TopicTasks), cancelNotice(ids))
 	})
 	if err != nil {
 		return CancelResult{}, err

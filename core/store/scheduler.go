@@ -183,6 +183,7 @@ type AdvanceResult struct {
 	RetriesDue        int // RETRYING -> READY
 	FailFastCancelled int // tasks cancelled because a fail_fast run failed
 	FailFastRevived   int // CANCELLED -> PENDING: a requeued fail_fast run has no DEAD task any more
+	FailFastStopped   int // fail_fast runs that failed in this pass with tasks running (workers told on CancelChannel)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
 	// Next is where the following pass should start; nil when this pass
@@ -195,10 +196,11 @@ type openRun struct {
 	CreatedAt       time.Time `db:"created_at"`
 	State           string    `db:"state"`
 	CancelRequested bool      `db:"cancel_requested"`
+	FailFast        bool      `db:"fail_fast"`
 }
 
 const qLockOpenRuns = `
-SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested
+SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast
   FROM workflow_runs
  WHERE finished_at IS NULL AND (created_at, id) > ($1, $2)
  ORDER BY created_at, id
@@ -306,7 +308,9 @@ UPDATE workflow_runs r
 // an operator requeued (no task DEAD any more), promotes eligible tasks
 // with their outbox rows, derives each run's state with
 // core.DeriveRunState, and settles runs with no active task. It
-// notifies publishers once when it wrote outbox rows.
+// notifies, in one statement, publishers when it wrote outbox rows and
+// workers (CancelChannel) when a fail_fast run failed while some of its
+// tasks run, so that they stop at once rather than at their next heartbeat.
 func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor string) (AdvanceResult, error) {
 	if err := mustEdge(core.TaskPending, core.TaskReady); err != nil {
 		return AdvanceResult{}, err
@@ -394,10 +398,14 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		var uIDs []uuid.UUID
 		var uStates []string
 		var uSettled []bool
+		var stop []uuid.UUID // fail_fast runs failing now with tasks running
 		for _, r := range runs {
 			tc := byRun[r.ID]
 			state := core.DeriveRunState(tc, r.CancelRequested)
 			settled := core.RunSettled(tc) && (eligible[r.ID] == 0 || r.CancelRequested)
+			if r.FailFast && state == core.RunFailed && r.State != string(core.RunFailed) && tc[core.TaskRunning] > 0 {
+				stop = append(stop, r.ID)
+			}
 			if string(state) == r.State && !settled {
 				continue
 			}
@@ -416,10 +424,15 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 				return fmt.Errorf("update run states: %w", err)
 			}
 		}
+		res.FailFastStopped = len(stop)
+		var notices []notice
 		if res.Promoted+res.RetriesDue > 0 {
-			return notify(ctx, tx, TopicOutbox)
+			notices = append(notices, tasksNotice(TopicOutbox))
 		}
-		return nil
+		if len(stop) > 0 {
+			notices = append(notices, cancelNotice(stop))
+		}
+		return notifyAll(ctx, tx, notices...)
 	})
 	if err != nil {
 		return AdvanceResult{}, err

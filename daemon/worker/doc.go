@@ -8,7 +8,8 @@
 //	ack           right after the claim commits: from here the database lease,
 //	              not broker redelivery, governs retries
 //	run           handler(ctx) with timeout; heartbeat every Lease/3 renews the
-//	              lease and cancels ctx when the lease is lost or the run cancelled
+//	              lease and cancels ctx when the lease is lost or the run cancelled;
+//	              a cancel notification makes it renew (and so cancel) at once
 //	finish        RUNNING+token -> SUCCEEDED | RETRYING | DEAD | CANCELLED
 //	              rejected (token moved on) -> logged and counted as a stale write
 //	              the heartbeat keeps renewing until the finish returns
@@ -21,6 +22,17 @@
 // when no slot frees within SlotWait (keep it below consumer_timeout). A
 // crash after the ack loses nothing: the lease expires and the scheduler's
 // reaper retries the task.
+//
+// Cancellation: the worker LISTENs on store.CancelChannel (Config.DatabaseURL,
+// a dedicated connection reconnected with backoff; see daemon.Listen).
+// CancelRun, and a scheduler pass that fails a fail_fast run with tasks
+// running, NOTIFY the run ids there; the worker then renews at once the
+// leases of the attempts of those runs it is running, and a renewal whose
+// Stop flag is set cancels the handler's context with core.ErrRunCancelled
+// — within a database round trip instead of up to Lease/3 later. The
+// notification is a hint, the database decides; a lost notification (the
+// listener down, a reconnect) leaves the next heartbeat to cancel, and
+// after each reconnect every attempt in flight renews once.
 //
 // Heartbeats use their own small pool (Renewer), so database calls that
 // hold the main pool's connections cannot delay them; every main-pool call

@@ -91,6 +91,12 @@ type Config struct {
 	// Clock is the process clock (default clock.System); it only measures
 	// the worker's own intervals, never a lease.
 	Clock clock.Clock
+	// DatabaseURL, when set, is where the worker LISTENs on
+	// store.CancelChannel (a dedicated connection, reconnected with
+	// backoff) so that a cancelled run's handlers stop within a database
+	// round trip instead of at their next heartbeat. Empty: heartbeats
+	// alone deliver cancellation (within Lease/3).
+	DatabaseURL string
 }
 
 func (c *Config) validate() error {
@@ -158,6 +164,11 @@ type Worker struct {
 	first     *broker.Consumer
 	current   atomic.Pointer[broker.Consumer] // the consumer of Run, nil between connections
 	handBacks handBackPacer
+
+	// running holds the heartbeats of the attempts in flight, by run id, so
+	// that a cancel notification can make them renew at once.
+	runningMu sync.Mutex
+	running   map[uuid.UUID]map[*heartbeatLoop]struct{}
 }
 
 // New validates cfg and returns a Worker.
@@ -231,6 +242,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker: started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease.String(), "handlers", w.cfg.Registry.Names())
 	cons := w.first
 	w.first = nil
+	// The cancel listener outlives ctx: in-flight handlers may still be
+	// cancelled while a graceful stop waits for them.
+	lctx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
+	var listening sync.WaitGroup
+	if w.cfg.DatabaseURL != "" {
+		listening.Add(1)
+		go func() {
+			defer listening.Done()
+			w.listenForCancels(lctx)
+		}()
+	}
+	defer func() {
+		stopListening()
+		listening.Wait()
+	}()
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
@@ -530,6 +556,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 		defer cancelT()
 	}
 	hb := w.heartbeat(c, cancel, log)
+	w.track(c.RunID, hb)
 	result, runErr := w.invoke(runCtx, c, log)
 
 	cause := context.Cause(runCtx)
@@ -559,6 +586,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	// lapse and have a completed attempt reaped and run again.
 	hb.finishing.Store(true)
 	state, ok, err := w.finish(req, log)
+	w.untrack(c.RunID, hb)
 	hb.stop()
 	switch {
 	case err != nil:
@@ -643,14 +671,83 @@ type heartbeatLoop struct {
 	// of its own and cancels nothing.
 	finishing atomic.Bool
 	stop      func()
+	// check asks for a renewal now (a cancel notification): the renewal's
+	// Stop flag, read from the database, decides whether to cancel.
+	check chan struct{}
+}
+
+// listenForCancels LISTENs on store.CancelChannel at Config.DatabaseURL
+// (reconnecting with backoff) and hands each notification to
+// cancelNotified, until ctx ends.
+func (w *Worker) listenForCancels(ctx context.Context) {
+	daemon.Listen(ctx, w.cfg.DatabaseURL, store.CancelChannel, w.log, w.cancelNotified)
+}
+
+// track registers hb as an attempt of run in flight.
+func (w *Worker) track(run uuid.UUID, hb *heartbeatLoop) {
+	w.runningMu.Lock()
+	defer w.runningMu.Unlock()
+	if w.running == nil {
+		w.running = make(map[uuid.UUID]map[*heartbeatLoop]struct{})
+	}
+	if w.running[run] == nil {
+		w.running[run] = make(map[*heartbeatLoop]struct{})
+	}
+	w.running[run][hb] = struct{}{}
+}
+
+// untrack removes what track registered.
+func (w *Worker) untrack(run uuid.UUID, hb *heartbeatLoop) {
+	w.runningMu.Lock()
+	defer w.runningMu.Unlock()
+	delete(w.running[run], hb)
+	if len(w.running[run]) == 0 {
+		delete(w.running, run)
+	}
+}
+
+// cancelNotified handles a CancelChannel notification: items are run ids
+// (or store.CancelAllRuns; nil after a (re)connect, when notifications may
+// have been missed). Every attempt in flight of those runs renews its lease
+// at once, and the renewal's Stop flag cancels its handler with
+// core.ErrRunCancelled. The notification is only a hint: the database
+// decides, as at every heartbeat. Items that are not run ids are ignored.
+func (w *Worker) cancelNotified(items []string) {
+	all := items == nil
+	runs := make(map[uuid.UUID]bool, len(items))
+	for _, it := range items {
+		if it == store.CancelAllRuns {
+			all = true
+			continue
+		}
+		if id, err := uuid.Parse(it); err == nil {
+			runs[id] = true
+		}
+	}
+	w.runningMu.Lock()
+	defer w.runningMu.Unlock()
+	for run, hbs := range w.running {
+		if !all && !runs[run] {
+			continue
+		}
+		if !all {
+			w.log.Info("worker: cancel notification; checking the run's running tasks", "run_id", run, "tasks", len(hbs))
+		}
+		for hb := range hbs {
+			select {
+			case hb.check <- struct{}{}:
+			default: // a check is already pending
+			}
+		}
+	}
 }
 
 // heartbeat renews the lease every Lease/3 until stopped, through the
-// Renewer's own pool. While the handler runs it cancels the handler's
+// Renewer's own pool, and at once when hb.check is signalled. While the handler runs it cancels the handler's
 // context with core.ErrLeaseLost when the renewal matches nothing, and with
 // core.ErrRunCancelled when the run was cancelled.
 func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, log *slog.Logger) *heartbeatLoop {
-	hb := &heartbeatLoop{}
+	hb := &heartbeatLoop{check: make(chan struct{}, 1)}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -667,6 +764,7 @@ func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, 
 			case <-done:
 				return
 			case <-t.C:
+			case <-hb.check:
 			}
 			ctx, cc := context.WithTimeout(context.Background(), interval)
 			res, err := w.cfg.Renewer.Renew(ctx, c.ID, c.FencingToken, w.cfg.Lease)
