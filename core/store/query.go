@@ -56,7 +56,11 @@ type TaskRun struct {
 	Result         JSON       `db:"result" json:"result"`
 	Error          *string    `db:"error" json:"error"`
 	IdempotencyKey *string    `db:"idempotency_key" json:"idempotency_key"`
-	Workflow       string     `db:"workflow_name" json:"workflow,omitempty"`
+	// ReusedFrom names the task run whose recorded result for the
+	// idempotency key this one reused instead of running its handler; null
+	// when it ran its own.
+	ReusedFrom *KeySource `db:"reused_from" json:"reused_from"`
+	Workflow   string     `db:"workflow_name" json:"workflow,omitempty"`
 }
 
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
@@ -67,7 +71,9 @@ const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params
 const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
        to_jsonb(t.depends_on) AS depends_on, t.worker_id, t.lease_expires_at,
        CASE WHEN t.state = 'RUNNING' THEN extract(epoch FROM t.lease_expires_at - now())::float8 END AS lease_seconds,
-       t.heartbeat_at, t.next_attempt_at, t.started_at, t.finished_at, t.result, t.error, t.idempotency_key`
+       t.heartbeat_at, t.next_attempt_at, t.started_at, t.finished_at, t.result, t.error, t.idempotency_key,
+       CASE WHEN t.reused_from IS NOT NULL THEN jsonb_build_object('task_run_id', t.reused_from,
+            'run_id', coalesce(t.reused_from_run, '00000000-0000-0000-0000-000000000000'::uuid)) END AS reused_from`
 
 // GetRun returns the run with its tasks (in creation order), or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
