@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // KeyClaim is the outcome of ClaimIdempotencyKey.
@@ -187,4 +189,107 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUI
 		return KeyClaim{}, fmt.Errorf("claim idempotency key: commit: %w", err)
 	}
 	return KeyClaim{Owned: true}, nil
+}
+
+// ErrKeyOwnerRunning is returned by ForgetIdempotencyKey while the task run
+// that owns the key is RUNNING: forgetting the key then would let another
+// attempt take it and run the handler alongside the owner.
+var ErrKeyOwnerRunning = errors.New("the idempotency key's owner is RUNNING")
+
+// ErrNoIdempotencyKey is returned by ForgetIdempotencyKey for a task run
+// without an idempotency key, or whose key is not recorded (never claimed,
+// or already forgotten).
+var ErrNoIdempotencyKey = errors.New("no idempotency key to forget")
+
+// ForgottenKey is what ForgetIdempotencyKey released.
+type ForgottenKey struct {
+	Key string `json:"key"`
+	// Owner is the task run that held the key (and its run).
+	Owner KeySource `json:"owner"`
+	// Completed: the key had a recorded result (kept in
+	// idempotency_key_events), which is no longer reused.
+	Completed bool `json:"completed"`
+}
+
+// qForgetKeyOf reads the key a task run carries.
+const qForgetKeyOf = `SELECT idempotency_key FROM task_runs WHERE id = $1`
+
+// qForgetLock locks the key's row, as ClaimIdempotencyKey's qLockKey does:
+// a forget and a claim of one key are serialised by this lock.
+const qForgetLock = `SELECT task_run_id, fencing_token FROM idempotency_keys WHERE key = $1 FOR UPDATE`
+
+// qForgetKey deletes the key, in a statement of its own after the lock was
+// granted (so its snapshot contains every claim committed before: see
+// qOwnerLive), guarded by the owner read under the lock and by that owner
+// not being RUNNING; the audit row keeps the forgotten result.
+const qForgetKey = `
+WITH del AS (
+    DELETE FROM idempotency_keys k
+     WHERE k.key = $1 AND k.task_run_id = $2 AND k.fencing_token = $3
+       AND NOT EXISTS (SELECT 1 FROM task_runs o WHERE o.id = k.task_run_id AND o.state = 'RUNNING')
+ RETURNING k.key, k.task_run_id, k.fencing_token, k.completed_at, k.result
+), ev AS (
+    INSERT INTO idempotency_key_events (key, action, actor, reason, task_run_id, owner_task_run_id, owner_fencing_token, completed_at, result)
+    SELECT key, 'forget', $4, $5, $6, task_run_id, fencing_token, completed_at, result FROM del
+)
+SELECT (SELECT count(*) FROM del) AS deleted,
+       coalesce((SELECT completed_at IS NOT NULL FROM del), false) AS completed,
+       coalesce((SELECT run_id FROM task_runs WHERE id = $2), '00000000-0000-0000-0000-000000000000'::uuid) AS owner_run_id,
+       coalesce((SELECT state FROM task_runs WHERE id = $2), '') AS owner_state`
+
+// ForgetIdempotencyKey releases the idempotency key that task run id
+// carries (any task run with the key: its owner, one that reused its
+// result, one waiting for it), so the next attempt with the key runs its
+// handler. It is refused with ErrKeyOwnerRunning while the key's owner is
+// RUNNING, and cannot race a key claim into a second live owner: both lock
+// the key's row, and the owner is judged by a statement that starts after
+// the lock was granted. It is audited (actor, reason, the owner and the
+// forgotten result) in idempotency_key_events. Errors: ErrNotFound for an
+// unknown id, ErrNoIdempotencyKey when the task run has no key or the key
+// is not recorded, ErrKeyOwnerRunning (naming the owner); nothing changes
+// then. Other errors are database errors.
+func (s *Store) ForgetIdempotencyKey(ctx context.Context, id uuid.UUID, actor, reason string) (ForgottenKey, error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: begin: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var key sql.NullString
+	switch err := tx.GetContext(ctx, &key, qForgetKeyOf, id); {
+	case errors.Is(err, sql.ErrNoRows):
+		return ForgottenKey{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	case err != nil:
+		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: %w", id, err)
+	case !key.Valid:
+		return ForgottenKey{}, fmt.Errorf("task %s has no idempotency key: %w", id, ErrNoIdempotencyKey)
+	}
+	var owner struct {
+		ID    uuid.UUID `db:"task_run_id"`
+		Token int64     `db:"fencing_token"`
+	}
+	switch err := tx.GetContext(ctx, &owner, qForgetLock, key.String); {
+	case errors.Is(err, sql.ErrNoRows):
+		return ForgottenKey{}, fmt.Errorf("idempotency key %q of task %s is not recorded (no task run claimed it, or it was forgotten): %w",
+			core.SanitizeText(key.String, 200), id, ErrNoIdempotencyKey)
+	case err != nil:
+		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: lock: %w", id, err)
+	}
+	var row struct {
+		Deleted    int       `db:"deleted"`
+		Completed  bool      `db:"completed"`
+		OwnerRun   uuid.UUID `db:"owner_run_id"`
+		OwnerState string    `db:"owner_state"`
+	}
+	if err := tx.GetContext(ctx, &row, qForgetKey, key.String, owner.ID, owner.Token, actor, reason, id); err != nil {
+		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: %w", id, err)
+	}
+	res := ForgottenKey{Key: key.String, Owner: KeySource{TaskRunID: owner.ID, RunID: row.OwnerRun}, Completed: row.Completed}
+	if row.Deleted != 1 {
+		return ForgottenKey{}, fmt.Errorf("idempotency key %q: %w: task run %s holds it (state %s); wait for it to finish, or cancel its run",
+			core.SanitizeText(key.String, 200), ErrKeyOwnerRunning, owner.ID, row.OwnerState)
+	}
+	if err := tx.Commit(); err != nil {
+		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: commit: %w", id, err)
+	}
+	return res, nil
 }
