@@ -53,6 +53,7 @@ func (f *fixture) reuse(c store.ClaimedTask, key string) store.KeyClaim {
 // recorded it; its finish stores that (run show, task show: reused_from)
 // and says so in its history; the owner itself shows no reuse.
 func TestAReusedResultNamesItsSource(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	const key = "k-d"
@@ -101,6 +102,7 @@ func TestAReusedResultNamesItsSource(t *testing.T) {
 // owns the key (runs its handler), a claimer without a TTL waits for it
 // meanwhile and then reuses the new result.
 func TestAnExpiredResultIsNotReusedAndTheHandlerRunsAgain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	f.apply(keyedTTL)
@@ -140,6 +142,7 @@ func TestAnExpiredResultIsNotReusedAndTheHandlerRunsAgain(t *testing.T) {
 // owner finished, the key is released, audited with the forgotten result,
 // and the next attempt owns it and runs its handler.
 func TestForgetKeyIsRefusedWhileTheOwnerRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	f.apply(oneTask)
@@ -306,6 +309,7 @@ func TestForgetKeyRacingKeyClaimsNeverMakesTwoOwners(t *testing.T) {
 // judged by is the one its workflow version declared when it was
 // triggered.
 func TestTriggerCopiesTheIdempotencyTTLOntoTheTaskRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	f.apply(keyedTTL)
