@@ -114,11 +114,13 @@ UPDATE idempotency_keys SET task_run_id = $2, fencing_token = $3, result = NULL,
 // that recorded it (KeyClaim.From), or says to wait (the zero KeyClaim). A
 // completed key whose result is older than the claimer's idempotency_ttl
 // (completed_at + ttl <= now(), database clock) counts as free: it is taken
-// over like a failed owner's key, and the handler runs again. It runs in one READ COMMITTED transaction: take a
-// free key; otherwise lock the key's row, then decide in a later statement
-// whether its owner is still RUNNING with its token, and take the key over
-// only if not. So while an owner's lease is valid no other attempt takes its
-// key, and a completed result is reused by every later claimer. The owner
+// over like a failed owner's key, and the handler runs again.
+//
+// It runs in one READ COMMITTED transaction: take a free key; otherwise
+// lock the key's row, then decide in a later statement whether its owner is
+// still RUNNING with its token, and take the key over only if not. So while
+// an owner's lease is valid no other attempt takes its key, and a completed
+// result is reused by every later claimer within its TTL. The owner
 // itself asking again is told it owns the key. A claimer that is no longer
 // RUNNING with token (reaped while it waited) never takes the key: it is
 // told to wait, and its heartbeat cancels it. Errors are database errors
