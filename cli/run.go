@@ -459,7 +459,8 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	}
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
-	for _, t := range store.DAGOrder(run.Tasks) {
+	ordered := store.DAGOrder(run.Tasks)
+	for _, t := range ordered {
 		worker := "-"
 		if t.Task.WorkerID != nil {
 			worker = sanitizeCell(*t.Task.WorkerID)
@@ -471,7 +472,11 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 		tw.row(strings.Repeat("  ", t.Depth)+sanitizeCell(t.Task.Name), t.Task.ID.String(), t.Task.State,
 			fmt.Sprintf("%d/%d", t.Task.Attempt, t.Task.MaxAttempts), worker, fmtTime(t.Task.StartedAt), fmtTime(t.Task.FinishedAt), errText)
 	}
-	return tw.flush()
+	if err := tw.flush(); err != nil {
+		return err
+	}
+	printReuses(w, ordered)
+	return nil
 }
 
 // inDAGOrder returns run with its tasks in store.DAGOrder, the order the

@@ -31,7 +31,7 @@ func taskCommand(env *Env) *cli.Command {
 				"Example:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 -o json",
 			Flags:  []cli.Flag{outputFlag()},
 			Action: func(c *cli.Context) error { return taskShow(c, env) },
-		}},
+		}, forgetKeyCommand(env)},
 	}
 }
 
@@ -66,8 +66,8 @@ func taskShow(c *cli.Context, env *Env) error {
 	}
 	w := env.Stdout
 	p := env.palette()
-	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n\nATTEMPTS\n",
-		t.ID, sanitizeCell(t.Name), t.RunID, t.Workflow, sanitizeCell(t.Handler), p.state(t.State), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200))
+	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s\nATTEMPTS\n",
+		t.ID, sanitizeCell(t.Name), t.RunID, t.Workflow, sanitizeCell(t.Handler), p.state(t.State), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun))
 	at := newTable(w, p, "ATTEMPT", "WORKER", "TOKEN", "STARTED", "FINISHED", "OUTCOME", "ERROR")
 	for _, a := range attempts {
 		worker := "-"

@@ -29,6 +29,9 @@ const MaxHandlerLength = 128
 // MaxTasks bounds the number of tasks of one workflow.
 const MaxTasks = 1000
 
+// MaxIdempotencyTTL bounds a task's idempotency_ttl (ten years).
+const MaxIdempotencyTTL = 10 * 365 * 24 * time.Hour
+
 // MaxAttemptsLimit bounds retry.max_attempts.
 const MaxAttemptsLimit = 1000
 
@@ -78,6 +81,12 @@ type TaskDef struct {
 	Retry          *RetrySpec      `json:"retry,omitempty"`
 	Timeout        *Duration       `json:"timeout,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	// IdempotencyTTL bounds how old a result recorded for the key this
+	// task reuses: a result completed longer ago than this (database
+	// clock) is not reused, the key is taken over and the handler runs
+	// again. Nil means a recorded result is reused for ever. Only with
+	// IdempotencyKey; positive, at most MaxIdempotencyTTL.
+	IdempotencyTTL *Duration `json:"idempotency_ttl,omitempty"`
 }
 
 // RetrySpec is the retry block of a task; absent fields take the defaults of
@@ -110,6 +119,15 @@ func (t TaskDef) Policy() RetryPolicy {
 		}
 	}
 	return p
+}
+
+// IdempotencyTTLOrZero returns the task's idempotency_ttl, 0 meaning a
+// recorded result is reused for ever.
+func (t TaskDef) IdempotencyTTLOrZero() time.Duration {
+	if t.IdempotencyTTL == nil {
+		return 0
+	}
+	return time.Duration(*t.IdempotencyTTL)
 }
 
 // TimeoutOrZero returns the task's timeout, 0 meaning none.
@@ -305,6 +323,18 @@ func (t TaskDef) validate() error {
 	}
 	if t.Timeout != nil && *t.Timeout <= 0 {
 		return fmt.Errorf("timeout must be positive, got %s", time.Duration(*t.Timeout))
+	}
+	if t.IdempotencyTTL != nil {
+		switch ttl := time.Duration(*t.IdempotencyTTL); {
+		case t.IdempotencyKey == "":
+			return errors.New("idempotency_ttl needs an idempotency_key: it bounds how old a result recorded for the key is reused")
+		case ttl <= 0:
+			return fmt.Errorf("idempotency_ttl must be positive, got %s", ttl)
+		case ttl > MaxIdempotencyTTL:
+			return fmt.Errorf("idempotency_ttl %s is longer than the limit of %s (leave it out to reuse a result for ever)", ttl, MaxIdempotencyTTL)
+		case ttl < time.Millisecond:
+			return fmt.Errorf("idempotency_ttl %s is shorter than a millisecond", ttl)
+		}
 	}
 	if t.IdempotencyKey != "" {
 		tmpl, err := parseKeyTemplate(t.IdempotencyKey)

@@ -23,6 +23,7 @@ tasks:
     retry: {max_attempts: 5, initial_backoff: 2s, max_backoff: 1m}
     timeout: 10m
     idempotency_key: "extract-{{ .Params.date }}"
+    idempotency_ttl: 24h
   - name: transform
     handler: noop
     depends_on: [extract]
@@ -37,7 +38,7 @@ const validJSON = `{
   "tasks": [
     {"name": "extract", "handler": "shell", "params": {"command": ["sh", "-c", "echo hi"]},
      "retry": {"max_attempts": 5, "initial_backoff": "2s", "max_backoff": "1m"},
-     "timeout": "10m", "idempotency_key": "extract-{{ .Params.date }}"},
+     "timeout": "10m", "idempotency_key": "extract-{{ .Params.date }}", "idempotency_ttl": "24h"},
     {"name": "transform", "handler": "noop", "depends_on": ["extract"]},
     {"name": "load.v2_x", "handler": "noop", "depends_on": ["extract", "transform"]}
   ]
@@ -54,7 +55,7 @@ func TestParseDefinitionAcceptsYAMLAndJSON(t *testing.T) {
 				t.Fatalf("got %+v", def)
 			}
 			ex := def.Tasks[0]
-			if ex.Handler != "shell" || ex.TimeoutOrZero() != 10*time.Minute || ex.IdempotencyKey != "extract-{{ .Params.date }}" {
+			if ex.Handler != "shell" || ex.TimeoutOrZero() != 10*time.Minute || ex.IdempotencyKey != "extract-{{ .Params.date }}" || ex.IdempotencyTTLOrZero() != 24*time.Hour {
 				t.Fatalf("extract = %+v", ex)
 			}
 			if got := string(ex.Params); got != `{"command":["sh","-c","echo hi"]}` {
@@ -172,6 +173,12 @@ func TestParseDefinitionRejectsBadInput(t *testing.T) {
 		{"missing handler", "name: w\ntasks:\n  - {name: a}\n", []string{`"a"`, "handler is missing"}},
 		{"blank handler", "name: w\ntasks:\n  - {name: a, handler: \"  \"}\n", []string{"handler is missing"}},
 		{"bad idempotency_key template", task(`, idempotency_key: "k-{{ .Params.day"`), []string{`"a"`, "idempotency_key"}},
+		{"idempotency_ttl without a key", task(", idempotency_ttl: 1h"), []string{`"a"`, "idempotency_ttl needs an idempotency_key"}},
+		{"zero idempotency_ttl", task(`, idempotency_key: k, idempotency_ttl: 0s`), []string{`"a"`, "idempotency_ttl must be positive"}},
+		{"negative idempotency_ttl", task(`, idempotency_key: k, idempotency_ttl: -1h`), []string{`"a"`, "idempotency_ttl must be positive"}},
+		{"idempotency_ttl over the limit", task(`, idempotency_key: k, idempotency_ttl: 87601h`), []string{`"a"`, "idempotency_ttl 87601h0m0s is longer than the limit"}},
+		{"idempotency_ttl under a millisecond", task(`, idempotency_key: k, idempotency_ttl: 10us`), []string{`"a"`, "shorter than a millisecond"}},
+		{"idempotency_ttl a bare number", task(`, idempotency_key: k, idempotency_ttl: 3600`), []string{"duration"}},
 		{"wrong type for depends_on", task(", depends_on: b"), []string{"depends_on"}},
 		{"json with unknown field", `{"name":"w","tasks":[{"name":"a","handler":"noop","retyr":1}]}`, []string{`unknown field "retyr"`}},
 	} {

@@ -114,7 +114,7 @@ func (m *taskModel) view(width, height int) string {
 		th.header.Render("task "+t.ID.String()) + "  " + th.state(t.State),
 		fmt.Sprintf("%s / %s · handler %s · run %s", Sanitize(t.Workflow), Sanitize(t.Name), Sanitize(t.Handler), shortID(t.RunID)),
 		fmt.Sprintf("attempt %d/%d · token %d · worker %s · lease %s", t.Attempt, t.MaxAttempts, t.FencingToken, worker, fmtLease(t.LeaseSeconds)),
-		died + "error " + firstLine(t.Error),
+		died + "error " + firstLine(t.Error) + reusedNote(t.ReusedFrom),
 		th.dim.Render("params " + Sanitize(compactJSON(t.Params))),
 	}
 	if t.WaitingForHandler != nil {

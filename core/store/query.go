@@ -62,6 +62,10 @@ type TaskRun struct {
 	// (at the current fencing token; see NoteWaitingForHandler); null
 	// otherwise.
 	WaitingForHandler *string `db:"waiting_for_handler" json:"waiting_for_handler"`
+	// ReusedFrom names the task run whose recorded result for the
+	// idempotency key this one reused instead of running its handler; null
+	// when it ran its own.
+	ReusedFrom *KeySource `db:"reused_from" json:"reused_from"`
 }
 
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
@@ -75,7 +79,9 @@ const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt,
        t.heartbeat_at, t.next_attempt_at, t.started_at, t.finished_at, t.result, t.error, t.idempotency_key,
        CASE WHEN t.state = 'READY' AND EXISTS (SELECT 1 FROM task_events e WHERE e.task_run_id = t.id
             AND e.fencing_token = t.fencing_token AND e.from_state = 'READY' AND e.to_state = 'READY'
-            AND e.worker_id IS NOT NULL) THEN t.handler END AS waiting_for_handler`
+            AND e.worker_id IS NOT NULL) THEN t.handler END AS waiting_for_handler,
+       CASE WHEN t.reused_from IS NOT NULL THEN jsonb_build_object('task_run_id', t.reused_from,
+            'run_id', coalesce(t.reused_from_run, '00000000-0000-0000-0000-000000000000'::uuid)) END AS reused_from`
 
 // GetRun returns the run with its tasks (in creation order), or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {

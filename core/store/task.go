@@ -307,6 +307,10 @@ type FinishRequest struct {
 	// IdempotencyKey, when set, records Result as the key's result in the
 	// same statement (only if this attempt owns the key).
 	IdempotencyKey string
+	// ReusedFrom, on success, says Result is the one another task run
+	// recorded for IdempotencyKey (KeyClaim.From): the same statement
+	// stores it on the task run (reused_from) and in the history's reason.
+	ReusedFrom *KeySource
 }
 
 const qFinish = `
@@ -318,6 +322,8 @@ WITH fin AS (
                         ELSE 'RETRYING' END,
            result = CASE WHEN $3 = 'SUCCEEDED' THEN $4::jsonb ELSE NULL END,
            error = CASE WHEN $3 = 'SUCCEEDED' THEN NULL ELSE $5 END,
+           reused_from = CASE WHEN $3 = 'SUCCEEDED' THEN $10::uuid END,
+           reused_from_run = CASE WHEN $3 = 'SUCCEEDED' THEN $11::uuid END,
            lease_expires_at = NULL,
            finished_at = CASE WHEN $3 <> 'FAILED' OR $6 OR t.attempt >= t.max_attempts THEN now() END,
            next_attempt_at = CASE WHEN $3 = 'FAILED' AND NOT $6 AND t.attempt < t.max_attempts
@@ -331,7 +337,8 @@ WITH fin AS (
        AND k.task_run_id = fin.id AND k.fencing_token = fin.fencing_token
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
-    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, $9, $9, $5 FROM fin
+    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, $9, $9,
+           CASE WHEN state = 'SUCCEEDED' AND $10::uuid IS NOT NULL THEN $12 ELSE $5 END FROM fin
 ), n AS (
     SELECT pg_notify('` + NotifyChannel + `', '` + TopicTasks + `') FROM fin
 )
@@ -360,12 +367,21 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 	if result != nil {
 		resultArg = string(result)
 	}
+	var reusedTask, reusedRun any
+	reuseNote := ""
+	if req.ReusedFrom != nil && req.Outcome == OutcomeSucceeded {
+		reusedTask = req.ReusedFrom.TaskRunID
+		if req.ReusedFrom.RunID != uuid.Nil {
+			reusedRun = req.ReusedFrom.RunID
+		}
+		reuseNote = ReuseNote(*req.ReusedFrom, req.IdempotencyKey)
+	}
 	var row struct {
 		State    string `db:"state"`
 		Notified int    `db:"notified"`
 	}
 	err := s.db.GetContext(ctx, &row, qFinish, req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
-		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID)
+		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID, reusedTask, reusedRun, reuseNote)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -373,6 +389,13 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 		return "", false, fmt.Errorf("finish task %s: %w", req.ID, err)
 	}
 	return core.TaskState(row.State), true, nil
+}
+
+// ReuseNote is the history's reason for a finish that reused src's result
+// for key: "result reused from task run X of run Y (idempotency key K)",
+// the key cut to 200 bytes.
+func ReuseNote(src KeySource, key string) string {
+	return fmt.Sprintf("result reused from %s (idempotency key %s)", src, core.SanitizeText(key, 200))
 }
 
 // ReadyFor returns how long the task has been READY (database clock). ok is

@@ -50,14 +50,14 @@ ON CONFLICT (idempotency_key) DO NOTHING`
 const qInsertTasks = `
 INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
                        initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
-                       fencing_token, ready_at)
+                       fencing_token, ready_at, idempotency_ttl_ms)
 SELECT u.id, $1, u.name, u.handler, u.params, ARRAY(SELECT jsonb_array_elements_text(u.deps)),
        CASE WHEN jsonb_array_length(u.deps) = 0 THEN 'READY' ELSE 'PENDING' END,
        u.max_attempts, u.initial_ms, u.max_ms, u.timeout_ms, NULLIF(u.ikey, ''),
        CASE WHEN jsonb_array_length(u.deps) = 0 THEN 1 ELSE 0 END,
-       CASE WHEN jsonb_array_length(u.deps) = 0 THEN now() END
-  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[])
-       AS u(id, name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ikey)`
+       CASE WHEN jsonb_array_length(u.deps) = 0 THEN now() END, NULLIF(u.ttl_ms, 0)
+  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::bigint[])
+       AS u(id, name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ikey, ttl_ms)`
 
 const qInsertRootOutbox = `
 INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
@@ -103,6 +103,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 	maxB := make([]int64, n)
 	timeouts := make([]int64, n)
 	keys := make([]string, n)
+	ttls := make([]int64, n) // 0: a recorded result is reused for ever
 	for i, t := range def.Tasks {
 		ids[i] = uuid.NewString()
 		names[i] = t.Name
@@ -132,6 +133,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 			}
 		}
 		keys[i] = key
+		ttls[i] = t.IdempotencyTTLOrZero().Milliseconds()
 	}
 	runID := uuid.New()
 	var ikey sql.NullString
@@ -166,7 +168,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 			res = TriggerResult{RunID: existing.ID, Existing: true}
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, qInsertTasks, runID, ids, names, handlers, tparams, deps, maxAttempts, initial, maxB, timeouts, keys); err != nil {
+		if _, err := tx.ExecContext(ctx, qInsertTasks, runID, ids, names, handlers, tparams, deps, maxAttempts, initial, maxB, timeouts, keys, ttls); err != nil {
 			return fmt.Errorf("insert task runs: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, qInsertRootOutbox, runID); err != nil {

@@ -557,7 +557,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	}
 	hb := w.heartbeat(c, cancel, log)
 	w.track(c.RunID, hb)
-	result, runErr := w.invoke(runCtx, c, log)
+	result, reusedFrom, runErr := w.invoke(runCtx, c, log)
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
@@ -568,6 +568,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 		if c.IdempotencyKey.Valid {
 			req.IdempotencyKey = c.IdempotencyKey.String
 		}
+		req.ReusedFrom = reusedFrom
 	case errors.Is(cause, core.ErrRunCancelled):
 		req.Outcome = store.OutcomeCancelled
 		req.Error = "cancelled: " + core.SanitizeText(runErr.Error(), core.MaxErrorBytes)
@@ -803,14 +804,21 @@ func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, 
 }
 
 // invoke resolves the idempotency key, then runs the handler, turning a
-// panic into an error.
-func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, error) {
+// panic into an error. A non-nil source means the result is the one that
+// task run recorded for the key: the handler did not run.
+func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, *store.KeySource, error) {
 	if c.IdempotencyKey.Valid && c.IdempotencyKey.String != "" {
-		res, reused, err := w.awaitKey(ctx, c, log)
-		if err != nil || reused {
-			return res, err
+		res, from, err := w.awaitKey(ctx, c, log)
+		if err != nil || from != nil {
+			return res, from, err
 		}
 	}
+	res, err := w.runHandler(ctx, c, log)
+	return res, nil, err
+}
+
+// runHandler looks the handler up and calls it.
+func (w *Worker) runHandler(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, error) {
 	h, ok := w.cfg.Registry.Lookup(c.Handler)
 	if !ok {
 		hint := "every worker on a queue should register the same handlers, or use a --queue of its own"
@@ -840,22 +848,25 @@ func (w *Worker) call(ctx context.Context, h core.Handler, task core.Task, log *
 }
 
 // awaitKey makes this attempt the key's owner, or waits for the owner's
-// result. reused=true means the result is another task run's.
-func (w *Worker) awaitKey(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, bool, error) {
+// result. A non-nil source means the result is that task run's; the finish
+// records it (reused_from and the history's reason).
+func (w *Worker) awaitKey(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, *store.KeySource, error) {
 	bo := backoff.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
 	for {
 		kc, err := w.cfg.Store.ClaimIdempotencyKey(ctx, c.IdempotencyKey.String, c.ID, c.FencingToken)
 		switch {
 		case err != nil:
-			return nil, false, fmt.Errorf("idempotency key %q: %w", c.IdempotencyKey.String, err)
+			return nil, nil, fmt.Errorf("idempotency key %q: %w", c.IdempotencyKey.String, err)
 		case kc.Owned:
-			return nil, false, nil
+			return nil, nil, nil
 		case kc.Done:
-			log.Info("worker: reusing the result recorded for the idempotency key", "idempotency_key", c.IdempotencyKey.String)
-			return json.RawMessage(kc.Result), true, nil
+			log.Info("worker: reusing the result recorded for the idempotency key", "idempotency_key", c.IdempotencyKey.String,
+				"reused_from_task_run_id", kc.From.TaskRunID, "reused_from_run_id", kc.From.RunID)
+			from := kc.From
+			return json.RawMessage(kc.Result), &from, nil
 		}
 		if err := backoff.Sleep(ctx, bo.Fail()); err != nil {
-			return nil, false, fmt.Errorf("waiting for idempotency key %q: %w", c.IdempotencyKey.String, context.Cause(ctx))
+			return nil, nil, fmt.Errorf("waiting for idempotency key %q: %w", c.IdempotencyKey.String, context.Cause(ctx))
 		}
 	}
 }
