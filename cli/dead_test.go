@@ -384,7 +384,7 @@ func TestDeadRequeueLeavesAFailFastRunRunnable(t *testing.T) {
 				return []string{"dead", "requeue", ids["y"].String(), "--reason", "fixed"}
 			},
 			want: func(t *testing.T, ids map[string]uuid.UUID, r result) {
-				if want := "requeued " + ids["y"].String() + " and 3 other task(s) of its fail_fast run\n"; r.stdout != want {
+				if want := "requeued " + ids["y"].String() + " and 3 other task(s) of its run\n"; r.stdout != want {
 					t.Fatalf("dead requeue ID: %q, want %q", r.stdout, want)
 				}
 			},

@@ -20,7 +20,7 @@ import (
 // Raise it in the release whose code starts to need a migration; it may stay
 // below the newest embedded migration while the code tolerates the schema
 // both with and without it. See SchemaWindow and sql/migrations/README.md.
-const SchemaVersionMin int64 = 3
+const SchemaVersionMin int64 = 5
 
 // compatFloorAnnotation is the line every migration file carries:
 // "-- flowforge:compat-floor N", N being the oldest binary schema version

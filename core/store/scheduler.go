@@ -54,9 +54,10 @@ SELECT t.id, t.fencing_token, t.attempt, t.max_attempts, t.initial_backoff_ms, t
 // outage grace, bumping the token so the lost worker's later writes match
 // nothing. A refunded reap (the lease lapsed during an outage the reaper
 // saw) does not use up the attempt: max_attempts grows by one and the task
-// goes RETRYING even on its last attempt.
+// goes RETRYING even on its last attempt. A task it makes DEAD takes its
+// PENDING descendants to UPSTREAM_FAILED (buryDownstream).
 const qReap = `
-WITH reaped AS (
+WITH RECURSIVE reaped AS (
     UPDATE task_runs t
        SET state = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN 'DEAD' ELSE 'RETRYING' END,
            max_attempts = CASE WHEN u.refund THEN t.max_attempts + 1 ELSE t.max_attempts END,
@@ -76,7 +77,9 @@ WITH reaped AS (
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker_id, $8, error FROM reaped
-)
+), buried (id, actor) AS (
+    SELECT id, $8::text FROM reaped WHERE state = 'DEAD'
+), ` + buryDownstream + `
 SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded FROM reaped`
 
 // Outage is what a reaper saw of its own loss of the database, on the
@@ -116,6 +119,9 @@ type ReapResult struct {
 // used up. A task renewed or finished meanwhile is left alone.
 func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskRetrying, core.TaskDead); err != nil {
+		return ReapResult{}, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
 		return ReapResult{}, err
 	}
 	var until, since *time.Time
@@ -183,6 +189,8 @@ type AdvanceResult struct {
 	RetriesDue        int // RETRYING -> READY
 	FailFastCancelled int // tasks cancelled because a fail_fast run failed
 	FailFastRevived   int // CANCELLED -> PENDING: a requeued fail_fast run has no DEAD task any more
+	UpstreamFailed    int // PENDING -> UPSTREAM_FAILED: a DEAD ancestor no statement had buried them for
+	UpstreamRevived   int // UPSTREAM_FAILED -> PENDING: no ancestor DEAD any more (an older binary's requeue)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
 	// Next is where the following pass should start; nil when this pass
@@ -301,8 +309,11 @@ UPDATE workflow_runs r
 // Advance runs one scheduler pass over up to limit open runs after cursor
 // (nil: from the start), in ONE transaction that begins after whatever woke
 // it committed: it locks the runs (FOR UPDATE SKIP LOCKED, so concurrent
-// schedulers divide them), cancels the unstarted tasks of failed fail_fast
-// runs, returns to PENDING the tasks fail_fast cancelled in fail_fast runs
+// schedulers divide them), buries as UPSTREAM_FAILED the PENDING
+// descendants of DEAD tasks that no statement buried yet and returns to
+// PENDING the UPSTREAM_FAILED tasks with no DEAD ancestor left (both catch
+// writes of older binaries), cancels the other unstarted tasks of failed
+// fail_fast runs, returns to PENDING the tasks fail_fast cancelled in fail_fast runs
 // an operator requeued (no task DEAD any more), promotes eligible tasks
 // with their outbox rows, derives each run's state with
 // core.DeriveRunState, and settles runs with no active task. It
@@ -315,6 +326,12 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		return AdvanceResult{}, err
 	}
 	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
+		return AdvanceResult{}, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
+		return AdvanceResult{}, err
+	}
+	if err := mustEdge(core.TaskUpstreamFailed, core.TaskPending); err != nil {
 		return AdvanceResult{}, err
 	}
 	cur := Cursor{}
@@ -342,6 +359,14 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 			if !r.CancelRequested {
 				live = append(live, r.ID)
 			}
+		}
+		// The descendants of a DEAD task are UPSTREAM_FAILED before fail_fast
+		// cancels the rest of the run: fail_fast never takes them.
+		if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, live, actor); err != nil {
+			return fmt.Errorf("bury descendants of dead tasks: %w", err)
+		}
+		if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, live, actor); err != nil {
+			return fmt.Errorf("revive descendants of requeued tasks: %w", err)
 		}
 		if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
 			return fmt.Errorf("fail-fast cancel: %w", err)

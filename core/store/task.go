@@ -309,8 +309,10 @@ type FinishRequest struct {
 	IdempotencyKey string
 }
 
+// qFinish also buries, in the same statement, the descendants of a task it
+// makes DEAD (buryDownstream).
 const qFinish = `
-WITH fin AS (
+WITH RECURSIVE fin AS (
     UPDATE task_runs t
        SET state = CASE WHEN $3 = 'SUCCEEDED' THEN 'SUCCEEDED'
                         WHEN $3 = 'CANCELLED' THEN 'CANCELLED'
@@ -332,17 +334,23 @@ WITH fin AS (
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, $9, $9, $5 FROM fin
-), n AS (
+), buried (id, actor) AS (
+    SELECT id, $9::text FROM fin WHERE state = 'DEAD'
+), ` + buryDownstream + `, n AS (
     SELECT pg_notify('` + NotifyChannel + `', '` + TopicTasks + `') FROM fin
 )
 SELECT fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
 
 // Finish records an attempt's outcome if the task is still RUNNING with
-// token. ok=false (nil error) means the lease was lost to the reaper or a
+// token; a task it makes DEAD takes its PENDING descendants to
+// UPSTREAM_FAILED in the same statement. ok=false (nil error) means the lease was lost to the reaper or a
 // newer claim: the outcome is discarded, and the caller acks and counts a
 // stale write. On success it returns the task's new state.
 func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, bool, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled); err != nil {
+		return "", false, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
 		return "", false, err
 	}
 	switch req.Outcome {
