@@ -325,8 +325,9 @@ tasks:
   - {name: sibling, handler: noop}
 `
 
-// failFastPairRun returns a run of failFastPair whose x and y are DEAD and
-// whose other tasks fail_fast cancelled, and its task ids by name.
+// failFastPairRun returns a run of failFastPair whose x and y are DEAD,
+// whose after is UPSTREAM_FAILED and whose sibling fail_fast cancelled, and
+// its task ids by name.
 func (h *harness) failFastPairRun() (uuid.UUID, map[string]uuid.UUID) {
 	h.t.Helper()
 	runID := h.trigger("ffpair")
@@ -337,10 +338,11 @@ func (h *harness) failFastPairRun() (uuid.UUID, map[string]uuid.UUID) {
 	h.kill(ids["x"], "boom x")
 	h.kill(ids["y"], "boom y")
 	h.advance()
-	for _, n := range []string{"after", "sibling"} {
-		if st := h.state(ids[n]); st != core.TaskCancelled {
-			h.t.Fatalf("%s is %s, want CANCELLED by fail_fast", n, st)
-		}
+	if st := h.state(ids["after"]); st != core.TaskUpstreamFailed {
+		h.t.Fatalf("after is %s, want UPSTREAM_FAILED (x is DEAD)", st)
+	}
+	if st := h.state(ids["sibling"]); st != core.TaskCancelled {
+		h.t.Fatalf("sibling is %s, want CANCELLED by fail_fast", st)
 	}
 	return runID, ids
 }
