@@ -82,6 +82,13 @@ WITH RECURSIVE reaped AS (
 ), ` + buryDownstream + `
 SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded FROM reaped`
 
+// qLockRunsOfTasks locks the run rows of the tasks $1, in run id order.
+const qLockRunsOfTasks = `
+SELECT 1 FROM workflow_runs r
+ WHERE r.id IN (SELECT t.run_id FROM task_runs t WHERE t.id = ANY ($1::uuid[]))
+ ORDER BY r.id
+   FOR UPDATE`
+
 // Outage is what a reaper saw of its own loss of the database, on the
 // database's clock: Since is the start of its last pass before the outage
 // (zero: unknown), Until the first moment it reached the database again.
@@ -146,8 +153,12 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	toks := make([]int64, len(rows))
 	delays := make([]int64, len(rows))
 	refunds := make([]bool, len(rows))
+	var dying []uuid.UUID
 	for i, r := range rows {
 		ids[i], toks[i], refunds[i] = r.ID, r.Token, r.Refund
+		if !r.Refund && r.Attempt >= r.MaxAttempts {
+			dying = append(dying, r.ID)
+		}
 		p := core.RetryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: time.Duration(r.InitialBackoff) * time.Millisecond, MaxBackoff: time.Duration(r.MaxBackoff) * time.Millisecond}
 		delays[i] = req.Backoff(p, r.Attempt).Milliseconds()
 	}
@@ -156,6 +167,14 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 		Refunded int `db:"refunded"`
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if len(dying) > 0 {
+			// A reap that buries a task buries its descendants too: lock
+			// their runs first (in id order, so two reapers cannot deadlock),
+			// as every writer of several task rows of a run does.
+			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, dying); err != nil {
+				return fmt.Errorf("reap expired leases: lock runs: %w", err)
+			}
+		}
 		if err := tx.GetContext(ctx, &res, qReap, ids, until, since, notAfter, toks, delays, refunds, req.Actor); err != nil {
 			return fmt.Errorf("reap expired leases: %w", err)
 		}

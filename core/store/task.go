@@ -309,6 +309,10 @@ type FinishRequest struct {
 	IdempotencyKey string
 }
 
+// qLockRunOfTask locks the run row of task $1: writers of several task rows
+// of one run take it first, so their row locks cannot deadlock.
+const qLockRunOfTask = `SELECT 1 FROM workflow_runs r JOIN task_runs t ON t.run_id = r.id WHERE t.id = $1 FOR UPDATE OF r`
+
 // qFinish also buries, in the same statement, the descendants of a task it
 // makes DEAD (buryDownstream).
 const qFinish = `
@@ -343,7 +347,8 @@ SELECT fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
 
 // Finish records an attempt's outcome if the task is still RUNNING with
 // token; a task it makes DEAD takes its PENDING descendants to
-// UPSTREAM_FAILED in the same statement. ok=false (nil error) means the lease was lost to the reaper or a
+// UPSTREAM_FAILED in the same statement. A FAILED outcome first locks the
+// task's run row (waiting out a scheduler pass over the run). ok=false (nil error) means the lease was lost to the reaper or a
 // newer claim: the outcome is discarded, and the caller acks and counts a
 // stale write. On success it returns the task's new state.
 func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, bool, error) {
@@ -372,8 +377,22 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 		State    string `db:"state"`
 		Notified int    `db:"notified"`
 	}
-	err := s.db.GetContext(ctx, &row, qFinish, req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
-		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID)
+	args := []any{req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
+		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID}
+	var err error
+	if req.Outcome == OutcomeFailed {
+		// A failure may bury the task and its descendants: lock the run row
+		// first, as the scheduler's pass, CancelRun and RequeueTask do, so
+		// the writes to the descendants cannot deadlock with theirs.
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+			if _, err := tx.ExecContext(ctx, qLockRunOfTask, req.ID); err != nil {
+				return fmt.Errorf("lock run: %w", err)
+			}
+			return tx.GetContext(ctx, &row, qFinish, args...)
+		})
+	} else {
+		err = s.db.GetContext(ctx, &row, qFinish, args...)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
