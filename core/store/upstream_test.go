@@ -352,3 +352,128 @@ func TestASchedulerPassCatchesUpWithOlderBinaries(t *testing.T) {
 		t.Fatalf("run %s finished %v, want SUCCEEDED", r.State, r.FinishedAt)
 	}
 }
+
+// TestDeathsRacingPassesAndCancelsSettleEveryTask: two tasks of a fail_fast
+// run die at once while scheduler passes (fail_fast cancelling) and, in odd
+// rounds, a cancel write to the same descendants. Every writer takes the
+// run row first, so none deadlocks (any error fails the test), and the run
+// settles with every task terminal: the descendants of a task that died
+// before fail_fast reached them are UPSTREAM_FAILED, the rest CANCELLED.
+func TestDeathsRacingPassesAndCancelsSettleEveryTask(t *testing.T) {
+	f := newFixture(t)
+	f.apply(`
+name: ffrace
+fail_fast: true
+tasks:
+  - {name: x, handler: fail, retry: {max_attempts: 1}}
+  - {name: y, handler: fail, retry: {max_attempts: 1}}
+  - {name: x1, handler: noop, depends_on: [x]}
+  - {name: y1, handler: noop, depends_on: [y]}
+  - {name: xy, handler: noop, depends_on: [x1, y1]}
+  - {name: x2, handler: noop, depends_on: [x1]}
+  - {name: y2, handler: noop, depends_on: [y1]}
+  - {name: z, handler: noop, depends_on: [xy, x2, y2]}
+`)
+	for round := range 40 {
+		runID := f.trigger("ffrace", "")
+		ts := f.tasks(runID)
+		cx := f.claim(ts["x"].ID, "w1", time.Minute)
+		cy := f.claim(ts["y"].ID, "w2", time.Minute)
+		errs := make([]error, 4)
+		together(4, func(i int) {
+			switch i {
+			case 0, 1:
+				c := []store.ClaimedTask{cx, cy}[i]
+				_, _, errs[i] = f.s.Finish(f.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeFailed, Error: "boom", Permanent: true, WorkerID: "w"})
+			case 2:
+				_, errs[i] = f.s.Advance(f.ctx, nil, 1000, "test-scheduler")
+			case 3:
+				if round%2 == 1 {
+					_, errs[i] = f.s.CancelRun(f.ctx, runID, "alice", "race")
+				}
+			}
+		})
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: writer %d: %v", round, i, err)
+			}
+		}
+		f.advance()
+		r := f.run(runID)
+		if !core.RunState(r.State).Terminal() || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
+			t.Fatalf("round %d: run %s finished %v %d/%d done", round, r.State, r.FinishedAt, r.TasksDone, r.TasksTotal)
+		}
+	}
+}
+
+// TestABuryingFinishTakesTheRunLockBeforeTheTaskRows: a scheduler pass
+// holds the run and then writes a descendant of a task that is dying (a
+// fail_fast cancel); the failing finish that arrives in between waits for
+// the run first, so neither deadlocks, and the descendant the pass did not
+// take is buried.
+func TestABuryingFinishTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
+	f := newFixture(t)
+	f.apply(chainOneShot)
+	runID := f.trigger("chainshot", "")
+	ts := f.tasks(runID)
+	c := f.claim(ts["a"].ID, "w1", time.Minute)
+	h := f.hold()
+	f.exec(h, `SELECT 1 FROM workflow_runs WHERE id = $1 FOR UPDATE`, runID)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := f.s.Finish(f.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeFailed, Error: "boom", Permanent: true, WorkerID: "w1"})
+		done <- err
+	}()
+	f.waitBlockedOnARow()
+	f.wantState(ts["a"].ID, core.TaskRunning) // it waits for the run before it writes
+	f.exec(h, `UPDATE task_runs SET state = 'CANCELLED' WHERE id = $1`, ts["c"].ID)
+	f.exec(h, `UPDATE task_runs SET error = error WHERE id = $1`, ts["b"].ID)
+	f.commit(h)
+	if err := <-done; err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	f.wantState(ts["a"].ID, core.TaskDead)
+	f.wantBuried(ts, "a", "w1", "b")
+	f.wantState(ts["c"].ID, core.TaskCancelled)
+}
+
+// TestABuryingReapTakesTheRunLockBeforeTheTaskRows: as for the finish, a
+// reap that buries a task waits for the run a pass holds.
+func TestABuryingReapTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
+	f := newFixture(t)
+	f.apply(chainOneShot)
+	runID := f.trigger("chainshot", "")
+	ts := f.tasks(runID)
+	f.claim(ts["a"].ID, "w1", time.Millisecond)
+	f.waitLeaseExpired(ts["a"].ID)
+	h := f.hold()
+	f.exec(h, `SELECT 1 FROM workflow_runs WHERE id = $1 FOR UPDATE`, runID)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.s.ReapExpired(f.ctx, 10, zeroBackoff, "reaper")
+		done <- err
+	}()
+	f.waitBlockedOnARow()
+	f.wantState(ts["a"].ID, core.TaskRunning) // it waits for the run before it writes
+	f.exec(h, `UPDATE task_runs SET state = 'CANCELLED' WHERE id = $1`, ts["c"].ID)
+	f.exec(h, `UPDATE task_runs SET error = error WHERE id = $1`, ts["b"].ID)
+	f.commit(h)
+	if err := <-done; err != nil {
+		t.Fatalf("reap: %v", err)
+	}
+	f.wantState(ts["a"].ID, core.TaskDead)
+	f.wantBuried(ts, "a", "reaper", "b")
+	f.wantState(ts["c"].ID, core.TaskCancelled)
+}
+
+// waitBlockedOnARow waits until a session of this test's database waits for
+// a row lock (another transaction's row), not for any lock: a commit with a
+// NOTIFY may wait briefly for the server-wide notify lock, which other
+// databases' sessions hold too.
+func (f *fixture) waitBlockedOnARow() {
+	f.t.Helper()
+	f.waitDB("a session to wait for a row lock",
+		`SELECT count(*) >= 1 FROM pg_stat_activity
+		  WHERE datname = current_database() AND application_name = current_setting('application_name')
+		    AND wait_event_type = 'Lock' AND wait_event IN ('transactionid', 'tuple')`)
+}
