@@ -403,6 +403,15 @@ tasks:
 		if !core.RunState(r.State).Terminal() || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
 			t.Fatalf("round %d: run %s finished %v %d/%d done", round, r.State, r.FinishedAt, r.TasksDone, r.TasksTotal)
 		}
+		// Without a cancel, the first death's statement buries its child
+		// before any fail_fast cancel can run (fail_fast needs a DEAD task).
+		if round%2 == 0 {
+			x1, _ := f.state(ts["x1"].ID)
+			y1, _ := f.state(ts["y1"].ID)
+			if x1 != upstreamFailed && y1 != upstreamFailed {
+				t.Fatalf("round %d: x1 %s, y1 %s; want one of them UPSTREAM_FAILED", round, x1, y1)
+			}
+		}
 	}
 }
 
