@@ -170,8 +170,9 @@ type requeueResult struct {
 	ID       uuid.UUID `json:"id"`
 	Requeued bool      `json:"requeued"`
 	Error    string    `json:"error,omitempty"`
-	// Also lists the other tasks of a fail_fast run this requeue moved to
-	// PENDING (its other DEAD tasks and the ones fail_fast cancelled).
+	// Also lists the other tasks of its run this requeue moved to PENDING:
+	// its UPSTREAM_FAILED descendants, and in a fail_fast run its other
+	// DEAD tasks and the ones fail_fast cancelled.
 	Also []uuid.UUID `json:"also_requeued,omitempty"`
 	// With is the task whose requeue already moved this one.
 	With *uuid.UUID `json:"requeued_with,omitempty"`
@@ -315,7 +316,7 @@ func deadRequeue(c *cli.Context, env *Env) error {
 			case r.Requeued && r.With != nil:
 				fmt.Fprintf(env.Stdout, "requeued %s (with %s)\n", r.ID, r.With)
 			case r.Requeued && len(r.Also) > 0:
-				fmt.Fprintf(env.Stdout, "requeued %s and %d other task(s) of its fail_fast run\n", r.ID, len(r.Also))
+				fmt.Fprintf(env.Stdout, "requeued %s and %d other task(s) of its run\n", r.ID, len(r.Also))
 			case r.Requeued:
 				fmt.Fprintf(env.Stdout, "requeued %s\n", r.ID)
 			default:

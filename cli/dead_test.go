@@ -358,8 +358,9 @@ tasks:
   - {name: sibling, handler: noop}
 `
 
-// failFastPairRun returns a run of failFastPair whose x and y are DEAD and
-// whose other tasks fail_fast cancelled, and its task ids by name.
+// failFastPairRun returns a run of failFastPair whose x and y are DEAD,
+// whose after is UPSTREAM_FAILED and whose sibling fail_fast cancelled, and
+// its task ids by name.
 func (h *harness) failFastPairRun() (uuid.UUID, map[string]uuid.UUID) {
 	h.t.Helper()
 	runID := h.trigger("ffpair")
@@ -370,10 +371,11 @@ func (h *harness) failFastPairRun() (uuid.UUID, map[string]uuid.UUID) {
 	h.kill(ids["x"], "boom x")
 	h.kill(ids["y"], "boom y")
 	h.advance()
-	for _, n := range []string{"after", "sibling"} {
-		if st := h.state(ids[n]); st != core.TaskCancelled {
-			h.t.Fatalf("%s is %s, want CANCELLED by fail_fast", n, st)
-		}
+	if st := h.state(ids["after"]); st != core.TaskUpstreamFailed {
+		h.t.Fatalf("after is %s, want UPSTREAM_FAILED (x is DEAD)", st)
+	}
+	if st := h.state(ids["sibling"]); st != core.TaskCancelled {
+		h.t.Fatalf("sibling is %s, want CANCELLED by fail_fast", st)
 	}
 	return runID, ids
 }
@@ -417,7 +419,7 @@ func TestDeadRequeueLeavesAFailFastRunRunnable(t *testing.T) {
 				return []string{"dead", "requeue", ids["y"].String(), "--reason", "fixed"}
 			},
 			want: func(t *testing.T, ids map[string]uuid.UUID, r result) {
-				if want := "requeued " + ids["y"].String() + " and 3 other task(s) of its fail_fast run\n"; r.stdout != want {
+				if want := "requeued " + ids["y"].String() + " and 3 other task(s) of its run\n"; r.stdout != want {
 					t.Fatalf("dead requeue ID: %q, want %q", r.stdout, want)
 				}
 			},

@@ -128,6 +128,9 @@ func newPalette(on bool) palette {
 		"DEAD":      fg("1").Bold(true),
 		"FAILED":    fg("1").Bold(true),
 		"CANCELLED": fg("5"),
+		// a DEAD ancestor stopped it: red like DEAD, not bold (the cause
+		// is the DEAD task)
+		"UPSTREAM_FAILED": fg("1"),
 	}
 	return p
 }

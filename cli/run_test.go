@@ -378,3 +378,56 @@ SELECT v.id::uuid, w.id, 'one', 1, 'PENDING' FROM workflows w,
 		t.Fatalf("run show abcdef02: %+v", run)
 	}
 }
+
+// TestRunShowAccountsForEveryTaskOfAFailedRun: a FAILED run's tasks
+// downstream of its DEAD task show UPSTREAM_FAILED, and the run shows every
+// task done (mode 46), as a table and as JSON.
+func TestRunShowAccountsForEveryTaskOfAFailedRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(`
+name: fivestep
+tasks:
+  - {name: a, handler: noop}
+  - {name: b, handler: noop, depends_on: [a]}
+  - {name: c, handler: fail, depends_on: [b]}
+  - {name: d, handler: noop, depends_on: [c]}
+  - {name: e, handler: noop, depends_on: [d]}
+`)
+	runID := h.trigger("fivestep")
+	h.succeed(h.taskID(runID, "a"))
+	h.advance()
+	h.succeed(h.taskID(runID, "b"))
+	h.advance()
+	h.kill(h.taskID(runID, "c"), "boom")
+	h.advance()
+	out := h.must("run", "show", runID.String()).stdout
+	if !strings.Contains(out, "tasks     5/5 done") {
+		t.Fatalf("run show does not count every task done:\n%s", out)
+	}
+	for _, n := range []string{"d", "e"} {
+		if !regexp.MustCompile(`(?m)^\s+` + n + `\s+\S+\s+UPSTREAM_FAILED\s`).MatchString(out) {
+			t.Fatalf("task %s is not shown UPSTREAM_FAILED:\n%s", n, out)
+		}
+	}
+	got := decode[struct {
+		State      string  `json:"state"`
+		TasksTotal int     `json:"tasks_total"`
+		TasksDone  int     `json:"tasks_done"`
+		FinishedAt *string `json:"finished_at"`
+		Tasks      []struct {
+			Name  string `json:"name"`
+			State string `json:"state"`
+		} `json:"tasks"`
+	}](t, h.must("run", "show", runID.String(), "-o", "json").stdout)
+	if got.State != "FAILED" || got.FinishedAt == nil || got.TasksDone != 5 || got.TasksTotal != 5 {
+		t.Fatalf("run show -o json: %+v", got)
+	}
+	states := map[string]string{}
+	for _, tk := range got.Tasks {
+		states[tk.Name] = tk.State
+	}
+	if states["c"] != "DEAD" || states["d"] != "UPSTREAM_FAILED" || states["e"] != "UPSTREAM_FAILED" {
+		t.Fatalf("task states %v", states)
+	}
+}

@@ -16,7 +16,10 @@ func (c TaskCounts) Total() int {
 // Precedence, first match wins:
 //
 //  1. CANCELLED when the run's cancellation was requested;
-//  2. FAILED when any task is DEAD, even while siblings still run;
+//  2. FAILED when any task is DEAD or UPSTREAM_FAILED, even while siblings
+//     still run (an UPSTREAM_FAILED task without a DEAD one only exists
+//     between an older binary's requeue and the next scheduler pass, which
+//     returns it to PENDING);
 //  3. SUCCEEDED when every task SUCCEEDED (and there is at least one);
 //  4. PENDING when nothing has started: every task PENDING (an empty run too);
 //  5. CANCELLED when nothing can run any more (RunSettled) and some task was
@@ -25,13 +28,14 @@ func (c TaskCounts) Total() int {
 //     cancelled to PENDING, see store.RequeueTask);
 //  6. RUNNING otherwise.
 //
-// A requeued DEAD task therefore reopens a FAILED run by construction.
+// A requeued DEAD task therefore reopens a FAILED run by construction (the
+// requeue returns its UPSTREAM_FAILED descendants to PENDING with it).
 func DeriveRunState(counts TaskCounts, cancelRequested bool) RunState {
 	total := counts.Total()
 	switch {
 	case cancelRequested:
 		return RunCancelled
-	case counts[TaskDead] > 0:
+	case counts[TaskDead] > 0 || counts[TaskUpstreamFailed] > 0:
 		return RunFailed
 	case total > 0 && counts[TaskSucceeded] == total:
 		return RunSucceeded
@@ -46,7 +50,8 @@ func DeriveRunState(counts TaskCounts, cancelRequested bool) RunState {
 
 // RunSettled reports whether no task of the run can still change by itself:
 // nothing is READY, RUNNING or RETRYING. Called after a promotion pass, the
-// PENDING tasks left are blocked by a DEAD or CANCELLED ancestor.
+// PENDING tasks left are blocked by a CANCELLED ancestor (the descendants of
+// a DEAD task are UPSTREAM_FAILED, terminal).
 func RunSettled(counts TaskCounts) bool {
 	for s, n := range counts {
 		if n > 0 && s.Active() {

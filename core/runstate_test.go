@@ -9,15 +9,15 @@ import (
 
 // oracleRunState is DESIGN.md's precedence, written independently of
 // core.DeriveRunState.
-func oracleRunState(counts [7]int, cancelRequested bool) core.RunState {
-	pending, succeeded, dead, total := counts[0], counts[3], counts[5], 0
+func oracleRunState(counts [8]int, cancelRequested bool) core.RunState {
+	pending, succeeded, dead, upstreamFailed, total := counts[0], counts[3], counts[5], counts[7], 0
 	for _, n := range counts {
 		total += n
 	}
 	if cancelRequested {
 		return core.RunCancelled
 	}
-	if dead > 0 {
+	if dead > 0 || upstreamFailed > 0 {
 		return core.RunFailed
 	}
 	if total > 0 && succeeded == total {
@@ -33,20 +33,20 @@ func oracleRunState(counts [7]int, cancelRequested bool) core.RunState {
 }
 
 // oracleSettled: nothing READY, RUNNING or RETRYING.
-func oracleSettled(counts [7]int) bool {
+func oracleSettled(counts [8]int) bool {
 	return counts[1] == 0 && counts[2] == 0 && counts[4] == 0
 }
 
 func TestDeriveRunStateExhaustive(t *testing.T) {
 	// core.TaskStates is in lifecycle order; the oracle indexes by it.
-	want := []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled}
+	want := []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled, core.TaskUpstreamFailed}
 	for i, s := range want {
 		if core.TaskStates[i] != s {
 			t.Fatalf("TaskStates[%d] = %s, want %s", i, core.TaskStates[i], s)
 		}
 	}
 	cases := 0
-	var counts [7]int
+	var counts [8]int
 	var rec func(i int)
 	rec = func(i int) {
 		if i == len(counts) {
@@ -73,8 +73,8 @@ func TestDeriveRunStateExhaustive(t *testing.T) {
 		}
 	}
 	rec(0)
-	if cases != 4374 {
-		t.Fatalf("checked %d cases, want 3^7*2 = 4374", cases)
+	if cases != 13122 {
+		t.Fatalf("checked %d cases, want 3^8*2 = 13122", cases)
 	}
 }
 
@@ -101,6 +101,11 @@ func TestDeriveRunStateNamedCases(t *testing.T) {
 		{"cancel wins over succeeded", core.TaskCounts{core.TaskSucceeded: 1}, true, core.RunCancelled, true},
 		{"cancelled with a task still running is not settled", core.TaskCounts{core.TaskRunning: 1, core.TaskCancelled: 2}, true, core.RunCancelled, false},
 		{"retrying is running", core.TaskCounts{core.TaskRetrying: 1}, false, core.RunRunning, false},
+		{"dead with upstream-failed dependents settles failed", core.TaskCounts{core.TaskDead: 1, core.TaskSucceeded: 1, core.TaskUpstreamFailed: 2}, false, core.RunFailed, true},
+		{"upstream failed while a sibling runs is failed, not settled", core.TaskCounts{core.TaskDead: 1, core.TaskUpstreamFailed: 1, core.TaskRunning: 1}, false, core.RunFailed, false},
+		{"fail_fast: upstream failed and cancelled siblings settle failed", core.TaskCounts{core.TaskDead: 1, core.TaskUpstreamFailed: 1, core.TaskCancelled: 2}, false, core.RunFailed, true},
+		{"upstream failed left by an older requeue is failed until revived", core.TaskCounts{core.TaskSucceeded: 1, core.TaskUpstreamFailed: 1}, false, core.RunFailed, true},
+		{"cancel wins over upstream failed", core.TaskCounts{core.TaskDead: 1, core.TaskUpstreamFailed: 1}, true, core.RunCancelled, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := core.DeriveRunState(tc.counts, tc.cancel); got != tc.want {

@@ -11,21 +11,25 @@ type TaskState string
 
 // Task states. PENDING waits for its dependencies; READY has an outbox row and
 // waits for a worker; RUNNING holds a lease; RETRYING waits for its backoff to
-// elapse; SUCCEEDED, DEAD and CANCELLED are terminal (DEAD can be requeued by
-// an operator, and a requeue in a fail_fast run also returns the tasks
-// fail_fast CANCELLED to PENDING).
+// elapse; SUCCEEDED, DEAD, CANCELLED and UPSTREAM_FAILED are terminal (DEAD
+// can be requeued by an operator, and a requeue in a fail_fast run also
+// returns the tasks fail_fast CANCELLED to PENDING). UPSTREAM_FAILED is a
+// PENDING task with a DEAD task among its transitive dependencies: it is set
+// in the statement that writes the DEAD state and returns to PENDING when a
+// requeue leaves none of its ancestors DEAD.
 const (
-	TaskPending   TaskState = "PENDING"
-	TaskReady     TaskState = "READY"
-	TaskRunning   TaskState = "RUNNING"
-	TaskSucceeded TaskState = "SUCCEEDED"
-	TaskRetrying  TaskState = "RETRYING"
-	TaskDead      TaskState = "DEAD"
-	TaskCancelled TaskState = "CANCELLED"
+	TaskPending        TaskState = "PENDING"
+	TaskReady          TaskState = "READY"
+	TaskRunning        TaskState = "RUNNING"
+	TaskSucceeded      TaskState = "SUCCEEDED"
+	TaskRetrying       TaskState = "RETRYING"
+	TaskDead           TaskState = "DEAD"
+	TaskCancelled      TaskState = "CANCELLED"
+	TaskUpstreamFailed TaskState = "UPSTREAM_FAILED"
 )
 
 // TaskStates lists every task state in lifecycle order.
-var TaskStates = []TaskState{TaskPending, TaskReady, TaskRunning, TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled}
+var TaskStates = []TaskState{TaskPending, TaskReady, TaskRunning, TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled, TaskUpstreamFailed}
 
 // Valid reports whether s is one of the task states.
 func (s TaskState) Valid() bool {
@@ -34,9 +38,10 @@ func (s TaskState) Valid() bool {
 }
 
 // Terminal reports whether no automatic transition leaves s. DEAD is terminal
-// even though an operator may requeue it.
+// even though an operator may requeue it, and UPSTREAM_FAILED even though a
+// requeue of its DEAD ancestor returns it to PENDING.
 func (s TaskState) Terminal() bool {
-	return s == TaskSucceeded || s == TaskDead || s == TaskCancelled
+	return s == TaskSucceeded || s == TaskDead || s == TaskCancelled || s == TaskUpstreamFailed
 }
 
 // Active reports whether a task in state s is queued, running or waiting to
@@ -49,13 +54,14 @@ func (s TaskState) Active() bool {
 // method that changes a task's state checks its edge here before any SQL
 // runs.
 var legalTransitions = map[TaskState][]TaskState{
-	TaskPending:   {TaskReady, TaskCancelled},
-	TaskReady:     {TaskRunning, TaskDead, TaskCancelled},
-	TaskRunning:   {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled},
-	TaskRetrying:  {TaskReady, TaskCancelled},
-	TaskDead:      {TaskPending},
-	TaskSucceeded: nil,
-	TaskCancelled: {TaskPending},
+	TaskPending:        {TaskReady, TaskCancelled, TaskUpstreamFailed},
+	TaskReady:          {TaskRunning, TaskDead, TaskCancelled},
+	TaskRunning:        {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled},
+	TaskRetrying:       {TaskReady, TaskCancelled},
+	TaskDead:           {TaskPending},
+	TaskSucceeded:      nil,
+	TaskCancelled:      {TaskPending},
+	TaskUpstreamFailed: {TaskPending},
 }
 
 // ErrIllegalTransition is returned (wrapped in a *TransitionError) when code

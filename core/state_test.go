@@ -23,11 +23,15 @@ var legalEdges = map[[2]core.TaskState]bool{
 	{core.TaskRetrying, core.TaskCancelled}: true,
 	{core.TaskDead, core.TaskPending}:       true,
 	{core.TaskCancelled, core.TaskPending}:  true,
+	// a DEAD ancestor buries it; a requeue that leaves no ancestor DEAD
+	// returns it
+	{core.TaskPending, core.TaskUpstreamFailed}: true,
+	{core.TaskUpstreamFailed, core.TaskPending}: true,
 }
 
 func TestTransitionTableIsExhaustive(t *testing.T) {
-	if got := len(core.TaskStates); got != 7 {
-		t.Fatalf("len(TaskStates) = %d, want 7", got)
+	if got := len(core.TaskStates); got != 8 {
+		t.Fatalf("len(TaskStates) = %d, want 8", got)
 	}
 	checked, legal := 0, 0
 	for _, from := range core.TaskStates {
@@ -44,8 +48,8 @@ func TestTransitionTableIsExhaustive(t *testing.T) {
 			assertIllegal(t, from, to, err)
 		}
 	}
-	if checked != 49 || legal != len(legalEdges) {
-		t.Fatalf("checked %d pairs (%d legal), want 49 (%d legal)", checked, legal, len(legalEdges))
+	if checked != 64 || legal != len(legalEdges) {
+		t.Fatalf("checked %d pairs (%d legal), want 64 (%d legal)", checked, legal, len(legalEdges))
 	}
 }
 
@@ -92,7 +96,7 @@ func assertIllegal(t *testing.T, from, to core.TaskState, err error) {
 }
 
 func TestTaskStateClassification(t *testing.T) {
-	terminal := map[core.TaskState]bool{core.TaskSucceeded: true, core.TaskDead: true, core.TaskCancelled: true}
+	terminal := map[core.TaskState]bool{core.TaskSucceeded: true, core.TaskDead: true, core.TaskCancelled: true, core.TaskUpstreamFailed: true}
 	active := map[core.TaskState]bool{core.TaskReady: true, core.TaskRunning: true, core.TaskRetrying: true}
 	for _, s := range core.TaskStates {
 		if s.Terminal() != terminal[s] {

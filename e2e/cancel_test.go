@@ -104,8 +104,9 @@ tasks:
 // TestFailFastRunCancelsRunningAndPendingSiblingsWhenATaskDies: mode 11,
 // fail_fast. A task goes DEAD while a sibling runs a 30 s sleep: the run is
 // FAILED at once, the running sibling's handler is cancelled through its
-// context (its heartbeat sees the failed fail_fast run) and the tasks that
-// had not started are cancelled by the scheduler.
+// context (its heartbeat sees the failed fail_fast run), the task downstream
+// of the dead one is UPSTREAM_FAILED (mode 46) and the other tasks that had
+// not started are cancelled by the scheduler.
 func TestFailFastRunCancelsRunningAndPendingSiblingsWhenATaskDies(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
@@ -145,7 +146,7 @@ tasks:
 		"after-long":   {"CANCELLED", 0},
 		"gate":         {"SUCCEEDED", 1},
 		"doomed":       {"DEAD", 1},
-		"after-doomed": {"CANCELLED", 0},
+		"after-doomed": {"UPSTREAM_FAILED", 0},
 	}
 	for name, w := range want {
 		c := crashTaskOf(t, db, run, name)

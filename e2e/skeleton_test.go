@@ -85,7 +85,7 @@ tasks:
 	}
 }
 
-func TestExhaustedTaskIsDeadDownstreamStaysPendingSiblingSucceedsRunFailed(t *testing.T) {
+func TestExhaustedTaskIsDeadDownstreamUpstreamFailedSiblingSucceedsRunFailed(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	startStack(t, s, 1)
 	s.Apply(t, `
@@ -108,8 +108,8 @@ tasks:
 	if _, st, attempt := r.Task(t, "broken"); st != "DEAD" || attempt != 2 {
 		t.Fatalf("broken: %s attempt %d, want DEAD after 2 attempts", st, attempt)
 	}
-	if _, st, _ := r.Task(t, "downstream"); st != "PENDING" {
-		t.Fatalf("downstream: %s, want PENDING", st)
+	if _, st, _ := r.Task(t, "downstream"); st != "UPSTREAM_FAILED" {
+		t.Fatalf("downstream: %s, want UPSTREAM_FAILED (mode 46)", st)
 	}
 	if _, _, code := s.CLI(t, "run", "wait", id, "--timeout", "5s"); code != 1 {
 		t.Fatalf("run wait on a FAILED run exited %d, want 1", code)

@@ -75,6 +75,8 @@ func newTheme(r *lipgloss.Renderer) *theme {
 		"FAILED":    s().Foreground(red).Bold(true),
 		"DEAD":      s().Foreground(red).Bold(true),
 		"CANCELLED": s().Foreground(grey),
+		// a DEAD ancestor stopped it: red like DEAD, not bold
+		"UPSTREAM_FAILED": s().Foreground(red),
 	}
 	return t
 }

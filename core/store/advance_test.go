@@ -254,8 +254,8 @@ tasks:
 	if r.State != "FAILED" || r.FinishedAt != nil {
 		t.Fatalf("run %s finished %v; want FAILED and still open (a sibling runs)", r.State, r.FinishedAt)
 	}
-	f.wantState(ts["slow"].ID, core.TaskRunning)  // not fail_fast: untouched
-	f.wantState(ts["after"].ID, core.TaskPending) // blocked by a DEAD parent
+	f.wantState(ts["slow"].ID, core.TaskRunning)         // not fail_fast: untouched
+	f.wantState(ts["after"].ID, core.TaskUpstreamFailed) // its parent is DEAD
 	f.succeed(slow)
 	f.advance()
 	r = f.run(runID)

@@ -144,9 +144,11 @@ type DropResult struct {
 
 // qDropQuarantined marks the row dropped and buries its task READY -> DEAD
 // when the task still waits for this very dispatch (same fencing token),
-// with the audit rows of both, in one statement guarded by state.
+// with the audit rows of both, in one statement guarded by state; the
+// buried task's PENDING descendants become UPSTREAM_FAILED with it
+// (buryDownstream).
 const qDropQuarantined = `
-WITH d AS (
+WITH RECURSIVE d AS (
     UPDATE outbox SET dropped_at = now()
      WHERE id = $1 AND published_at IS NULL AND quarantined_at IS NOT NULL AND dropped_at IS NULL
  RETURNING id, task_run_id, fencing_token_snapshot
@@ -162,20 +164,26 @@ WITH d AS (
 ), tev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, 'READY', 'DEAD', attempt, fencing_token, $2, $4 FROM bury
-)
+), buried (id, actor) AS (
+    SELECT id, $2::text FROM bury
+), ` + buryDownstream + `
 SELECT (SELECT count(*) FROM d) AS dropped, (SELECT count(*) FROM bury) AS buried,
        coalesce((SELECT task_run_id FROM d), '00000000-0000-0000-0000-000000000000'::uuid) AS task_run_id`
 
 // DropQuarantined gives up on quarantined row id: the row is kept, marked
 // dropped (it is never published), and its task, when it is still READY
 // waiting for this dispatch, is buried DEAD with the reason (so the run
-// fails visibly and `ffctl dead requeue` can bring it back); all in one
+// fails visibly and `ffctl dead requeue` can bring it back) and its
+// PENDING descendants UPSTREAM_FAILED; all in one
 // transaction, audited as actor in outbox_events and task_events. The
 // schedulers are woken to settle the run. Errors: ErrNotFound for an
 // unknown id, ErrNotQuarantined when the row is not quarantined; in both
 // cases nothing changes.
 func (s *Store) DropQuarantined(ctx context.Context, id int64, actor, reason string) (DropResult, error) {
 	if err := mustEdge(core.TaskReady, core.TaskDead); err != nil {
+		return DropResult{}, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
 		return DropResult{}, err
 	}
 	var row struct {

@@ -29,8 +29,10 @@ type Run struct {
 	StartedAt         *time.Time `db:"started_at" json:"started_at"`
 	FinishedAt        *time.Time `db:"finished_at" json:"finished_at"`
 	TasksTotal        int        `db:"tasks_total" json:"tasks_total"`
-	TasksDone         int        `db:"tasks_done" json:"tasks_done"`
-	Tasks             []TaskRun  `db:"-" json:"tasks,omitempty"`
+	// TasksDone counts the tasks in a terminal state (SUCCEEDED, DEAD,
+	// CANCELLED, UPSTREAM_FAILED): every task of a settled run.
+	TasksDone int       `db:"tasks_done" json:"tasks_done"`
+	Tasks     []TaskRun `db:"-" json:"tasks,omitempty"`
 }
 
 // TaskRun is one task of a run as shown to operators.
@@ -71,7 +73,7 @@ type TaskRun struct {
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
        r.cancel_requested_at, r.created_at, r.started_at, r.finished_at,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS tasks_total,
-       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED')) AS tasks_done`
+       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED')) AS tasks_done`
 
 const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
        to_jsonb(t.depends_on) AS depends_on, t.worker_id, t.lease_expires_at,

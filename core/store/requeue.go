@@ -29,17 +29,34 @@ const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, att
 // moves every other DEAD task and every CANCELLED task of the run to
 // PENDING the same way: an uncancelled fail_fast run's CANCELLED tasks were
 // all cancelled by fail_fast, and the requeue withdraws the failure that
-// stopped the run, so the run can run to SUCCEEDED. It returns the ids
-// moved, the requeued task first.
+// stopped the run, so the run can run to SUCCEEDED. Then the UPSTREAM_FAILED
+// descendants (over depends_on, within the run) of the DEAD tasks it moves
+// go back to PENDING too, except those that still descend from a DEAD task
+// it leaves DEAD. It returns the ids moved, the requeued task first.
 const qRequeue = `
-WITH target AS (
+WITH RECURSIVE target AS (
     SELECT t.id, t.run_id, r.fail_fast
       FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
      WHERE t.id = $1 AND t.state = 'DEAD' AND r.cancel_requested_at IS NULL
-), cand AS (
+), direct AS (
     SELECT t.id, t.state FROM task_runs t, target
      WHERE t.id = target.id
         OR (target.fail_fast AND t.run_id = target.run_id AND t.state IN ('DEAD', 'CANCELLED'))
+), revived (task_name) AS (
+    SELECT t.task_name FROM task_runs t JOIN direct ON direct.id = t.id WHERE direct.state = 'DEAD'
+    UNION
+    SELECT c.task_name FROM revived v JOIN task_runs c ON v.task_name = ANY (c.depends_on) JOIN target ON c.run_id = target.run_id
+), still (task_name) AS (
+    SELECT t.task_name FROM task_runs t JOIN target ON t.run_id = target.run_id
+     WHERE t.state = 'DEAD' AND t.id NOT IN (SELECT id FROM direct)
+    UNION
+    SELECT c.task_name FROM still v JOIN task_runs c ON v.task_name = ANY (c.depends_on) JOIN target ON c.run_id = target.run_id
+), cand AS (
+    SELECT id, state FROM direct
+    UNION ALL
+    SELECT t.id, t.state FROM task_runs t JOIN target ON t.run_id = target.run_id
+     WHERE t.state = 'UPSTREAM_FAILED'
+       AND t.task_name IN (SELECT task_name FROM revived) AND t.task_name NOT IN (SELECT task_name FROM still)
 ), rq AS (
     UPDATE task_runs t SET ` + setRequeued + `
       FROM cand
@@ -50,7 +67,9 @@ WITH target AS (
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'PENDING', 0, fencing_token, $2,
-           CASE WHEN id = $1 THEN $3 ELSE 'fail_fast run requeued with task ' || $1::text || ': ' || $3 END
+           CASE WHEN id = $1 THEN $3
+                WHEN from_state = 'UPSTREAM_FAILED' THEN 'upstream task requeued with task ' || $1::text || ': ' || $3
+                ELSE 'fail_fast run requeued with task ' || $1::text || ': ' || $3 END
       FROM rq
 )
 SELECT id FROM rq ORDER BY id <> $1, id`
@@ -68,7 +87,9 @@ func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string)
 // and every task fail_fast CANCELLED goes back to PENDING with it (audited,
 // the reason naming the task requeued), so fail_fast cannot cancel the
 // requeued task again for a sibling that is still DEAD, and the run can
-// reach SUCCEEDED. It returns the ids moved, id first. Errors: ErrNotFound
+// reach SUCCEEDED. The UPSTREAM_FAILED descendants of the tasks it requeues
+// return to PENDING with them, unless another ancestor of theirs stays
+// DEAD. It returns the ids moved, id first. Errors: ErrNotFound
 // for an unknown id, ErrNotDead (naming the current state) when it is not
 // DEAD or its run was cancelled; in both cases nothing changes. Concurrent
 // requeues of one task (or of two tasks of one fail_fast run): exactly one
@@ -78,6 +99,9 @@ func (s *Store) RequeueTask(ctx context.Context, id uuid.UUID, actor, reason str
 		return nil, err
 	}
 	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
+		return nil, err
+	}
+	if err := mustEdge(core.TaskUpstreamFailed, core.TaskPending); err != nil {
 		return nil, err
 	}
 	var moved []uuid.UUID

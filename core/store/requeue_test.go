@@ -253,8 +253,9 @@ tasks:
   - {name: sibling, handler: noop}
 `
 
-// failFastPairRun returns a run of failFastPair whose x and y are DEAD and
-// whose other tasks fail_fast cancelled.
+// failFastPairRun returns a run of failFastPair whose x and y are DEAD,
+// whose task downstream of x is UPSTREAM_FAILED and whose other task
+// fail_fast cancelled.
 func (f *fixture) failFastPairRun() (uuid.UUID, map[string]store.TaskRun) {
 	f.t.Helper()
 	f.apply(failFastPair)
@@ -267,7 +268,7 @@ func (f *fixture) failFastPairRun() (uuid.UUID, map[string]store.TaskRun) {
 		}
 	}
 	f.advance()
-	f.wantState(ts["after"].ID, core.TaskCancelled)
+	f.wantState(ts["after"].ID, core.TaskUpstreamFailed)
 	f.wantState(ts["sibling"].ID, core.TaskCancelled)
 	if r := f.run(runID); r.State != "FAILED" || r.FinishedAt == nil {
 		f.t.Fatalf("run %s finished %v, want FAILED and settled", r.State, r.FinishedAt)

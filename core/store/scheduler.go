@@ -54,9 +54,10 @@ SELECT t.id, t.fencing_token, t.attempt, t.max_attempts, t.initial_backoff_ms, t
 // outage grace, bumping the token so the lost worker's later writes match
 // nothing. A refunded reap (the lease lapsed during an outage the reaper
 // saw) does not use up the attempt: max_attempts grows by one and the task
-// goes RETRYING even on its last attempt.
+// goes RETRYING even on its last attempt. A task it makes DEAD takes its
+// PENDING descendants to UPSTREAM_FAILED (buryDownstream).
 const qReap = `
-WITH reaped AS (
+WITH RECURSIVE reaped AS (
     UPDATE task_runs t
        SET state = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN 'DEAD' ELSE 'RETRYING' END,
            max_attempts = CASE WHEN u.refund THEN t.max_attempts + 1 ELSE t.max_attempts END,
@@ -76,8 +77,17 @@ WITH reaped AS (
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker_id, $8, error FROM reaped
-)
+), buried (id, actor) AS (
+    SELECT id, $8::text FROM reaped WHERE state = 'DEAD'
+), ` + buryDownstream + `
 SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded FROM reaped`
+
+// qLockRunsOfTasks locks the run rows of the tasks $1, in run id order.
+const qLockRunsOfTasks = `
+SELECT 1 FROM workflow_runs r
+ WHERE r.id IN (SELECT t.run_id FROM task_runs t WHERE t.id = ANY ($1::uuid[]))
+ ORDER BY r.id
+   FOR UPDATE`
 
 // Outage is what a reaper saw of its own loss of the database, on the
 // database's clock: Since is the start of its last pass before the outage
@@ -118,6 +128,9 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskRetrying, core.TaskDead); err != nil {
 		return ReapResult{}, err
 	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
+		return ReapResult{}, err
+	}
 	var until, since *time.Time
 	if req.Outage != nil {
 		until = &req.Outage.Until
@@ -140,8 +153,12 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	toks := make([]int64, len(rows))
 	delays := make([]int64, len(rows))
 	refunds := make([]bool, len(rows))
+	var dying []uuid.UUID
 	for i, r := range rows {
 		ids[i], toks[i], refunds[i] = r.ID, r.Token, r.Refund
+		if !r.Refund && r.Attempt >= r.MaxAttempts {
+			dying = append(dying, r.ID)
+		}
 		p := core.RetryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: time.Duration(r.InitialBackoff) * time.Millisecond, MaxBackoff: time.Duration(r.MaxBackoff) * time.Millisecond}
 		delays[i] = req.Backoff(p, r.Attempt).Milliseconds()
 	}
@@ -150,6 +167,14 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 		Refunded int `db:"refunded"`
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if len(dying) > 0 {
+			// A reap that buries a task buries its descendants too: lock
+			// their runs first (in id order, so two reapers cannot deadlock),
+			// as every writer of several task rows of a run does.
+			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, dying); err != nil {
+				return fmt.Errorf("reap expired leases: lock runs: %w", err)
+			}
+		}
 		if err := tx.GetContext(ctx, &res, qReap, ids, until, since, notAfter, toks, delays, refunds, req.Actor); err != nil {
 			return fmt.Errorf("reap expired leases: %w", err)
 		}
@@ -184,6 +209,8 @@ type AdvanceResult struct {
 	FailFastCancelled int // tasks cancelled because a fail_fast run failed
 	FailFastRevived   int // CANCELLED -> PENDING: a requeued fail_fast run has no DEAD task any more
 	FailFastStopped   int // fail_fast runs that failed in this pass with tasks running (workers told on CancelChannel)
+	UpstreamFailed    int // PENDING -> UPSTREAM_FAILED: a DEAD ancestor no statement had buried them for
+	UpstreamRevived   int // UPSTREAM_FAILED -> PENDING: no ancestor DEAD any more (an older binary's requeue)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
 	// Next is where the following pass should start; nil when this pass
@@ -303,8 +330,11 @@ UPDATE workflow_runs r
 // Advance runs one scheduler pass over up to limit open runs after cursor
 // (nil: from the start), in ONE transaction that begins after whatever woke
 // it committed: it locks the runs (FOR UPDATE SKIP LOCKED, so concurrent
-// schedulers divide them), cancels the unstarted tasks of failed fail_fast
-// runs, returns to PENDING the tasks fail_fast cancelled in fail_fast runs
+// schedulers divide them), buries as UPSTREAM_FAILED the PENDING
+// descendants of DEAD tasks that no statement buried yet and returns to
+// PENDING the UPSTREAM_FAILED tasks with no DEAD ancestor left (both catch
+// writes of older binaries), cancels the other unstarted tasks of failed
+// fail_fast runs, returns to PENDING the tasks fail_fast cancelled in fail_fast runs
 // an operator requeued (no task DEAD any more), promotes eligible tasks
 // with their outbox rows, derives each run's state with
 // core.DeriveRunState, and settles runs with no active task. It
@@ -319,6 +349,12 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		return AdvanceResult{}, err
 	}
 	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
+		return AdvanceResult{}, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
+		return AdvanceResult{}, err
+	}
+	if err := mustEdge(core.TaskUpstreamFailed, core.TaskPending); err != nil {
 		return AdvanceResult{}, err
 	}
 	cur := Cursor{}
@@ -346,6 +382,14 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 			if !r.CancelRequested {
 				live = append(live, r.ID)
 			}
+		}
+		// The descendants of a DEAD task are UPSTREAM_FAILED before fail_fast
+		// cancels the rest of the run: fail_fast never takes them.
+		if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, live, actor); err != nil {
+			return fmt.Errorf("bury descendants of dead tasks: %w", err)
+		}
+		if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, live, actor); err != nil {
+			return fmt.Errorf("revive descendants of requeued tasks: %w", err)
 		}
 		if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
 			return fmt.Errorf("fail-fast cancel: %w", err)

@@ -313,8 +313,14 @@ type FinishRequest struct {
 	ReusedFrom *KeySource
 }
 
+// qLockRunOfTask locks the run row of task $1: writers of several task rows
+// of one run take it first, so their row locks cannot deadlock.
+const qLockRunOfTask = `SELECT 1 FROM workflow_runs r JOIN task_runs t ON t.run_id = r.id WHERE t.id = $1 FOR UPDATE OF r`
+
+// qFinish also buries, in the same statement, the descendants of a task it
+// makes DEAD (buryDownstream).
 const qFinish = `
-WITH fin AS (
+WITH RECURSIVE fin AS (
     UPDATE task_runs t
        SET state = CASE WHEN $3 = 'SUCCEEDED' THEN 'SUCCEEDED'
                         WHEN $3 = 'CANCELLED' THEN 'CANCELLED'
@@ -339,17 +345,24 @@ WITH fin AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, $9, $9,
            CASE WHEN state = 'SUCCEEDED' AND $10::uuid IS NOT NULL THEN $12 ELSE $5 END FROM fin
-), n AS (
+), buried (id, actor) AS (
+    SELECT id, $9::text FROM fin WHERE state = 'DEAD'
+), ` + buryDownstream + `, n AS (
     SELECT pg_notify('` + NotifyChannel + `', '` + TopicTasks + `') FROM fin
 )
 SELECT fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
 
 // Finish records an attempt's outcome if the task is still RUNNING with
-// token. ok=false (nil error) means the lease was lost to the reaper or a
+// token; a task it makes DEAD takes its PENDING descendants to
+// UPSTREAM_FAILED in the same statement. A FAILED outcome first locks the
+// task's run row (waiting out a scheduler pass over the run). ok=false (nil error) means the lease was lost to the reaper or a
 // newer claim: the outcome is discarded, and the caller acks and counts a
 // stale write. On success it returns the task's new state.
 func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, bool, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled); err != nil {
+		return "", false, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
 		return "", false, err
 	}
 	switch req.Outcome {
@@ -380,8 +393,22 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 		State    string `db:"state"`
 		Notified int    `db:"notified"`
 	}
-	err := s.db.GetContext(ctx, &row, qFinish, req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
-		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID, reusedTask, reusedRun, reuseNote)
+	args := []any{req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
+		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID, reusedTask, reusedRun, reuseNote}
+	var err error
+	if req.Outcome == OutcomeFailed {
+		// A failure may bury the task and its descendants: lock the run row
+		// first, as the scheduler's pass, CancelRun and RequeueTask do, so
+		// the writes to the descendants cannot deadlock with theirs.
+		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+			if _, err := tx.ExecContext(ctx, qLockRunOfTask, req.ID); err != nil {
+				return fmt.Errorf("lock run: %w", err)
+			}
+			return tx.GetContext(ctx, &row, qFinish, args...)
+		})
+	} else {
+		err = s.db.GetContext(ctx, &row, qFinish, args...)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}

@@ -1,8 +1,11 @@
 // Package scheduler is the daemon that moves work forward. Each pass, in
 // its own transactions:
 //
-//	reap:    RUNNING --lease expired (db clock)--> RETRYING | DEAD   (token bumped)
+//	reap:    RUNNING --lease expired (db clock)--> RETRYING | DEAD   (token bumped;
+//	         a DEAD task's PENDING descendants --> UPSTREAM_FAILED, same statement)
 //	advance: lock open runs (FOR UPDATE SKIP LOCKED)
+//	         PENDING --an ancestor DEAD--> UPSTREAM_FAILED (catch-up), and back
+//	         when none is DEAD any more
 //	         fail_fast: PENDING|READY|RETRYING --a task DEAD--> CANCELLED
 //	         PENDING --deps SUCCEEDED--> READY  + outbox row (same statement)
 //	         RETRYING --backoff elapsed--> READY + outbox row

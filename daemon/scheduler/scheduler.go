@@ -224,9 +224,10 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 			return fmt.Errorf("advance: %w", err)
 		}
 		s.cfg.Metrics.TasksPromoted.Add(float64(res.Promoted + res.RetriesDue))
-		if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.RunsChanged > 0 {
+		if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged > 0 {
 			s.log.Debug("scheduler: pass", "promoted", res.Promoted, "retries_due", res.RetriesDue,
 				"fail_fast_cancelled", res.FailFastCancelled, "fail_fast_revived", res.FailFastRevived,
+				"upstream_failed", res.UpstreamFailed, "upstream_revived", res.UpstreamRevived,
 				"runs_changed", res.RunsChanged, "runs_settled", res.RunsSettled)
 		}
 		if res.Next == nil {
