@@ -10,7 +10,10 @@ SHELL := /bin/bash
 
 GO        ?= go
 BIN       := bin/ffctl
-TEST_FLAGS ?= -race -count=1 -timeout 30m
+# -p 1: one package at a time, so the e2e daemons and the store and cli
+# tests never share the database server's connection limit (max_connections
+# is 100 on a default PostgreSQL) or the two cores at once.
+TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
 .PHONY: help build up down status test mutate demo lint clean distclean
