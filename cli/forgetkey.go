@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -36,28 +35,13 @@ type forgetKeyResult struct {
 }
 
 func taskForgetKey(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	a, err := newIDAction(c, env, store.IDTask, "forget-key", "why the key's result must not be reused")
 	if err != nil {
 		return err
 	}
-	arg, err := oneID(c, store.IDTask)
-	if err != nil {
-		return err
-	}
-	reason, err := auditReason(c, env, bufio.NewReader(env.Stdin), "forget-key", "why the key's result must not be reused")
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	id, err := resolveID(c.Context, s, store.IDTask, arg)
-	if err != nil {
-		return err
-	}
-	res, err := s.ForgetIdempotencyKey(c.Context, id, actor(), reason)
+	defer a.s.Close()
+	id, format := a.id, a.format
+	res, err := a.s.ForgetIdempotencyKey(c.Context, id, actor(), a.reason)
 	if err != nil {
 		return failure(err)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -494,28 +493,13 @@ func inDAGOrder(run store.Run) store.Run {
 }
 
 func runCancel(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	a, err := newIDAction(c, env, store.IDRun, "cancel", "why the run is cancelled")
 	if err != nil {
 		return err
 	}
-	p, err := oneID(c, store.IDRun)
-	if err != nil {
-		return err
-	}
-	reason, err := auditReason(c, env, bufio.NewReader(env.Stdin), "cancel", "why the run is cancelled")
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	id, err := resolveID(c.Context, s, store.IDRun, p)
-	if err != nil {
-		return err
-	}
-	res, err := s.CancelRun(c.Context, id, actor(), reason)
+	defer a.s.Close()
+	id, format := a.id, a.format
+	res, err := a.s.CancelRun(c.Context, id, actor(), a.reason)
 	if err != nil {
 		return failure(err)
 	}
