@@ -33,9 +33,11 @@
 // otherwise linger as zombies and confuse "is it still running" checks).
 //
 // If the test binary itself is killed (for example by the go test -timeout
-// panic) cleanups do not run and the servers are left behind in
-// $TMPDIR/fft-*; an interactive Ctrl-C, however, also reaches the servers
-// (they share the test's process group) and shuts them down.
+// panic, or by a mutant that panics it under make mutate) cleanups do not
+// run: processes from StartProcess die with it (their parent-death signal is
+// SIGKILL), but the servers are left behind in $TMPDIR/fft-*; an
+// interactive Ctrl-C, however, also reaches the servers (they share the
+// test's process group) and shuts them down.
 //
 // # Missing software
 //

@@ -225,6 +225,11 @@ func StartProcess(t testing.TB, name string, bin string, args []string, env []st
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout = f
 	cmd.Stderr = f
+	// The process dies with the test binary: a test binary killed by its
+	// -timeout, or by a mutant that panics it (make mutate), runs no
+	// cleanup, and orphaned daemons would hold database connections and
+	// queue consumers for the rest of the run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	c, err := startChild(cmd)
 	if err != nil {
 		t.Fatalf("harness: StartProcess %s (%s): %v", name, bin, err)
