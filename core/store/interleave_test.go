@@ -67,6 +67,19 @@ func (f *fixture) reapInBackground() <-chan int {
 	return out
 }
 
+// reaperBehindAHeldRow returns a RUNNING task whose lease has expired, a
+// held transaction that locks its row, and a reaper pass that has read the
+// expired lease and now waits for that row (its count lands on reaped).
+func (f *fixture) reaperBehindAHeldRow() (uuid.UUID, int64, *sql.Tx, <-chan int) {
+	f.t.Helper()
+	id, tok := f.expiredClaim()
+	h := f.hold()
+	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, id)
+	reaped := f.reapInBackground()
+	f.waitBlocked(1)
+	return id, tok, h, reaped
+}
+
 // expiredClaim returns a RUNNING task whose lease has expired.
 func (f *fixture) expiredClaim() (uuid.UUID, int64) {
 	f.t.Helper()
@@ -83,11 +96,7 @@ func (f *fixture) expiredClaim() (uuid.UUID, int64) {
 // locks, so the renewed attempt keeps running.
 func TestAReaperQueuedBehindARenewalLeavesTheRenewedLeaseAlone(t *testing.T) {
 	f := newFixture(t)
-	id, tok := f.expiredClaim()
-	h := f.hold()
-	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, id)
-	reaped := f.reapInBackground()
-	f.waitBlocked(1)
+	id, tok, h, reaped := f.reaperBehindAHeldRow()
 	// The renewal, committed while the reaper waits: same token, new lease.
 	f.exec(h, `UPDATE task_runs SET lease_expires_at = now() + interval '1 minute', heartbeat_at = now() WHERE id = $1`, id)
 	f.commit(h)
@@ -102,11 +111,7 @@ func TestAReaperQueuedBehindARenewalLeavesTheRenewedLeaseAlone(t *testing.T) {
 // state (and the lease the finish cleared), so the outcome stands.
 func TestAReaperQueuedBehindAFinishLeavesTheFinishedTaskAlone(t *testing.T) {
 	f := newFixture(t)
-	id, tok := f.expiredClaim()
-	h := f.hold()
-	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, id)
-	reaped := f.reapInBackground()
-	f.waitBlocked(1)
+	id, tok, h, reaped := f.reaperBehindAHeldRow()
 	// A finish keeps the token: only state and lease tell the reaper.
 	f.exec(h, `UPDATE task_runs SET state = 'SUCCEEDED', lease_expires_at = NULL, finished_at = now() WHERE id = $1 AND fencing_token = $2`, id, tok)
 	f.commit(h)
@@ -122,11 +127,7 @@ func TestAReaperQueuedBehindAFinishLeavesTheFinishedTaskAlone(t *testing.T) {
 // token it read and leaves the newer attempt to a later pass.
 func TestAReaperWritesOnlyTheGenerationItRead(t *testing.T) {
 	f := newFixture(t)
-	id, tok := f.expiredClaim()
-	h := f.hold()
-	f.exec(h, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, id)
-	reaped := f.reapInBackground()
-	f.waitBlocked(1)
+	id, tok, h, reaped := f.reaperBehindAHeldRow()
 	f.exec(h, `UPDATE task_runs SET fencing_token = fencing_token + 3, attempt = attempt + 1, worker_id = 'w2',
 	           lease_expires_at = now() - interval '1 second' WHERE id = $1`, id)
 	f.commit(h)
