@@ -214,3 +214,23 @@ func TestWorkflowsScreenTriggersWithParams(t *testing.T) {
 		t.Fatal("read-only: t opened the trigger prompt or is offered")
 	}
 }
+
+// TestRunScreenShowsTheWorkerOfFinishedTasks: the WORKER column names the
+// worker of a task's last attempt also once the attempt ended, as run show
+// does.
+func TestRunScreenShowsTheWorkerOfFinishedTasks(t *testing.T) {
+	f := newFake()
+	done := "worker-that-finished-it"
+	for i := range f.run.Tasks {
+		if f.run.Tasks[i].State == "SUCCEEDED" {
+			f.run.Tasks[i].WorkerID = &done
+			break
+		}
+	}
+	h := newHarness(t, f, Options{})
+	h.size(160, 30)
+	h.keys("enter")
+	if v := h.view(); !strings.Contains(v, done) {
+		t.Fatalf("the run screen hides the worker of a finished task:\n%s", v)
+	}
+}

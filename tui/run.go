@@ -76,7 +76,7 @@ func (m *runModel) setData(data any) {
 	for _, o := range store.DAGOrder(d.Run.Tasks) {
 		t := o.Task
 		worker := "-"
-		if t.WorkerID != nil && t.State == "RUNNING" {
+		if t.WorkerID != nil { // the attempt's worker, also once it ended
 			worker = Sanitize(*t.WorkerID)
 		}
 		errText := firstLine(t.Error)

@@ -48,7 +48,7 @@ type workflowsModel struct {
 func newWorkflowsModel(c *shared) *workflowsModel {
 	return &workflowsModel{c: c, trigger: disabled(keyTrigger, c.readOnly), tbl: table{
 		cols: []column{
-			{title: "WORKFLOW", flex: 1, min: 10},
+			{title: "WORKFLOW", flex: 1, min: 10, cap: 48},
 			{title: "VERSION", width: 7, right: true},
 			{title: "TASKS", width: 5, right: true},
 			{title: "RUNS", width: 7, right: true},

@@ -20,7 +20,7 @@ var ErrNotDead = errors.New("task is not DEAD")
 // token is bumped, the attempt counter reset, lease, worker, error and
 // finish time cleared.
 const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
-           finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
+           started_at = NULL, finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
 
 // qRequeue is DEAD -> PENDING in one statement: the fencing token is bumped,
 // the attempt counter is reset (the task gets a fresh budget of

@@ -48,7 +48,7 @@ func TestRequeueReopensAFailedRun(t *testing.T) {
 		t.Fatalf("requeue: %v", err)
 	}
 	d := f.task(b)
-	if d.State != "PENDING" || d.Attempt != 0 || d.FencingToken != before.FencingToken+1 || d.FinishedAt != nil || d.WorkerID != nil {
+	if d.State != "PENDING" || d.Attempt != 0 || d.FencingToken != before.FencingToken+1 || d.FinishedAt != nil || d.WorkerID != nil || d.StartedAt != nil {
 		t.Fatalf("requeued task: %+v", d.TaskRun)
 	}
 	last := d.Events[len(d.Events)-1]

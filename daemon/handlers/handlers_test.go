@@ -105,6 +105,10 @@ func TestShellSeesTheTaskInItsEnvironmentAndReportsExitCodes(t *testing.T) {
 	if err == nil || core.IsPermanent(err) || !strings.Contains(err.Error(), "code 3") || !strings.Contains(err.Error(), "oops") {
 		t.Fatalf("non-zero exit: err = %v, want a retryable error with the code and stderr", err)
 	}
+	_, err = handlers.Shell(context.Background(), task(`{"command": ["sh", "-c", "exit 4"]}`, 1))
+	if err == nil || err.Error() != "shell: sh exited with code 4" {
+		t.Fatalf("non-zero exit, empty stderr: err = %v, want exactly %q", err, "shell: sh exited with code 4")
+	}
 	_, err = handlers.Shell(context.Background(), task(`{"command": ["/no/such/binary"]}`, 1))
 	if err == nil || !core.IsPermanent(err) {
 		t.Fatalf("missing binary: err = %v, want permanent", err)

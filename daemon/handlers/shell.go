@@ -186,7 +186,11 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("shell: %s stopped: %w", p.Command[0], context.Cause(ctx))
 		case errors.As(err, &ee):
-			return nil, fmt.Errorf("shell: %s exited with code %d: %s", p.Command[0], res.ExitCode, strings.TrimSpace(res.Stderr))
+			msg := fmt.Sprintf("shell: %s exited with code %d", p.Command[0], res.ExitCode)
+			if tail := strings.TrimSpace(res.Stderr); tail != "" {
+				msg += ": " + tail
+			}
+			return nil, errors.New(msg)
 		case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 			return nil, core.Permanent(fmt.Errorf("shell: %w", err))
 		case errors.Is(err, syscall.E2BIG):

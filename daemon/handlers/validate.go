@@ -40,7 +40,9 @@ func IsBuiltin(name string) bool {
 
 // ValidateParams checks a task's params for the built-in handler name as
 // the handler itself will decode them: unknown fields and wrongly typed
-// values are errors, as are a shell task without params.command and an
+// values are errors, as are a shell task without params.command (or with a
+// params.stdin it does not know, or an argument or params.env variable too
+// large for exec) and an
 // http task whose params.url is not http(s) ("params: json: unknown field \"durration\""). It
 // returns nil for a name that is not a built-in (no params schema is known
 // for it) and for empty or null params of handlers whose fields are all
@@ -57,6 +59,21 @@ func ValidateParams(name string, raw json.RawMessage) error {
 	case *ShellParams:
 		if len(p.Command) == 0 {
 			return fmt.Errorf("handler shell: params.command is required (the argv to run)")
+		}
+		switch p.Stdin {
+		case "", shellStdinParams, shellStdinUpstream:
+		default:
+			return fmt.Errorf("handler shell: params.stdin %q: want %q or %q (or leave it out for no input)", p.Stdin, shellStdinParams, shellStdinUpstream)
+		}
+		for _, a := range p.Command {
+			if len(a) > ShellExecStringMaxBytes {
+				return fmt.Errorf("handler shell: an argument of params.command is %d bytes: too large for exec (%s)", len(a), execSizeAdvice)
+			}
+		}
+		for k, v := range p.Env {
+			if n := len(k) + 1 + len(v); n > ShellExecStringMaxBytes {
+				return fmt.Errorf("handler shell: params.env %s is %d bytes: too large for exec (%s)", k, n, execSizeAdvice)
+			}
 		}
 	case *HTTPParams:
 		if !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "https://") {
