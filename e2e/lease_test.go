@@ -234,7 +234,7 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 		lockFirst bool
 	}{
 		{"key claims stall", "%INSERT INTO idempotency_keys%", true},
-		{"finishes stall", "%WITH fin AS%", false},
+		{"finishes stall", "%fin AS (%", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -364,7 +364,7 @@ func TestALostFinishReplyIsReportedAsFinishedNotAsAFencingRejection(t *testing.T
 	port := harness.FreePort(t)
 	w := outageDaemon(t, s, wp, "worker", "worker", "--id", "lossy", "--lease", "2s", "--health-addr", fmt.Sprintf("127.0.0.1:%d", port))
 	s.Apply(t, "name: lost-finish\ntasks:\n  - {name: once, handler: sleep, params: {duration: 300ms}, retry: {max_attempts: 1}}\n")
-	wp.DropCommitReply("WITH fin AS")
+	wp.DropCommitReply("fin AS (")
 	run := s.Trigger(t, "lost-finish")
 	harness.Eventually(t, 30*time.Second, "the finish's reply to be lost", func() (bool, error) { return wp.Fired(), nil })
 	crashWaitRun(t, db, run, "SUCCEEDED", 10*time.Second)
