@@ -53,13 +53,7 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s does not answer: %v", store.RedactURL(adminURL), err)
-		}
-		t.Skipf("PostgreSQL at %s does not answer: %v", store.RedactURL(adminURL), err)
-	}
+	admin := connectOrSkip(t, ctx, adminURL)
 	defer admin.Close(context.Background())
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+TestDatabase); err != nil {
 		var pe *pgconn.PgError
@@ -73,30 +67,13 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 	}
 	u.Path = "/" + TestDatabase
 	dbURL := u.String()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "fftest_" + hex.EncodeToString(b)
+	schema := randomName("fftest_")
 	db, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatalf("connect %s: %v", store.RedactURL(dbURL), err)
 	}
 	defer db.Close(context.Background())
-	if _, err := db.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("create schema %s: %v", schema, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
-			t.Logf("drop schema %s: %v", schema, err)
-		}
-	})
+	createDropped(t, ctx, db, dbURL, "CREATE SCHEMA "+schema, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 	q := u.Query()
 	q.Set("search_path", schema)
 	// Every session of this test carries the schema as its application
@@ -141,6 +118,22 @@ func NewPrivateDatabase(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adminURL := AdminURL()
+	admin := connectOrSkip(t, ctx, adminURL)
+	defer admin.Close(context.Background())
+	name := randomName("fftest_db_")
+	createDropped(t, ctx, admin, adminURL, "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	u, err := url.Parse(adminURL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", store.RedactURL(adminURL), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// connectOrSkip connects to the test server's admin URL; a server that does
+// not answer fails the test under CI and skips it elsewhere.
+func connectOrSkip(t testing.TB, ctx context.Context, adminURL string) *pgx.Conn {
+	t.Helper()
 	admin, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -148,30 +141,34 @@ func NewPrivateDatabase(t testing.TB) string {
 		}
 		t.Skipf("PostgreSQL at %s does not answer: %v", store.RedactURL(adminURL), err)
 	}
-	defer admin.Close(context.Background())
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "fftest_db_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
+	return admin
+}
+
+// createDropped runs create on c and registers drop, run in t.Cleanup on a
+// fresh connection to dbURL (c is closed by then).
+func createDropped(t testing.TB, ctx context.Context, c *pgx.Conn, dbURL, create, drop string) {
+	t.Helper()
+	if _, err := c.Exec(ctx, create); err != nil {
+		t.Fatalf("%s: %v", create, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, adminURL)
+		c, err := pgx.Connect(ctx, dbURL)
 		if err != nil {
-			t.Logf("drop database %s: %v", name, err)
+			t.Logf("%s: %v", drop, err)
 			return
 		}
 		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop database %s: %v", name, err)
+		if _, err := c.Exec(ctx, drop); err != nil {
+			t.Logf("%s: %v", drop, err)
 		}
 	})
-	u, err := url.Parse(adminURL)
-	if err != nil {
-		t.Fatalf("parse %s: %v", store.RedactURL(adminURL), err)
-	}
-	u.Path = "/" + name
-	return u.String()
+}
+
+// randomName returns prefix and 12 random hex digits.
+func randomName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
 }
