@@ -293,7 +293,7 @@ WITH cand AS (
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token,
-           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
+           ` + dispatchPayloadSQL + `
       FROM promoted
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), ev AS (

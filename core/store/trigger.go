@@ -61,7 +61,7 @@ SELECT u.id, $1, u.name, u.handler, u.params, ARRAY(SELECT jsonb_array_elements_
 
 const qInsertRootOutbox = `
 INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
-SELECT id, fencing_token, jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
+SELECT id, fencing_token, ` + dispatchPayloadSQL + `
   FROM task_runs WHERE run_id = $1 AND state = 'READY'`
 
 // Trigger validates the request, then in ONE transaction creates the run,
