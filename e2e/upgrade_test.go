@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/e2e/harness"
@@ -297,8 +298,10 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 }
 
 // TestADispatchWithAFieldFromTheFutureRunsTheTask publishes the outbox's
-// dispatch with an extra field, as a newer scheduler might write it: the
-// worker runs the task instead of dead-lettering the message.
+// dispatch as a newer scheduler might write it, with an extra field and a
+// higher version ("v"): the worker (the built binary) runs the task
+// instead of dead-lettering the message. No publisher runs, so the task
+// can only have run from that message.
 func TestADispatchWithAFieldFromTheFutureRunsTheTask(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	count := filepath.Join(t.TempDir(), "executions")
@@ -312,6 +315,10 @@ func TestADispatchWithAFieldFromTheFutureRunsTheTask(t *testing.T) {
 	if err := json.Unmarshal(payloads[0], &msg); err != nil {
 		t.Fatal(err)
 	}
+	if v, ok := msg["v"].(float64); !ok || v != core.DispatchVersion {
+		t.Fatalf("the outbox's payload %s has v %v, want %d", payloads[0], msg["v"], core.DispatchVersion)
+	}
+	msg["v"] = core.DispatchVersion + 1
 	msg["future_field"] = 1
 	body, err := json.Marshal(msg)
 	if err != nil {

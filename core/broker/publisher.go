@@ -302,15 +302,7 @@ func (p *Publisher) publishBatch(ctx context.Context, msgs []Message, keys []str
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
 
-	select {
-	case <-p.done:
-		return out, fmt.Errorf("publish batch: %w", p.deadErr())
-	default:
-	}
-	if p.blocked.Load() {
-		return out, fmt.Errorf("publish batch: %w", ErrBlocked)
-	}
-	if err := ctx.Err(); err != nil {
+	if err := p.canPublish(ctx); err != nil {
 		return out, fmt.Errorf("publish batch: %w", err)
 	}
 
@@ -325,13 +317,48 @@ func (p *Publisher) publishBatch(ctx context.Context, msgs []Message, keys []str
 		p.abort()
 	})
 
+	seqs, dcs, pubErr := p.publishAll(wctx, msgs, keys, out)
+
+	watchdogFired := !stopWatchdog()
+	if watchdogFired {
+		<-aborted
+	} else {
+		p.awaitConfirms(wctx, dcs)
+	}
+
+	// Decide outcomes: confirms first, then returns, which win.
+	pending := p.confirmOutcomes(dcs, out)
+	p.returnOutcomes(msgs, seqs, out)
+
+	return out, p.batchErr(ctx, wctx, watchdogFired, pubErr, pending, len(msgs))
+}
+
+// canPublish says why a batch cannot start: the publisher is dead (its
+// deadErr), the connection is blocked (ErrBlocked) or ctx ended (ctx.Err()).
+func (p *Publisher) canPublish(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.deadErr()
+	default:
+	}
+	if p.blocked.Load() {
+		return ErrBlocked
+	}
+	return ctx.Err()
+}
+
+// publishAll publishes msgs in order until one fails, the connection is
+// blocked or wctx ends, marking each published message TimedOut in out
+// until a confirm says otherwise. It returns, aligned with msgs, each
+// published message's sequence number (seqHeader) and deferred confirm
+// (zero and nil for the messages not sent), and why it stopped early
+// (ErrBlocked, the publish error, or nil).
+func (p *Publisher) publishAll(wctx context.Context, msgs []Message, keys []string, out []Outcome) ([]uint64, []*amqp.DeferredConfirmation, error) {
 	seqs := make([]uint64, len(msgs))
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
-	var pubErr error
 	for i, m := range msgs {
 		if p.blocked.Load() {
-			pubErr = ErrBlocked
-			break
+			return seqs, dcs, ErrBlocked
 		}
 		if wctx.Err() != nil {
 			break
@@ -350,21 +377,18 @@ func (p *Publisher) publishBatch(ctx context.Context, msgs []Message, keys []str
 			Body:         m.Body,
 		})
 		if err != nil {
-			pubErr = err
-			break
+			return seqs, dcs, err
 		}
 		seqs[i], dcs[i] = p.seq, dc
 		out[i] = TimedOut // until a confirm says otherwise
 	}
+	return seqs, dcs, nil
+}
 
-	watchdogFired := !stopWatchdog()
-	if watchdogFired {
-		<-aborted
-	} else {
-		p.awaitConfirms(wctx, dcs)
-	}
-
-	// Decide outcomes: confirms first, then returns, which win.
+// confirmOutcomes sets out[i] from each resolved confirmation dcs[i]
+// (Confirmed, Nacked, or TimedOut when a closing channel resolved it) and
+// returns how many published messages are still TimedOut.
+func (p *Publisher) confirmOutcomes(dcs []*amqp.DeferredConfirmation, out []Outcome) int {
 	pending := 0
 	for i, dc := range dcs {
 		if dc == nil {
@@ -387,6 +411,12 @@ func (p *Publisher) publishBatch(ctx context.Context, msgs []Message, keys []str
 			pending++
 		}
 	}
+	return pending
+}
+
+// returnOutcomes marks Returned, whatever its confirm said, each published
+// message (seqs[i] != 0) that the broker returned, and logs how many.
+func (p *Publisher) returnOutcomes(msgs []Message, seqs []uint64, out []Outcome) {
 	returned := p.returns.flush()
 	nReturned := 0
 	for i, seq := range seqs {
@@ -398,8 +428,6 @@ func (p *Publisher) publishBatch(ctx context.Context, msgs []Message, keys []str
 	if nReturned > 0 {
 		p.log.Warn("broker returned unroutable messages", "returned", nReturned, "batch", len(msgs))
 	}
-
-	return out, p.batchErr(ctx, wctx, watchdogFired, pubErr, pending, len(msgs))
 }
 
 // awaitConfirms waits until every non-nil confirmation is resolved or wctx

@@ -7,6 +7,17 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
+// dispatchPayloadSQL is the one SQL spelling of the dispatch message,
+// core.Dispatch at version core.DispatchVersion, built from a task row:
+// every statement that writes an outbox row (the root tasks of Trigger,
+// Advance's promotions, Redispatch) selects it over a row source with the
+// task's columns id, run_id, fencing_token, task_name and handler.
+// TestEveryOutboxPayloadDecodesToItsTaskRow decodes what each of them
+// writes with core.DecodeDispatch. A new field is added here and to
+// core.Dispatch; v changes only with core.DispatchVersion (see core.Dispatch
+// for what a version may change).
+const dispatchPayloadSQL = `jsonb_build_object('v', 1, 'task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)`
+
 // OutboxRow is one pending dispatch.
 type OutboxRow struct {
 	ID       int64 `db:"id"`

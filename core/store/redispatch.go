@@ -31,7 +31,7 @@ WITH stale AS (
 ), ins AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, dispatch, payload)
     SELECT id, fencing_token, coalesce(last_dispatch, 0) + 1,
-           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
+           ` + dispatchPayloadSQL + `
       FROM stale
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
  RETURNING task_run_id, dispatch

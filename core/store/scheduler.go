@@ -293,7 +293,7 @@ WITH cand AS (
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token,
-           jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
+           ` + dispatchPayloadSQL + `
       FROM promoted
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), ev AS (
@@ -342,19 +342,7 @@ UPDATE workflow_runs r
 // workers (CancelChannel) when a fail_fast run failed while some of its
 // tasks run, so that they stop at once rather than at their next heartbeat.
 func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor string) (AdvanceResult, error) {
-	if err := mustEdge(core.TaskPending, core.TaskReady); err != nil {
-		return AdvanceResult{}, err
-	}
-	if err := mustEdge(core.TaskRetrying, core.TaskReady); err != nil {
-		return AdvanceResult{}, err
-	}
-	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
-		return AdvanceResult{}, err
-	}
-	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
-		return AdvanceResult{}, err
-	}
-	if err := mustEdge(core.TaskUpstreamFailed, core.TaskPending); err != nil {
+	if err := advanceEdges(); err != nil {
 		return AdvanceResult{}, err
 	}
 	cur := Cursor{}
@@ -363,110 +351,20 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 	}
 	var res AdvanceResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var runs []openRun
-		if err := tx.SelectContext(ctx, &runs, qLockOpenRuns, cur.CreatedAt, cur.ID, limit); err != nil {
-			return fmt.Errorf("lock open runs: %w", err)
+		runs, err := lockOpenRuns(ctx, tx, cur, limit, &res)
+		if err != nil || len(runs) == 0 {
+			return err
 		}
-		res.Runs = len(runs)
-		if len(runs) == limit {
-			last := runs[len(runs)-1]
-			res.Next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		ids, live, cancelled := splitRuns(runs)
+		if err := reconcileTasks(ctx, tx, live, cancelled, actor, &res); err != nil {
+			return err
 		}
-		if len(runs) == 0 {
-			return nil
+		if err := promoteTasks(ctx, tx, live, actor, &res); err != nil {
+			return err
 		}
-		ids := make([]uuid.UUID, 0, len(runs))
-		live := make([]uuid.UUID, 0, len(runs))
-		for _, r := range runs {
-			ids = append(ids, r.ID)
-			if !r.CancelRequested {
-				live = append(live, r.ID)
-			}
-		}
-		// The descendants of a DEAD task are UPSTREAM_FAILED before fail_fast
-		// cancels the rest of the run: fail_fast never takes them.
-		if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, live, actor); err != nil {
-			return fmt.Errorf("bury descendants of dead tasks: %w", err)
-		}
-		if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, live, actor); err != nil {
-			return fmt.Errorf("revive descendants of requeued tasks: %w", err)
-		}
-		if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
-			return fmt.Errorf("fail-fast cancel: %w", err)
-		}
-		if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, live, actor); err != nil {
-			return fmt.Errorf("fail-fast revive: %w", err)
-		}
-		if cancelled := len(ids) - len(live); cancelled > 0 {
-			// A cancelled run's task that was running when the run was
-			// cancelled may since have gone RETRYING (its handler failed or
-			// its lease was reaped), and a promotion may have raced the
-			// cancel: nothing of a cancelled run may start again.
-			var dead []uuid.UUID
-			for _, r := range runs {
-				if r.CancelRequested {
-					dead = append(dead, r.ID)
-				}
-			}
-			var n int
-			if err := tx.GetContext(ctx, &n, qCancelTasks, dead, actor, "run cancelled"); err != nil {
-				return fmt.Errorf("cancel tasks of cancelled runs: %w", err)
-			}
-		}
-		var pr struct {
-			Promoted int `db:"promoted"`
-			Retries  int `db:"retries"`
-		}
-		if err := tx.GetContext(ctx, &pr, qPromote, live, actor); err != nil {
-			return fmt.Errorf("promote tasks: %w", err)
-		}
-		res.Promoted, res.RetriesDue = pr.Promoted, pr.Retries
-		var counts []struct {
-			RunID    uuid.UUID `db:"run_id"`
-			State    string    `db:"state"`
-			N        int       `db:"n"`
-			Eligible int       `db:"eligible"`
-		}
-		if err := tx.SelectContext(ctx, &counts, qRunCounts, ids); err != nil {
-			return fmt.Errorf("count task states: %w", err)
-		}
-		byRun := make(map[uuid.UUID]core.TaskCounts, len(runs))
-		eligible := make(map[uuid.UUID]int, len(runs))
-		for _, c := range counts {
-			eligible[c.RunID] += c.Eligible
-			if byRun[c.RunID] == nil {
-				byRun[c.RunID] = core.TaskCounts{}
-			}
-			byRun[c.RunID][core.TaskState(c.State)] = c.N
-		}
-		var uIDs []uuid.UUID
-		var uStates []string
-		var uSettled []bool
-		var stop []uuid.UUID // fail_fast runs failing now with tasks running
-		for _, r := range runs {
-			tc := byRun[r.ID]
-			state := core.DeriveRunState(tc, r.CancelRequested)
-			settled := core.RunSettled(tc) && (eligible[r.ID] == 0 || r.CancelRequested)
-			if r.FailFast && state == core.RunFailed && r.State != string(core.RunFailed) && tc[core.TaskRunning] > 0 {
-				stop = append(stop, r.ID)
-			}
-			if string(state) == r.State && !settled {
-				continue
-			}
-			if string(state) != r.State {
-				res.RunsChanged++
-			}
-			if settled {
-				res.RunsSettled++
-			}
-			uIDs = append(uIDs, r.ID)
-			uStates = append(uStates, string(state))
-			uSettled = append(uSettled, settled)
-		}
-		if len(uIDs) > 0 {
-			if _, err := tx.ExecContext(ctx, qUpdateRuns, uIDs, uStates, uSettled); err != nil {
-				return fmt.Errorf("update run states: %w", err)
-			}
+		stop, err := settleRuns(ctx, tx, runs, ids, &res)
+		if err != nil {
+			return err
 		}
 		res.FailFastStopped = len(stop)
 		var notices []notice
@@ -482,4 +380,183 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		return AdvanceResult{}, err
 	}
 	return res, nil
+}
+
+// advanceEdges checks, before any SQL runs, that every edge a pass writes is
+// legal (core.CheckTransition's error otherwise).
+func advanceEdges() error {
+	edges := [][2]core.TaskState{
+		{core.TaskPending, core.TaskReady},
+		{core.TaskRetrying, core.TaskReady},
+		{core.TaskCancelled, core.TaskPending},
+		{core.TaskPending, core.TaskUpstreamFailed},
+		{core.TaskUpstreamFailed, core.TaskPending},
+	}
+	for _, e := range edges {
+		if err := mustEdge(e[0], e[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lockOpenRuns locks up to limit open runs after cur (qLockOpenRuns), in
+// creation order, and records in res how many it locked and, when it
+// locked limit, where the next pass starts.
+func lockOpenRuns(ctx context.Context, tx *sqlx.Tx, cur Cursor, limit int, res *AdvanceResult) ([]openRun, error) {
+	var runs []openRun
+	if err := tx.SelectContext(ctx, &runs, qLockOpenRuns, cur.CreatedAt, cur.ID, limit); err != nil {
+		return nil, fmt.Errorf("lock open runs: %w", err)
+	}
+	res.Runs = len(runs)
+	if len(runs) == limit {
+		last := runs[len(runs)-1]
+		res.Next = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return runs, nil
+}
+
+// splitRuns returns the ids of runs (all of them), of those not cancelled
+// (live) and of those cancelled, each in the order of runs.
+func splitRuns(runs []openRun) (ids, live, cancelled []uuid.UUID) {
+	ids = make([]uuid.UUID, 0, len(runs))
+	live = make([]uuid.UUID, 0, len(runs))
+	for _, r := range runs {
+		ids = append(ids, r.ID)
+		if r.CancelRequested {
+			cancelled = append(cancelled, r.ID)
+		} else {
+			live = append(live, r.ID)
+		}
+	}
+	return ids, live, cancelled
+}
+
+// reconcileTasks writes, before the promotion, what the locked runs' states
+// ask of their tasks: in the live runs it buries the PENDING descendants
+// of DEAD tasks, revives the UPSTREAM_FAILED tasks with no DEAD ancestor
+// left, cancels the unstarted tasks of failed fail_fast runs and revives
+// those fail_fast cancelled in requeued ones; in the cancelled runs it
+// cancels every task that could still start. It records the counts in res.
+func reconcileTasks(ctx context.Context, tx *sqlx.Tx, live, cancelled []uuid.UUID, actor string, res *AdvanceResult) error {
+	// The descendants of a DEAD task are UPSTREAM_FAILED before fail_fast
+	// cancels the rest of the run: fail_fast never takes them.
+	if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, live, actor); err != nil {
+		return fmt.Errorf("bury descendants of dead tasks: %w", err)
+	}
+	if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, live, actor); err != nil {
+		return fmt.Errorf("revive descendants of requeued tasks: %w", err)
+	}
+	if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
+		return fmt.Errorf("fail-fast cancel: %w", err)
+	}
+	if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, live, actor); err != nil {
+		return fmt.Errorf("fail-fast revive: %w", err)
+	}
+	if len(cancelled) > 0 {
+		// A cancelled run's task that was running when the run was
+		// cancelled may since have gone RETRYING (its handler failed or
+		// its lease was reaped), and a promotion may have raced the
+		// cancel: nothing of a cancelled run may start again.
+		var n int
+		if err := tx.GetContext(ctx, &n, qCancelTasks, cancelled, actor, "run cancelled"); err != nil {
+			return fmt.Errorf("cancel tasks of cancelled runs: %w", err)
+		}
+	}
+	return nil
+}
+
+// promoteTasks makes the eligible tasks of the live runs READY with their
+// outbox rows (qPromote) and records the counts in res.
+func promoteTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, actor string, res *AdvanceResult) error {
+	var pr struct {
+		Promoted int `db:"promoted"`
+		Retries  int `db:"retries"`
+	}
+	if err := tx.GetContext(ctx, &pr, qPromote, live, actor); err != nil {
+		return fmt.Errorf("promote tasks: %w", err)
+	}
+	res.Promoted, res.RetriesDue = pr.Promoted, pr.Retries
+	return nil
+}
+
+// runStateUpdates are the runs whose state a pass writes (qUpdateRuns),
+// column by column.
+type runStateUpdates struct {
+	ids     []uuid.UUID
+	states  []string
+	settled []bool
+}
+
+// settleRuns derives the state of each locked run (ids are theirs) from
+// its task counts, writes the runs whose state changed or that settled,
+// and records the counts in res. It returns the fail_fast runs that fail
+// in this pass with tasks running, whose workers are to be told.
+func settleRuns(ctx context.Context, tx *sqlx.Tx, runs []openRun, ids []uuid.UUID, res *AdvanceResult) ([]uuid.UUID, error) {
+	byRun, eligible, err := runTaskCounts(ctx, tx, ids)
+	if err != nil {
+		return nil, err
+	}
+	u, stop := deriveRuns(runs, byRun, eligible, res)
+	if len(u.ids) > 0 {
+		if _, err := tx.ExecContext(ctx, qUpdateRuns, u.ids, u.states, u.settled); err != nil {
+			return nil, fmt.Errorf("update run states: %w", err)
+		}
+	}
+	return stop, nil
+}
+
+// runTaskCounts reads, in one snapshot (qRunCounts), the task counts by
+// state of the runs ids, and how many PENDING tasks of each are eligible
+// for promotion.
+func runTaskCounts(ctx context.Context, tx *sqlx.Tx, ids []uuid.UUID) (map[uuid.UUID]core.TaskCounts, map[uuid.UUID]int, error) {
+	var counts []struct {
+		RunID    uuid.UUID `db:"run_id"`
+		State    string    `db:"state"`
+		N        int       `db:"n"`
+		Eligible int       `db:"eligible"`
+	}
+	if err := tx.SelectContext(ctx, &counts, qRunCounts, ids); err != nil {
+		return nil, nil, fmt.Errorf("count task states: %w", err)
+	}
+	byRun := make(map[uuid.UUID]core.TaskCounts, len(ids))
+	eligible := make(map[uuid.UUID]int, len(ids))
+	for _, c := range counts {
+		eligible[c.RunID] += c.Eligible
+		if byRun[c.RunID] == nil {
+			byRun[c.RunID] = core.TaskCounts{}
+		}
+		byRun[c.RunID][core.TaskState(c.State)] = c.N
+	}
+	return byRun, eligible, nil
+}
+
+// deriveRuns derives each run's state with core.DeriveRunState and
+// whether it settles (no active task, and no PENDING task eligible unless
+// the run is cancelled), counting changes in res. It returns the runs to
+// write and the fail_fast runs failing now with tasks running.
+func deriveRuns(runs []openRun, byRun map[uuid.UUID]core.TaskCounts, eligible map[uuid.UUID]int, res *AdvanceResult) (runStateUpdates, []uuid.UUID) {
+	var u runStateUpdates
+	var stop []uuid.UUID // fail_fast runs failing now with tasks running
+	for _, r := range runs {
+		tc := byRun[r.ID]
+		state := core.DeriveRunState(tc, r.CancelRequested)
+		settled := core.RunSettled(tc) && (eligible[r.ID] == 0 || r.CancelRequested)
+		if r.FailFast && state == core.RunFailed && r.State != string(core.RunFailed) && tc[core.TaskRunning] > 0 {
+			stop = append(stop, r.ID)
+		}
+		if string(state) == r.State && !settled {
+			continue
+		}
+		if string(state) != r.State {
+			res.RunsChanged++
+		}
+		if settled {
+			res.RunsSettled++
+		}
+		u.ids = append(u.ids, r.ID)
+		u.states = append(u.states, string(state))
+		u.settled = append(u.settled, settled)
+	}
+	return u, stop
 }

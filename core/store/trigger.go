@@ -61,7 +61,7 @@ SELECT u.id, $1, u.name, u.handler, u.params, ARRAY(SELECT jsonb_array_elements_
 
 const qInsertRootOutbox = `
 INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
-SELECT id, fencing_token, jsonb_build_object('task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)
+SELECT id, fencing_token, ` + dispatchPayloadSQL + `
   FROM task_runs WHERE run_id = $1 AND state = 'READY'`
 
 // Trigger validates the request, then in ONE transaction creates the run,
@@ -71,69 +71,18 @@ SELECT id, fencing_token, jsonb_build_object('task_run_id', id, 'run_id', run_id
 // params, core.ErrBadParams also when a task's idempotency_key template
 // cannot be rendered from the params (a missing param).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
-	params := req.Params
-	if len(params) == 0 {
-		params = json.RawMessage(`{}`)
-	}
-	if err := core.ValidateParams(params); err != nil {
+	params, pmap, err := triggerParams(req)
+	if err != nil {
 		return TriggerResult{}, err
-	}
-	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
-		return TriggerResult{}, err
-	}
-	var pmap map[string]any
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.UseNumber() // numbers render verbatim in idempotency keys
-	if err := dec.Decode(&pmap); err != nil {
-		return TriggerResult{}, fmt.Errorf("%w: %v", core.ErrBadParams, err)
 	}
 	wf, err := s.GetWorkflow(ctx, req.Workflow, req.Version)
 	if err != nil {
 		return TriggerResult{}, err
 	}
 	def := wf.Definition
-	n := len(def.Tasks)
-	ids := make([]string, n)
-	names := make([]string, n)
-	handlers := make([]string, n)
-	tparams := make([]string, n)
-	deps := make([]string, n)
-	maxAttempts := make([]int64, n)
-	initial := make([]int64, n)
-	maxB := make([]int64, n)
-	timeouts := make([]int64, n)
-	keys := make([]string, n)
-	ttls := make([]int64, n) // 0: a recorded result is reused for ever
-	for i, t := range def.Tasks {
-		ids[i] = uuid.NewString()
-		names[i] = t.Name
-		handlers[i] = t.Handler
-		tparams[i] = "{}"
-		if len(t.Params) > 0 && string(t.Params) != "null" {
-			tparams[i] = string(t.Params)
-		}
-		d := t.DependsOn
-		if d == nil {
-			d = []string{}
-		}
-		db, _ := json.Marshal(d)
-		deps[i] = string(db)
-		p := t.Policy()
-		maxAttempts[i] = int64(p.MaxAttempts)
-		initial[i] = p.InitialBackoff.Milliseconds()
-		maxB[i] = p.MaxBackoff.Milliseconds()
-		timeouts[i] = t.TimeoutOrZero().Milliseconds()
-		key, err := core.RenderIdempotencyKey(t.IdempotencyKey, core.KeyData{Params: pmap, Workflow: def.Name, Task: t.Name})
-		if err != nil {
-			return TriggerResult{}, fmt.Errorf("%w: %v", core.ErrBadParams, err)
-		}
-		if key != "" {
-			if key, err = core.StoredIdempotencyKey(key); err != nil {
-				return TriggerResult{}, fmt.Errorf("%w: task %q: %v", core.ErrBadParams, t.Name, err)
-			}
-		}
-		keys[i] = key
-		ttls[i] = t.IdempotencyTTLOrZero().Milliseconds()
+	rows, err := newTaskRows(&def, pmap)
+	if err != nil {
+		return TriggerResult{}, err
 	}
 	runID := uuid.New()
 	var ikey sql.NullString
@@ -147,28 +96,15 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 			return fmt.Errorf("insert run: %w", err)
 		}
 		if k, _ := r.RowsAffected(); k == 0 {
-			var existing struct {
-				ID       uuid.UUID `db:"id"`
-				Workflow string    `db:"workflow_name"`
-				Same     bool      `db:"same"`
-			}
-			err := tx.GetContext(ctx, &existing, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1`, req.IdempotencyKey, string(params))
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("idempotency key %q: the run holding it vanished; retry", req.IdempotencyKey)
-			}
+			existing, err := existingRun(ctx, tx, req.IdempotencyKey, wf.Name, params)
 			if err != nil {
-				return fmt.Errorf("read run by idempotency key: %w", err)
+				return err
 			}
-			if existing.Workflow != wf.Name {
-				return fmt.Errorf("%w: idempotency key %q already belongs to run %s of another workflow (%s)", ErrConflict, req.IdempotencyKey, existing.ID, existing.Workflow)
-			}
-			if !existing.Same {
-				return fmt.Errorf("%w: idempotency key %q already belongs to run %s (workflow %s) with different params", ErrConflict, req.IdempotencyKey, existing.ID, existing.Workflow)
-			}
-			res = TriggerResult{RunID: existing.ID, Existing: true}
+			res = existing
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, qInsertTasks, runID, ids, names, handlers, tparams, deps, maxAttempts, initial, maxB, timeouts, keys, ttls); err != nil {
+		if _, err := tx.ExecContext(ctx, qInsertTasks, runID, rows.ids, rows.names, rows.handlers, rows.params, rows.deps,
+			rows.maxAttempts, rows.initial, rows.maxBackoff, rows.timeouts, rows.keys, rows.ttls); err != nil {
 			return fmt.Errorf("insert task runs: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, qInsertRootOutbox, runID); err != nil {
@@ -180,6 +116,128 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		return TriggerResult{}, err
 	}
 	return res, nil
+}
+
+// triggerParams checks the request's params (nil means {}) with
+// core.ValidateParams, and its idempotency key, and returns the params and
+// their decoding (numbers kept verbatim, for the tasks' idempotency keys).
+// Errors wrap core.ErrBadParams.
+func triggerParams(req TriggerRequest) (json.RawMessage, map[string]any, error) {
+	params := req.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	if err := core.ValidateParams(params); err != nil {
+		return nil, nil, err
+	}
+	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
+		return nil, nil, err
+	}
+	var pmap map[string]any
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber() // numbers render verbatim in idempotency keys
+	if err := dec.Decode(&pmap); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
+	}
+	return params, pmap, nil
+}
+
+// taskRows are the task runs of a new run, column by column, as
+// qInsertTasks takes them ($2..$12).
+type taskRows struct {
+	ids         []string
+	names       []string
+	handlers    []string
+	params      []string // JSON objects
+	deps        []string // JSON arrays of task names
+	maxAttempts []int64
+	initial     []int64  // initial backoff, ms
+	maxBackoff  []int64  // ms
+	timeouts    []int64  // ms; 0: none
+	keys        []string // "": none
+	ttls        []int64  // ms; 0: a recorded result is reused for ever
+}
+
+// newTaskRows builds the task runs of a run of def, their idempotency keys
+// rendered from the run's params pmap. Errors wrap core.ErrBadParams: a key
+// template that cannot be rendered (a missing param) or a key that cannot
+// be stored.
+func newTaskRows(def *core.Definition, pmap map[string]any) (taskRows, error) {
+	n := len(def.Tasks)
+	rows := taskRows{
+		ids: make([]string, n), names: make([]string, n), handlers: make([]string, n),
+		params: make([]string, n), deps: make([]string, n),
+		maxAttempts: make([]int64, n), initial: make([]int64, n), maxBackoff: make([]int64, n),
+		timeouts: make([]int64, n), keys: make([]string, n), ttls: make([]int64, n),
+	}
+	for i, t := range def.Tasks {
+		rows.ids[i] = uuid.NewString()
+		rows.names[i] = t.Name
+		rows.handlers[i] = t.Handler
+		rows.params[i] = "{}"
+		if len(t.Params) > 0 && string(t.Params) != "null" {
+			rows.params[i] = string(t.Params)
+		}
+		d := t.DependsOn
+		if d == nil {
+			d = []string{}
+		}
+		db, _ := json.Marshal(d)
+		rows.deps[i] = string(db)
+		p := t.Policy()
+		rows.maxAttempts[i] = int64(p.MaxAttempts)
+		rows.initial[i] = p.InitialBackoff.Milliseconds()
+		rows.maxBackoff[i] = p.MaxBackoff.Milliseconds()
+		rows.timeouts[i] = t.TimeoutOrZero().Milliseconds()
+		key, err := taskIdempotencyKey(def.Name, t, pmap)
+		if err != nil {
+			return taskRows{}, err
+		}
+		rows.keys[i] = key
+		rows.ttls[i] = t.IdempotencyTTLOrZero().Milliseconds()
+	}
+	return rows, nil
+}
+
+// taskIdempotencyKey renders the idempotency key template of task t of
+// workflow from the run's params pmap and returns it as stored ("" when t
+// has none). Errors wrap core.ErrBadParams.
+func taskIdempotencyKey(workflow string, t core.TaskDef, pmap map[string]any) (string, error) {
+	key, err := core.RenderIdempotencyKey(t.IdempotencyKey, core.KeyData{Params: pmap, Workflow: workflow, Task: t.Name})
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", core.ErrBadParams, err)
+	}
+	if key != "" {
+		if key, err = core.StoredIdempotencyKey(key); err != nil {
+			return "", fmt.Errorf("%w: task %q: %v", core.ErrBadParams, t.Name, err)
+		}
+	}
+	return key, nil
+}
+
+// existingRun returns the run that holds idempotency key ikey, which a
+// trigger of workflow with params found taken: the same workflow and params
+// are that run (Existing); others are ErrConflict.
+func existingRun(ctx context.Context, tx *sqlx.Tx, ikey, workflow string, params json.RawMessage) (TriggerResult, error) {
+	var existing struct {
+		ID       uuid.UUID `db:"id"`
+		Workflow string    `db:"workflow_name"`
+		Same     bool      `db:"same"`
+	}
+	err := tx.GetContext(ctx, &existing, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1`, ikey, string(params))
+	if errors.Is(err, sql.ErrNoRows) {
+		return TriggerResult{}, fmt.Errorf("idempotency key %q: the run holding it vanished; retry", ikey)
+	}
+	if err != nil {
+		return TriggerResult{}, fmt.Errorf("read run by idempotency key: %w", err)
+	}
+	if existing.Workflow != workflow {
+		return TriggerResult{}, fmt.Errorf("%w: idempotency key %q already belongs to run %s of another workflow (%s)", ErrConflict, ikey, existing.ID, existing.Workflow)
+	}
+	if !existing.Same {
+		return TriggerResult{}, fmt.Errorf("%w: idempotency key %q already belongs to run %s (workflow %s) with different params", ErrConflict, ikey, existing.ID, existing.Workflow)
+	}
+	return TriggerResult{RunID: existing.ID, Existing: true}, nil
 }
 
 // MaxIdempotencyKeyBytes bounds a trigger's idempotency key.

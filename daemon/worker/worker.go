@@ -324,7 +324,7 @@ func (w *Worker) consume(ctx context.Context, cons *broker.Consumer) {
 // handle settles one delivery exactly once.
 func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 	defer w.wg.Done()
-	disp, err := DecodeDispatch(d.Body)
+	disp, err := core.DecodeDispatch(d.Body)
 	if err != nil {
 		w.cfg.Metrics.PoisonMessages.Inc()
 		w.log.Error("worker: rejected a message that is not a dispatch (sent to the dead-letter queue)",
@@ -407,7 +407,7 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 // which bounds how fast an orphan circulates; the first hand-back of a
 // task at a fencing token is noted in its history (WaitNoter) so that
 // `run show` and the dashboard say what it waits for.
-func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp Dispatch, log *slog.Logger) bool {
+func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp core.Dispatch, log *slog.Logger) bool {
 	if disp.Handler == "" || w.cfg.Registry.Has(disp.Handler) {
 		return false
 	}
@@ -438,7 +438,7 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp Dispatch,
 // a committed claim's lease has lapsed anyway) and then renews the lease
 // once, so the attempt starts with a whole lease. ok=false means run
 // nothing and requeue the delivery (claimErr is logged here).
-func (w *Worker) claimCommitted(disp Dispatch, claimErr error, log *slog.Logger) (store.ClaimedTask, bool) {
+func (w *Worker) claimCommitted(disp core.Dispatch, claimErr error, log *slog.Logger) (store.ClaimedTask, bool) {
 	deadline := w.cfg.Clock.Now().Add(w.cfg.Lease)
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: max(w.cfg.Lease/10, 50*time.Millisecond)}
 	for {
@@ -524,7 +524,7 @@ func (p *handBackPacer) forget(id uuid.UUID) {
 	delete(p.tasks, id)
 }
 
-func (w *Worker) explainLostClaim(ctx context.Context, disp Dispatch) string {
+func (w *Worker) explainLostClaim(ctx context.Context, disp core.Dispatch) string {
 	state, token, err := w.cfg.Store.TaskStateOf(ctx, disp.TaskRunID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -1,0 +1,134 @@
+package core_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+const (
+	dispatchTaskRunID = "6f1c3e0e-6a63-4d3a-9a55-6f6b7cf1a001"
+	dispatchRunID     = "6f1c3e0e-6a63-4d3a-9a55-6f6b7cf1a002"
+)
+
+// dispatchBody is a well-formed version-less message with extra appended
+// inside the object (each entry of extra a `"key": value` pair).
+func dispatchBody(extra ...string) string {
+	fields := append([]string{
+		`"task_run_id": "` + dispatchTaskRunID + `"`,
+		`"run_id": "` + dispatchRunID + `"`,
+		`"fencing_token": 3`,
+		`"task": "a"`,
+	}, extra...)
+	return "{" + strings.Join(fields, ", ") + "}"
+}
+
+// TestDecodeDispatchIgnoresUnknownFieldsAndRequiresTheKnownOnes: a message
+// from a newer scheduler (an extra field) decodes; one that lacks or breaks
+// a required field is ErrBadDispatch.
+func TestDecodeDispatchIgnoresUnknownFieldsAndRequiresTheKnownOnes(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+		ok   bool
+	}{
+		{"today's message", dispatchBody(`"v": 1`, `"handler": "noop"`), true},
+		{"without the optional handler", dispatchBody(), true},
+		{"a field from the future", dispatchBody(`"handler": "noop"`, `"future_field": 1`), true},
+		{"a structured field from the future", `{"future": {"x": [1, 2]}, "task_run_id": "` + dispatchTaskRunID + `", "run_id": "` + dispatchRunID + `", "fencing_token": 3, "task": "a"}`, true},
+		{"no task_run_id", `{"run_id": "` + dispatchRunID + `", "fencing_token": 3, "task": "a"}`, false},
+		{"no run_id", `{"task_run_id": "` + dispatchTaskRunID + `", "fencing_token": 3, "task": "a"}`, false},
+		{"no task", `{"task_run_id": "` + dispatchTaskRunID + `", "run_id": "` + dispatchRunID + `", "fencing_token": 3}`, false},
+		{"zero token", `{"task_run_id": "` + dispatchTaskRunID + `", "run_id": "` + dispatchRunID + `", "fencing_token": 0, "task": "a"}`, false},
+		{"a known field of the wrong type", `{"task_run_id": "` + dispatchTaskRunID + `", "run_id": "` + dispatchRunID + `", "fencing_token": "3", "task": "a"}`, false},
+		{"an extra field but nothing required", `{"surprise": true}`, false},
+		{"a version but nothing required", `{"v": 1}`, false},
+		{"trailing data", dispatchBody() + ` {}`, false},
+		{"not an object", `[1, 2]`, false},
+		{"not JSON", `nope`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := core.DecodeDispatch([]byte(c.body))
+			if c.ok {
+				if err != nil {
+					t.Fatalf("DecodeDispatch: %v", err)
+				}
+				if d.TaskRunID.String() != dispatchTaskRunID || d.RunID.String() != dispatchRunID || d.FencingToken != 3 || d.Task != "a" {
+					t.Fatalf("decoded %+v", d)
+				}
+				return
+			}
+			if !errors.Is(err, core.ErrBadDispatch) {
+				t.Fatalf("DecodeDispatch = %+v, %v; want ErrBadDispatch", d, err)
+			}
+		})
+	}
+}
+
+// TestDecodeDispatchReadsAMissingVersionAsOneAndRunsANewerOne: a message
+// without v (an older binary's, still queued in a rolling deploy) is
+// version 1; a higher v is decoded like any other (a newer version only
+// adds fields); a v no writer can have written is ErrBadDispatch.
+func TestDecodeDispatchReadsAMissingVersionAsOneAndRunsANewerOne(t *testing.T) {
+	cases := []struct {
+		name  string
+		body  string
+		wantV int // 0: ErrBadDispatch
+	}{
+		{"no v", dispatchBody(), 1},
+		{"v null", dispatchBody(`"v": null`), 1},
+		{"this version", dispatchBody(`"v": 1`), 1},
+		{"a newer version with a new field", dispatchBody(`"v": 2`, `"priority": 7`), 2},
+		{"a much newer version", `{"v": 1000, "handler": "noop", ` + dispatchBody()[1:], 1000},
+		{"v zero", dispatchBody(`"v": 0`), 0},
+		{"v negative", dispatchBody(`"v": -1`), 0},
+		{"v a string", dispatchBody(`"v": "2"`), 0},
+		{"v a fraction", dispatchBody(`"v": 1.5`), 0},
+		{"v an object", dispatchBody(`"v": {"major": 2}`), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := core.DecodeDispatch([]byte(c.body))
+			if c.wantV == 0 {
+				if !errors.Is(err, core.ErrBadDispatch) {
+					t.Fatalf("DecodeDispatch = %+v, %v; want ErrBadDispatch", d, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeDispatch: %v", err)
+			}
+			want := core.Dispatch{V: c.wantV, TaskRunID: uuid.MustParse(dispatchTaskRunID), RunID: uuid.MustParse(dispatchRunID), FencingToken: 3, Task: "a"}
+			if strings.Contains(c.body, `"handler"`) {
+				want.Handler = "noop"
+			}
+			if d != want {
+				t.Fatalf("decoded %+v, want %+v", d, want)
+			}
+		})
+	}
+}
+
+// TestADispatchRoundTripsThroughJSON: what json.Marshal writes of a
+// Dispatch, DecodeDispatch reads back unchanged, v included.
+func TestADispatchRoundTripsThroughJSON(t *testing.T) {
+	want := core.Dispatch{V: core.DispatchVersion, TaskRunID: uuid.MustParse(dispatchTaskRunID), RunID: uuid.MustParse(dispatchRunID), FencingToken: 9, Task: "t", Handler: "h"}
+	body, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := core.DecodeDispatch(body)
+	if err != nil {
+		t.Fatalf("DecodeDispatch(%s): %v", body, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+}
