@@ -4,25 +4,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/palette"
 )
 
 // TestTablesColourEveryStateFromThePalette: the CLI colours every task and
-// run state as core/palette does, as the dashboard does (see the tui
+// run state (palette.States, core.TaskStates and core.RunStates) as
+// core/palette does, as the dashboard does (see the tui
 // package's TestDashboardColoursEveryStateFromThePalette): READY and
 // CANCELLED once had other colours in the CLI than in the dashboard.
 func TestTablesColourEveryStateFromThePalette(t *testing.T) {
 	t.Parallel()
-	var states []string
-	for _, s := range core.TaskStates {
-		states = append(states, string(s))
-	}
-	for _, s := range core.RunStates {
-		states = append(states, string(s))
-	}
 	on, off := newColours(true), newColours(false)
-	for _, s := range states {
+	for _, s := range palette.States() {
 		want, ok := palette.State(on.r, s)
 		if !ok {
 			t.Fatalf("palette has no colour for %s", s)

@@ -8,29 +8,22 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/palette"
 )
 
 // TestDashboardColoursEveryStateFromThePalette: the dashboard colours
-// every task and run state as core/palette does, on every colour profile,
+// every task and run state (palette.States, core.TaskStates and
+// core.RunStates) as core/palette does, on every colour profile,
 // as the CLI does (see the cli package's
 // TestTablesColourEveryStateFromThePalette); text that names no state is
 // drawn plain and terminal-safe.
 func TestDashboardColoursEveryStateFromThePalette(t *testing.T) {
 	t.Parallel()
-	var states []string
-	for _, s := range core.TaskStates {
-		states = append(states, string(s))
-	}
-	for _, s := range core.RunStates {
-		states = append(states, string(s))
-	}
 	for _, profile := range []termenv.Profile{termenv.ANSI, termenv.ANSI256, termenv.TrueColor} {
 		r := lipgloss.NewRenderer(io.Discard)
 		r.SetColorProfile(profile)
 		th := newTheme(r)
-		for _, s := range states {
+		for _, s := range palette.States() {
 			want, ok := palette.State(r, s)
 			if !ok {
 				t.Fatalf("palette has no colour for %s", s)

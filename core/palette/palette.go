@@ -115,6 +115,22 @@ func Of(state string) (spec Spec, ok bool) {
 	return Spec{}, false
 }
 
+// States returns the name of every task and run state, each once (a run
+// and a task state of the same name are one): the names Of colours, in
+// core.TaskStates' order, then the run states that are no task state.
+func States() []string {
+	var out []string
+	for _, s := range core.TaskStates {
+		out = append(out, string(s))
+	}
+	for _, s := range core.RunStates {
+		if !core.TaskState(s).Valid() {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}
+
 // State renders state in its colour on renderer r; ok is false, and s
 // is returned unchanged, when state names no state.
 func State(r *lipgloss.Renderer, state string) (s string, ok bool) {

@@ -2,6 +2,7 @@ package palette
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,12 +22,14 @@ func renderer(p termenv.Profile) *lipgloss.Renderer {
 // 16-colour profile with its own ANSI colour, and plain under Ascii.
 func TestEveryStateHasAColour(t *testing.T) {
 	t.Parallel()
-	var states []string
-	for _, s := range core.TaskStates {
-		states = append(states, string(s))
+	states := States()
+	if want := len(core.TaskStates) + 1; len(states) != want { // FAILED is a run state only
+		t.Fatalf("States() = %v, want %d names", states, want)
 	}
 	for _, s := range core.RunStates {
-		states = append(states, string(s))
+		if !slices.Contains(states, string(s)) {
+			t.Errorf("States() = %v lacks run state %s", states, s)
+		}
 	}
 	ansi, plain := renderer(termenv.ANSI), renderer(termenv.Ascii)
 	for _, s := range states {
