@@ -158,9 +158,9 @@ func deadList(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, tasks)
 	}
-	tw := newTable(env.Stdout, env.palette(), "TASK ID", "RUN ID", "WORKFLOW", "TASK", "STATE", "ATTEMPTS", "DIED", "ERROR")
+	tw := newTable(env.Stdout, env.colours(), "TASK ID", "RUN ID", "WORKFLOW", "TASK", "STATE", "ATTEMPTS", "DIED", "ERROR")
 	for _, t := range tasks {
-		tw.row(t.ID.String(), t.RunID.String(), t.Workflow, sanitizeCell(t.Name), t.State, fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), fmtTime(t.FinishedAt), firstLine(t.Error, 60))
+		tw.row(t.ID.String(), t.RunID.String(), t.Workflow, t.Name, string(t.State), fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), fmtTime(t.FinishedAt), firstLine(t.Error, 60))
 	}
 	return tw.flush()
 }

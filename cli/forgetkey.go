@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -53,6 +54,6 @@ func taskForgetKey(c *cli.Context, env *Env) error {
 		what = "its recorded result is no longer reused"
 	}
 	fmt.Fprintf(env.Stdout, "idempotency key %q forgotten (held by %s; %s): the next task run with it runs its handler\n",
-		sanitizeCell(res.Key), res.Owner, what)
+		core.TerminalText(res.Key), res.Owner, what)
 	return nil
 }

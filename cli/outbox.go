@@ -112,11 +112,11 @@ func outboxQuarantined(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, rows)
 	}
-	tw := newTable(env.Stdout, env.palette(), "ID", "TASK ID", "WORKFLOW", "TASK", "TASK STATE", "BYTES", "QUARANTINED", "REASON")
+	tw := newTable(env.Stdout, env.colours(), "ID", "TASK ID", "WORKFLOW", "TASK", "TASK STATE", "BYTES", "QUARANTINED", "REASON")
 	for _, r := range rows {
 		at := r.QuarantinedAt
 		reason := r.Reason
-		tw.row(strconv.FormatInt(r.ID, 10), r.TaskRunID.String(), r.Workflow, firstLine(&r.TaskName, 40), r.TaskState,
+		tw.row(strconv.FormatInt(r.ID, 10), r.TaskRunID.String(), r.Workflow, firstLine(&r.TaskName, 40), string(r.TaskState),
 			strconv.FormatInt(r.PayloadBytes, 10), fmtTime(&at), firstLine(&reason, 80))
 	}
 	return tw.flush()

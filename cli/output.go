@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/palette"
 )
 
 // outputFlag is -o json|table; the default is table.
@@ -69,12 +69,14 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // escapeInvisible rewrites the characters writeJSON promises to escape in
-// encoded JSON b.
+// encoded JSON b: core.TerminalControl's, the set core.TerminalText
+// replaces, but for C0 (encoding/json escapes those inside strings, and
+// the newlines between values must stay).
 func escapeInvisible(b []byte) []byte {
 	out := make([]byte, 0, len(b))
 	for len(b) > 0 {
 		r, n := utf8.DecodeRune(b)
-		if r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Bidi_Control, r) {
+		if r >= 0x20 && core.TerminalControl(r) {
 			out = fmt.Appendf(out, `\u%04x`, r)
 		} else {
 			out = append(out, b[:n]...)
@@ -96,51 +98,45 @@ func useColor(stdoutIsTerminal bool, noColor string) bool {
 	return stdoutIsTerminal && noColor == ""
 }
 
-// palette colours states and headers, or passes text through unchanged.
-type palette struct {
-	on     bool
-	header lipgloss.Style
-	states map[string]lipgloss.Style
+// colours colours the states (in core/palette's colours, the ones the
+// dashboard uses) and headers of standard output, or passes text through
+// unchanged.
+type colours struct {
+	on bool
+	r  *lipgloss.Renderer // nil when off
 }
 
-// palette returns the colours for standard output.
-func (env *Env) palette() palette {
-	return newPalette(useColor(env.isTTY(env.Stdout), env.env("NO_COLOR")))
+// colours returns the colours for standard output.
+func (env *Env) colours() colours {
+	return newColours(useColor(env.isTTY(env.Stdout), env.env("NO_COLOR")))
 }
 
-func newPalette(on bool) palette {
-	p := palette{on: on}
+func newColours(on bool) colours {
 	if !on {
-		return p
+		return colours{}
 	}
 	// The 16 basic ANSI colours: every terminal has them, and each user's
 	// theme maps them to something readable.
 	r := lipgloss.NewRenderer(io.Discard)
 	r.SetColorProfile(termenv.ANSI)
-	fg := func(c string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(c)) }
-	p.header = r.NewStyle().Bold(true)
-	p.states = map[string]lipgloss.Style{
-		"PENDING":   fg("8"),
-		"READY":     fg("6"),
-		"RUNNING":   fg("4"),
-		"RETRYING":  fg("3"),
-		"SUCCEEDED": fg("2"),
-		"DEAD":      fg("1").Bold(true),
-		"FAILED":    fg("1").Bold(true),
-		"CANCELLED": fg("5"),
-		// a DEAD ancestor stopped it: red like DEAD, not bold (the cause
-		// is the DEAD task)
-		"UPSTREAM_FAILED": fg("1"),
-	}
-	return p
+	return colours{on: true, r: r}
 }
 
-// state colours a task or run state.
-func (p palette) state(s string) string {
-	if st, ok := p.states[s]; ok && p.on {
-		return st.Render(s)
+// header renders a table header.
+func (p colours) header(s string) string {
+	if !p.on {
+		return s
 	}
-	return s
+	return p.r.NewStyle().Bold(true).Render(s)
+}
+
+// state colours a task or run state; other text is returned as it is.
+func (p colours) state(s string) string {
+	if !p.on {
+		return s
+	}
+	out, _ := palette.State(p.r, s)
+	return out
 }
 
 // table prints aligned columns separated by two spaces. Widths are measured
@@ -148,7 +144,7 @@ func (p palette) state(s string) string {
 // stateColumns) never breaks the alignment.
 type table struct {
 	w      io.Writer
-	p      palette
+	p      colours
 	header []string
 	rows   [][]string
 }
@@ -156,14 +152,19 @@ type table struct {
 // stateColumns are the headers whose cells are states, coloured by state.
 var stateColumns = map[string]bool{"STATE": true, "FROM": true, "TO": true, "OUTCOME": true}
 
-func newTable(w io.Writer, p palette, header ...string) *table {
+func newTable(w io.Writer, p colours, header ...string) *table {
 	return &table{w: w, p: p, header: header}
 }
 
 // row adds a row; cells beyond the header are dropped, missing ones blank.
+// Every cell goes through core.TerminalText, so no cell can drive the
+// terminal or disguise a line, whatever its caller forgot (it changes no
+// text that is already terminal-safe).
 func (t *table) row(cells ...string) {
 	r := make([]string, len(t.header))
-	copy(r, cells)
+	for i := range min(len(cells), len(r)) {
+		r[i] = core.TerminalText(cells[i])
+	}
 	t.rows = append(t.rows, r)
 }
 
@@ -191,12 +192,7 @@ func (t *table) flush() error {
 		}
 		b.WriteString("\n")
 	}
-	line(t.header, func(_ int, s string) string {
-		if t.p.on {
-			return t.p.header.Render(s)
-		}
-		return s
-	})
+	line(t.header, func(_ int, s string) string { return t.p.header(s) })
 	for _, r := range t.rows {
 		line(r, func(col int, s string) string {
 			if stateColumns[t.header[col]] {
@@ -221,7 +217,7 @@ func firstLine(s *string, max int) string {
 		return "-"
 	}
 	line, rest, more := strings.Cut(*s, "\n")
-	line = sanitizeCell(strings.TrimRight(line, "\r"))
+	line = core.TerminalText(strings.TrimRight(line, "\r"))
 	if more && strings.TrimSpace(rest) != "" {
 		line += " …" // more lines follow: `-o json` has them whole
 	}
@@ -230,9 +226,3 @@ func firstLine(s *string, max int) string {
 	}
 	return line
 }
-
-// sanitizeCell shows control characters (terminal escape sequences
-// included), bidi controls and line breaks as visible placeholders so
-// untrusted text can neither drive the terminal nor disguise a line: see
-// core.TerminalText, which the dashboard uses too.
-func sanitizeCell(s string) string { return core.TerminalText(s) }

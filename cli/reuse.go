@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -18,16 +19,16 @@ func reuseLine(t store.TaskRun) string {
 
 // printReuses lists, under run show's table, the tasks that reused another
 // task run's result instead of running their handler.
-func printReuses(w io.Writer, tasks []store.OrderedTask) {
+func printReuses(w io.Writer, tasks []core.Layered[store.TaskRun]) {
 	first := true
 	for _, t := range tasks {
-		if t.Task.ReusedFrom == nil {
+		if t.Node.ReusedFrom == nil {
 			continue
 		}
 		if first {
 			fmt.Fprintln(w, "\nREUSED RESULTS (idempotency key; the handler did not run)")
 			first = false
 		}
-		fmt.Fprintf(w, "  %s: result reused from %s\n", sanitizeCell(t.Task.Name), t.Task.ReusedFrom)
+		fmt.Fprintf(w, "  %s: result reused from %s\n", core.TerminalText(t.Node.Name), t.Node.ReusedFrom)
 	}
 }

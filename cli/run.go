@@ -248,7 +248,7 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 	return waitAndReport(c, env, s, id, format)
 }
 
-// waitAndReport polls the run until it has ended (see runEnded) or
+// waitAndReport polls the run until it has ended (see store.Run.Ended) or
 // --timeout passes, showing progress on a terminal, then prints it. Exit 0
 // only when it SUCCEEDED. It only reads: a timeout leaves the run alone.
 func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, format string) error {
@@ -276,7 +276,7 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 			if live {
 				fmt.Fprintf(env.Stderr, "\r\033[K%s", progressLine(run))
 			}
-			if runEnded(run) {
+			if run.Ended() {
 				break
 			}
 		}
@@ -294,7 +294,7 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 	if live {
 		fmt.Fprint(env.Stderr, "\r\033[K")
 	}
-	if !runEnded(run) {
+	if !run.Ended() {
 		if c.Context.Err() != nil {
 			// Only the wait ends: the run goes on, and can be waited for again.
 			err := fmt.Errorf("interrupted; run %s continues (ffctl run wait %s)", id, id)
@@ -316,37 +316,30 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 				run = r
 			}
 		}
-		state := run.State
+		state := string(run.State)
 		if state == "" {
 			state = "unknown"
 		}
 		return failure(fmt.Errorf("timed out after %s waiting for run %s (state %s, %d/%d tasks done); the run was not touched",
 			c.Duration("timeout"), id, state, run.TasksDone, run.TasksTotal))
 	}
-	if err := printRun(env.Stdout, env.palette(), run, format); err != nil {
+	if err := printRun(env.Stdout, env.colours(), run, format); err != nil {
 		return err
 	}
-	if run.State != string(core.RunSucceeded) {
+	if run.State != core.RunSucceeded {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("run %s ended %s", id, run.State)}
 	}
 	return nil
 }
 
-// runEnded reports whether a run has ended: its state is terminal and the
-// scheduler settled it (nothing left READY, RUNNING or RETRYING). A FAILED
-// run whose siblings still run has not ended yet.
-func runEnded(r store.Run) bool {
-	return core.RunState(r.State).Terminal() && r.FinishedAt != nil
-}
-
 func progressLine(r store.Run) string {
-	counts := map[string]int{}
+	counts := core.TaskCounts{}
 	for _, t := range r.Tasks {
 		counts[t.State]++
 	}
 	var parts []string
 	for _, st := range core.TaskStates {
-		if n := counts[string(st)]; n > 0 {
+		if n := counts[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", st, n))
 		}
 	}
@@ -362,8 +355,8 @@ func runList(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	state := strings.ToUpper(st)
-	if state != "" && !core.RunState(state).Valid() {
+	state := core.RunState(strings.ToUpper(st))
+	if state != "" && !state.Valid() {
 		return usageError("--state %q: want one of %v", c.String("state"), core.RunStates)
 	}
 	limit, err := checkLimit(c)
@@ -404,9 +397,9 @@ func runList(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, runs)
 	}
-	tw := newTable(env.Stdout, env.palette(), "RUN ID", "WORKFLOW", "STATE", "TASKS", "CREATED", "FINISHED")
+	tw := newTable(env.Stdout, env.colours(), "RUN ID", "WORKFLOW", "STATE", "TASKS", "CREATED", "FINISHED")
 	for _, r := range runs {
-		tw.row(r.ID.String(), r.Workflow, r.State, fmt.Sprintf("%d/%d", r.TasksDone, r.TasksTotal), fmtTime(&r.CreatedAt), fmtTime(r.FinishedAt))
+		tw.row(r.ID.String(), r.Workflow, string(r.State), fmt.Sprintf("%d/%d", r.TasksDone, r.TasksTotal), fmtTime(&r.CreatedAt), fmtTime(r.FinishedAt))
 	}
 	if err := tw.flush(); err != nil {
 		return err
@@ -442,34 +435,35 @@ func runShow(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	return printRun(env.Stdout, env.palette(), run, format)
+	return printRun(env.Stdout, env.colours(), run, format)
 }
 
 // printRun writes a run with its task tree (in DAG order, indented by
 // depth).
-func printRun(w io.Writer, p palette, run store.Run, format string) error {
+func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	if format == "json" {
 		return writeJSON(w, runJSON{Run: inDAGOrder(run)})
 	}
 	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  tasks     %d/%d done\n  created   %s\n  finished  %s\n",
-		run.ID, run.Workflow, run.WorkflowVersion, p.state(run.State), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
+		run.ID, core.TerminalText(run.Workflow), run.WorkflowVersion, p.state(string(run.State)), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
 	if run.CancelRequestedAt != nil {
 		fmt.Fprintf(w, "  cancel requested %s\n", fmtTime(run.CancelRequestedAt))
 	}
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
-	ordered := store.DAGOrder(run.Tasks)
-	for _, t := range ordered {
+	ordered := core.DAGOrder(run.Tasks)
+	for _, o := range ordered {
+		t := o.Node
 		worker := "-"
-		if t.Task.WorkerID != nil {
-			worker = sanitizeCell(*t.Task.WorkerID)
+		if t.WorkerID != nil {
+			worker = *t.WorkerID
 		}
-		errText := firstLine(t.Task.Error, 60)
-		if t.Task.WaitingForHandler != nil { // a worker handed it back: say what it waits for
-			errText = sanitizeCell(store.WaitingReasonPrefix + *t.Task.WaitingForHandler)
+		errText := firstLine(t.Error, 60)
+		if t.WaitingForHandler != nil { // a worker handed it back: say what it waits for
+			errText = store.WaitingReasonPrefix + *t.WaitingForHandler
 		}
-		tw.row(strings.Repeat("  ", t.Depth)+sanitizeCell(t.Task.Name), t.Task.ID.String(), t.Task.State,
-			fmt.Sprintf("%d/%d", t.Task.Attempt, t.Task.MaxAttempts), worker, fmtTime(t.Task.StartedAt), fmtTime(t.Task.FinishedAt), errText)
+		tw.row(strings.Repeat("  ", o.Depth)+t.Name, t.ID.String(), string(t.State),
+			fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtTime(t.StartedAt), fmtTime(t.FinishedAt), errText)
 	}
 	if err := tw.flush(); err != nil {
 		return err
@@ -478,13 +472,13 @@ func printRun(w io.Writer, p palette, run store.Run, format string) error {
 	return nil
 }
 
-// inDAGOrder returns run with its tasks in store.DAGOrder, the order the
+// inDAGOrder returns run with its tasks in core.DAGOrder, the order the
 // table shows them in.
 func inDAGOrder(run store.Run) store.Run {
-	ordered := store.DAGOrder(run.Tasks)
+	ordered := core.DAGOrder(run.Tasks)
 	tasks := make([]store.TaskRun, len(ordered))
-	for i, t := range ordered {
-		tasks[i] = t.Task
+	for i, o := range ordered {
+		tasks[i] = o.Node
 	}
 	if run.Tasks != nil {
 		run.Tasks = tasks

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -13,7 +14,7 @@ import (
 // the attempts rebuilt from that history.
 type taskJSON struct {
 	store.TaskDetail
-	Attempts []store.Attempt `json:"attempts"`
+	Attempts []core.Attempt `json:"attempts"`
 }
 
 func taskCommand(env *Env) *cli.Command {
@@ -58,23 +59,23 @@ func taskShow(c *cli.Context, env *Env) error {
 		return failure(err)
 	}
 	if t.Events == nil {
-		t.Events = []store.TaskEvent{}
+		t.Events = []core.TaskEvent{}
 	}
-	attempts := store.Attempts(t.Events)
+	attempts := core.Attempts(t.Events)
 	if format == "json" {
 		return writeJSON(env.Stdout, taskJSON{TaskDetail: t, Attempts: attempts})
 	}
 	w := env.Stdout
-	p := env.palette()
+	p := env.colours()
 	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s\nATTEMPTS\n",
-		t.ID, sanitizeCell(t.Name), t.RunID, t.Workflow, sanitizeCell(t.Handler), p.state(t.State), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun))
+		t.ID, core.TerminalText(t.Name), t.RunID, core.TerminalText(t.Workflow), core.TerminalText(t.Handler), p.state(string(t.State)), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun))
 	at := newTable(w, p, "ATTEMPT", "WORKER", "TOKEN", "STARTED", "FINISHED", "OUTCOME", "ERROR")
 	for _, a := range attempts {
 		worker := "-"
 		if a.WorkerID != nil {
-			worker = sanitizeCell(*a.WorkerID)
+			worker = *a.WorkerID
 		}
-		at.row(strconv.Itoa(a.Attempt), worker, strconv.FormatInt(a.FencingToken, 10), fmtTime(&a.StartedAt), fmtTime(a.FinishedAt), a.Outcome, firstLine(a.Error, 60))
+		at.row(strconv.Itoa(a.Attempt), worker, strconv.FormatInt(a.FencingToken, 10), fmtTime(&a.StartedAt), fmtTime(a.FinishedAt), string(a.Outcome), firstLine(a.Error, 60))
 	}
 	if err := at.flush(); err != nil {
 		return err
@@ -84,9 +85,9 @@ func taskShow(c *cli.Context, env *Env) error {
 	for _, e := range t.Events {
 		from := "-"
 		if e.FromState != nil {
-			from = *e.FromState
+			from = string(*e.FromState)
 		}
-		ht.row(e.At.Local().Format("2006-01-02 15:04:05.000"), from, e.ToState, strconv.Itoa(e.Attempt), strconv.FormatInt(e.FencingToken, 10), sanitizeCell(e.Actor), firstLine(e.Reason, 60))
+		ht.row(e.At.Local().Format("2006-01-02 15:04:05.000"), from, string(e.ToState), strconv.Itoa(e.Attempt), strconv.FormatInt(e.FencingToken, 10), e.Actor, firstLine(e.Reason, 60))
 	}
 	return ht.flush()
 }

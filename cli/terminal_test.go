@@ -161,7 +161,7 @@ func TestUseColor(t *testing.T) {
 
 func TestTableAlignsWideAndColouredCells(t *testing.T) {
 	var b bytes.Buffer
-	tb := newTable(&b, newPalette(true), "NAME", "STATE", "NOTE")
+	tb := newTable(&b, newColours(true), "NAME", "STATE", "NOTE")
 	tb.row("日本", "RUNNING", "x")
 	tb.row("a", "DEAD", "longer note")
 	if err := tb.flush(); err != nil {

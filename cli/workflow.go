@@ -171,9 +171,9 @@ func unservedHandlers(ctx context.Context, s *store.Store, def *core.Definition)
 		var w string
 		switch {
 		case workers == 0:
-			w = fmt.Sprintf("handler %s (task %s): no worker has been seen in the last %s, so none is known to register it", sanitizeCell(t.Handler), t.Name, within)
+			w = fmt.Sprintf("handler %s (task %s): no worker has been seen in the last %s, so none is known to register it", core.TerminalText(t.Handler), t.Name, within)
 		default:
-			w = fmt.Sprintf("handler %s (task %s): none of the %d workers seen in the last %s registers it; they register: %s", sanitizeCell(t.Handler), t.Name, workers, within, strings.Join(names, ", "))
+			w = fmt.Sprintf("handler %s (task %s): none of the %d workers seen in the last %s registers it; they register: %s", core.TerminalText(t.Handler), t.Name, workers, within, strings.Join(names, ", "))
 		}
 		if t.Handler == "shell" {
 			w += " (workers register shell only with --allow-shell)"
@@ -204,7 +204,7 @@ func workflowList(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, wfs)
 	}
-	tw := newTable(env.Stdout, env.palette(), "NAME", "VERSION", "TASKS", "RUNS", "CREATED")
+	tw := newTable(env.Stdout, env.colours(), "NAME", "VERSION", "TASKS", "RUNS", "CREATED")
 	for _, w := range wfs {
 		tw.row(w.Name, strconv.Itoa(w.Version), strconv.Itoa(w.Tasks), strconv.FormatInt(w.Runs, 10), fmtTime(&w.CreatedAt))
 	}
@@ -236,9 +236,9 @@ func workflowShow(c *cli.Context, env *Env) error {
 	}
 	fmt.Fprintf(env.Stdout, "workflow %s version %d (created %s)\n", wf.Name, wf.Version, fmtTime(&wf.CreatedAt))
 	if wf.Definition.Description != "" {
-		fmt.Fprintf(env.Stdout, "%s\n", sanitizeCell(wf.Definition.Description))
+		fmt.Fprintf(env.Stdout, "%s\n", core.TerminalText(wf.Definition.Description))
 	}
-	tw := newTable(env.Stdout, env.palette(), "TASK", "HANDLER", "DEPENDS ON", "MAX ATTEMPTS", "TIMEOUT")
+	tw := newTable(env.Stdout, env.colours(), "TASK", "HANDLER", "DEPENDS ON", "MAX ATTEMPTS", "TIMEOUT")
 	for _, t := range wf.Definition.Tasks {
 		timeout := "-"
 		if t.Timeout != nil {
@@ -248,7 +248,7 @@ func workflowShow(c *cli.Context, env *Env) error {
 		if len(t.DependsOn) > 0 {
 			deps = fmt.Sprint(t.DependsOn)
 		}
-		tw.row(sanitizeCell(t.Name), sanitizeCell(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
+		tw.row(core.TerminalText(t.Name), core.TerminalText(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
 	}
 	return tw.flush()
 }

@@ -118,3 +118,40 @@ func Depths(deps map[string][]string) map[string]int {
 	}
 	return depth
 }
+
+// DAGNode is an item DAGOrder lays out: a task of a run, say. DAGName is
+// its name, unique among the items laid out together; DAGDeps names the
+// items it depends on.
+type DAGNode interface {
+	DAGName() string
+	DAGDeps() []string
+}
+
+// Layered is an item with its depth in the DAG (see Depths): 0 for a root.
+type Layered[T DAGNode] struct {
+	Node  T
+	Depth int
+}
+
+// DAGOrder lays nodes out by depth in their DAG (roots first), then by
+// name: the order in which operators read a run (`ffctl run show`, the
+// dashboard's Run screen). It returns a new slice of len(nodes); nodes is
+// not modified. A dependency naming no node counts as a root.
+func DAGOrder[T DAGNode](nodes []T) []Layered[T] {
+	deps := make(map[string][]string, len(nodes))
+	for _, n := range nodes {
+		deps[n.DAGName()] = n.DAGDeps()
+	}
+	depth := Depths(deps)
+	out := make([]Layered[T], len(nodes))
+	for i, n := range nodes {
+		out[i] = Layered[T]{Node: n, Depth: depth[n.DAGName()]}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Depth != out[j].Depth {
+			return out[i].Depth < out[j].Depth
+		}
+		return out[i].Node.DAGName() < out[j].Node.DAGName()
+	})
+	return out
+}

@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,5 +81,48 @@ func TestLongChainCycleIsNamedWhole(t *testing.T) {
 	want := "dependency cycle: " + strings.Join(append(names, names[0]), " -> ")
 	if err == nil || err.Error() != want {
 		t.Fatalf("ValidateDAG = %v, want %q", err, want)
+	}
+}
+
+// node is a DAGNode for TestDAGOrder.
+type node struct {
+	name string
+	deps []string
+}
+
+func (n node) DAGName() string   { return n.name }
+func (n node) DAGDeps() []string { return n.deps }
+
+func TestDAGOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		nodes []node
+		want  []string // name:depth
+	}{
+		{"empty", nil, []string{}},
+		{"creation order is not DAG order", []node{{"load", []string{"transform"}}, {"transform", []string{"extract"}}, {"extract", nil}},
+			[]string{"extract:0", "transform:1", "load:2"}},
+		{"diamond, siblings by name", []node{{"d", []string{"c", "b"}}, {"c", []string{"a"}}, {"b", []string{"a"}}, {"a", nil}, {"z", nil}},
+			[]string{"a:0", "z:0", "b:1", "c:1", "d:2"}},
+		{"depth is the longest path", []node{{"a", nil}, {"b", []string{"a"}}, {"c", []string{"b"}}, {"d", []string{"a", "c"}}},
+			[]string{"a:0", "b:1", "c:2", "d:3"}},
+		{"an unknown dependency counts as a root", []node{{"b", []string{"gone"}}, {"a", nil}},
+			[]string{"a:0", "b:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := slices.Clone(tc.nodes)
+			got := []string{}
+			for _, l := range core.DAGOrder(in) {
+				got = append(got, fmt.Sprintf("%s:%d", l.Node.name, l.Depth))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("DAGOrder = %v, want %v", got, tc.want)
+			}
+			if !reflect.DeepEqual(in, tc.nodes) {
+				t.Fatalf("DAGOrder changed its input: %v", in)
+			}
+		})
 	}
 }

@@ -60,3 +60,12 @@ func RunSettled(counts TaskCounts) bool {
 	}
 	return true
 }
+
+// RunEnded reports whether a run has ended: its state is terminal and the
+// scheduler has settled it (settled: workflow_runs.finished_at is set, so
+// nothing is left READY, RUNNING or RETRYING). A FAILED run whose siblings
+// still run has not ended yet, nor has a CANCELLED one whose running tasks
+// are still being stopped; `ffctl run wait` waits for the end.
+func RunEnded(state RunState, settled bool) bool {
+	return state.Terminal() && settled
+}

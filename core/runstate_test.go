@@ -122,3 +122,15 @@ func ExampleDeriveRunState() {
 	fmt.Println(core.DeriveRunState(core.TaskCounts{core.TaskDead: 1, core.TaskRunning: 1}, false))
 	// Output: FAILED
 }
+
+func TestRunEnded(t *testing.T) {
+	t.Parallel()
+	for _, s := range core.RunStates {
+		for _, settled := range []bool{false, true} {
+			want := settled && (s == core.RunSucceeded || s == core.RunFailed || s == core.RunCancelled)
+			if got := core.RunEnded(s, settled); got != want {
+				t.Errorf("RunEnded(%s, settled %v) = %v, want %v", s, settled, got, want)
+			}
+		}
+	}
+}

@@ -41,9 +41,7 @@ func TerminalText(s string) string {
 			b.WriteString("⏎")
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case isReorderingFormat(r):
+		case TerminalControl(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -53,10 +51,16 @@ func TerminalText(s string) string {
 	return b.String()
 }
 
-// isReorderingFormat reports the Unicode bidirectional formatting
-// characters (ALM, LRM, RLM, the embeddings and overrides, the isolates) and
-// the line and paragraph separators.
-func isReorderingFormat(r rune) bool {
-	return r == 0x061c || r == 0x200e || r == 0x200f || r == 0x2028 || r == 0x2029 ||
-		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+// TerminalControl reports whether rune r, written raw, can drive a terminal
+// or disguise the text around it: a C0 control (tab and newline included),
+// DEL, a C1 control (U+0080-U+009F; U+009B is a one-byte CSI), a Unicode
+// bidirectional formatting character (ALM U+061C, LRM, RLM, the embeddings
+// and overrides U+202A-U+202E, the isolates U+2066-U+2069) or the line and
+// paragraph separators U+2028 and U+2029. It is the one definition of what
+// is unsafe: TerminalText replaces every such rune, and the CLI's JSON
+// writer escapes every such rune outside C0 (which encoding/json escapes
+// itself) as \uXXXX.
+func TerminalControl(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r < 0xa0) || r == 0x061c || r == 0x200e || r == 0x200f ||
+		r == 0x2028 || r == 0x2029 || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 type keyMsg = tea.KeyMsg
@@ -286,9 +288,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, m.fetch(m.cur)
 	case actionMsg:
-		m.notice, m.noticeErr = Sanitize(msg.text), msg.err != nil
+		m.notice, m.noticeErr = core.TerminalText(msg.text), msg.err != nil
 		if msg.err != nil {
-			m.notice = Sanitize(fmt.Sprintf("%s: %v", msg.text, msg.err))
+			m.notice = core.TerminalText(fmt.Sprintf("%s: %v", msg.text, msg.err))
 		}
 		return m, m.fetch(m.cur)
 	case requeueMsg:
@@ -305,9 +307,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case jumpMsg:
 		return m, m.onJump(msg)
 	case copiedMsg:
-		m.notice, m.noticeErr = "copied "+Sanitize(msg.id), msg.err != nil
+		m.notice, m.noticeErr = "copied "+core.TerminalText(msg.id), msg.err != nil
 		if msg.err != nil {
-			m.notice = Sanitize(fmt.Sprintf("copy %s: %v", msg.id, msg.err))
+			m.notice = core.TerminalText(fmt.Sprintf("copy %s: %v", msg.id, msg.err))
 		}
 		return m, nil
 	case tea.KeyMsg:
@@ -497,7 +499,7 @@ func (m *Model) statusView(w int) string {
 		s = th.good.Render("● live") + th.dim.Render(fmt.Sprintf(" · read in %s · every %s", fmtAge(m.lastTook), m.refresh))
 	}
 	if t := m.curTable(); t != nil && t.filter != "" {
-		s = th.warn.Render("/"+Sanitize(t.filter)) + th.dim.Render(fmt.Sprintf(" (%d of %d, esc clears) │ ", len(t.rows), len(t.all))) + s
+		s = th.warn.Render("/"+core.TerminalText(t.filter)) + th.dim.Render(fmt.Sprintf(" (%d of %d, esc clears) │ ", len(t.rows), len(t.all))) + s
 	}
 	if m.notice != "" {
 		st := th.good
@@ -511,7 +513,7 @@ func (m *Model) statusView(w int) string {
 
 func firstLineOf(err error) string {
 	line, _, _ := strings.Cut(err.Error(), "\n")
-	return Sanitize(line)
+	return core.TerminalText(line)
 }
 
 func (m *Model) shortHelp(w int) string {

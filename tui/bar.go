@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -128,9 +129,9 @@ func (m *Model) jump(ref string) tea.Cmd {
 
 func (m *Model) onJump(msg jumpMsg) tea.Cmd {
 	if msg.err != nil {
-		m.notice, m.noticeErr = Sanitize(fmt.Sprintf(":%s: %v", msg.ref, msg.err)), true
+		m.notice, m.noticeErr = core.TerminalText(fmt.Sprintf(":%s: %v", msg.ref, msg.err)), true
 		if errors.Is(msg.err, store.ErrNotFound) {
-			m.notice = Sanitize(fmt.Sprintf(":%s: no run or task has that id", msg.ref))
+			m.notice = core.TerminalText(fmt.Sprintf(":%s: no run or task has that id", msg.ref))
 		}
 		return nil
 	}

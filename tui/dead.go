@@ -65,7 +65,7 @@ func (m *deadModel) setData(data any) {
 		rows = append(rows, row{
 			key:    k,
 			marked: m.marked[k],
-			cells:  []string{shortID(t.ID), Sanitize(t.Workflow), Sanitize(t.Name), fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), since(d.Now, t.FinishedAt), firstLine(t.Error)},
+			cells:  []string{shortID(t.ID), t.Workflow, t.Name, fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), since(d.Now, t.FinishedAt), firstLine(t.Error)},
 		})
 	}
 	// A task that left the list (requeued elsewhere) cannot stay marked.

@@ -11,15 +11,17 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
 // t0 is the database clock of every fixture.
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func ago(d time.Duration) *time.Time { t := t0.Add(-d); return &t }
-func str(s string) *string           { return &s }
-func f64(f float64) *float64         { return &f }
+func ago(d time.Duration) *time.Time         { t := t0.Add(-d); return &t }
+func str(s string) *string                   { return &s }
+func state(s core.TaskState) *core.TaskState { return &s }
+func f64(f float64) *float64                 { return &f }
 func id(n int) uuid.UUID {
 	return uuid.MustParse(fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(n*0x2f1e3d5b), n))
 }
@@ -62,7 +64,7 @@ func (f *fakeSource) Runs(_ context.Context, flt RunFilter) (RunsData, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.filters = append(f.filters, flt)
-	counts := map[string]int64{"PENDING": 1, "RUNNING": 2, "SUCCEEDED": RunCountCap, "FAILED": 1, "CANCELLED": 0}
+	counts := map[core.RunState]int64{core.RunPending: 1, core.RunRunning: 2, core.RunSucceeded: RunCountCap, core.RunFailed: 1, core.RunCancelled: 0}
 	var out []store.Run
 	for _, r := range f.runs {
 		if (flt.Workflow == "" || r.Workflow == flt.Workflow) && (flt.State == "" || r.State == flt.State) {
@@ -219,14 +221,14 @@ func newFake() *fakeSource {
 	f := &fakeSource{}
 	yes, no := true, false
 	wfs := []string{"nightly-report", "wordcount", "billing-sync", "nightly-report", "wordcount", "image-resize"}
-	states := []string{"RUNNING", "SUCCEEDED", "FAILED", "SUCCEEDED", "PENDING", "RUNNING"}
+	states := []core.RunState{core.RunRunning, core.RunSucceeded, core.RunFailed, core.RunSucceeded, core.RunPending, core.RunRunning}
 	for i := range wfs {
 		started := ago(time.Duration(i+1)*time.Minute + 3*time.Second)
 		r := store.Run{ID: id(i + 1), Workflow: wfs[i], WorkflowVersion: 1, State: states[i], CreatedAt: *ago(time.Duration(i+1)*time.Minute + 5*time.Second), TasksTotal: 4}
 		switch states[i] {
-		case "SUCCEEDED":
+		case core.RunSucceeded:
 			r.TasksDone, r.StartedAt, r.FinishedAt = 4, started, ago(time.Duration(i+1)*time.Minute-40*time.Second)
-		case "FAILED":
+		case core.RunFailed:
 			r.TasksDone, r.StartedAt, r.FinishedAt = 3, started, ago(time.Duration(i+1)*time.Minute-10*time.Second)
 		case "RUNNING":
 			r.TasksDone, r.StartedAt = 1, started
@@ -249,12 +251,12 @@ func newFake() *fakeSource {
 		TaskRun: store.TaskRun{RunID: run.ID, Name: "report", Handler: "http", State: "DEAD", Attempt: 3, MaxAttempts: 3, FencingToken: 6, Workflow: "nightly-report", FinishedAt: ago(90 * time.Second), Error: str("HTTP 503 from reports.internal"),
 			Result: store.JSON(`{"exit_code":1,"stdout":"line 1\nline 2\nline 3\nline 4\nline 5\n","stderr":"warn: slow\nerror: \u001b[31mboom\n"}`)},
 		Params: store.JSON(`{"url":"https://reports.internal/x"}`),
-		Events: []store.TaskEvent{
+		Events: []core.TaskEvent{
 			{ID: 1, At: *ago(10 * time.Minute), ToState: "PENDING", Actor: "trigger"},
-			{ID: 2, At: *ago(9 * time.Minute), FromState: str("PENDING"), ToState: "READY", Actor: "scheduler-host1-1-aaaa"},
-			{ID: 3, At: *ago(9 * time.Minute), FromState: str("READY"), ToState: "RUNNING", Attempt: 1, FencingToken: 1, WorkerID: &worker, Actor: worker, Reason: str("claimed")},
-			{ID: 4, At: *ago(8 * time.Minute), FromState: str("RUNNING"), ToState: "DEAD", Attempt: 1, FencingToken: 1, WorkerID: &worker, Actor: worker, Reason: str("HTTP 503\x1b[31m")},
-			{ID: 5, At: *ago(5 * time.Minute), FromState: str("DEAD"), ToState: "PENDING", Actor: "cli:ops@admin1", Reason: str("upstream fixed")},
+			{ID: 2, At: *ago(9 * time.Minute), FromState: state("PENDING"), ToState: "READY", Actor: "scheduler-host1-1-aaaa"},
+			{ID: 3, At: *ago(9 * time.Minute), FromState: state("READY"), ToState: "RUNNING", Attempt: 1, FencingToken: 1, WorkerID: &worker, Actor: worker, Reason: str("claimed")},
+			{ID: 4, At: *ago(8 * time.Minute), FromState: state("RUNNING"), ToState: "DEAD", Attempt: 1, FencingToken: 1, WorkerID: &worker, Actor: worker, Reason: str("HTTP 503\x1b[31m")},
+			{ID: 5, At: *ago(5 * time.Minute), FromState: state("DEAD"), ToState: "PENDING", Actor: "cli:ops@admin1", Reason: str("upstream fixed")},
 		},
 	}
 	f.leases = []store.TaskRun{

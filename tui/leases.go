@@ -6,6 +6,8 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // leasesModel is the Leases screen: every RUNNING task and its lease.
@@ -45,12 +47,12 @@ func (m *leasesModel) setData(data any) {
 	for _, t := range d.Leases {
 		worker := "-"
 		if t.WorkerID != nil {
-			worker = Sanitize(*t.WorkerID)
+			worker = core.TerminalText(*t.WorkerID)
 		}
 		expires := fmtLease(t.LeaseSeconds)
 		r := row{
 			key:   t.ID.String(),
-			cells: []string{Sanitize(t.Workflow) + "/" + Sanitize(t.Name), worker, fmt.Sprint(t.FencingToken), expires, since(d.Now, t.HeartbeatAt)},
+			cells: []string{core.TerminalText(t.Workflow) + "/" + core.TerminalText(t.Name), worker, fmt.Sprint(t.FencingToken), expires, since(d.Now, t.HeartbeatAt)},
 		}
 		if m.expired(t.LeaseSeconds) {
 			r.kind, r.flag = rowWarn, "!"

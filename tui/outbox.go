@@ -6,6 +6,8 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // outboxModel is the Outbox screen: backlog, its age, the publish rate,
@@ -49,7 +51,7 @@ func (m *outboxModel) setData(data any) {
 	for _, o := range d.Oldest {
 		r := row{
 			key:   fmt.Sprint(o.ID),
-			cells: []string{fmt.Sprint(o.ID), Sanitize(o.Workflow) + "/" + Sanitize(o.TaskName), fmt.Sprint(o.FencingToken), fmtSeconds(o.AgeSeconds), fmt.Sprint(o.Attempts), firstLine(o.LastError)},
+			cells: []string{fmt.Sprint(o.ID), core.TerminalText(o.Workflow) + "/" + core.TerminalText(o.TaskName), fmt.Sprint(o.FencingToken), fmtSeconds(o.AgeSeconds), fmt.Sprint(o.Attempts), firstLine(o.LastError)},
 		}
 		if o.LastError != nil {
 			r.kind, r.flag = rowWarn, "!"
@@ -112,7 +114,7 @@ func (m *outboxModel) horizonView() string {
 		if h.Application != "" {
 			who += " " + h.Application
 		}
-		return th.bad.Render(Sanitize(fmt.Sprintf("! xmin horizon held back %s (dead rows pile up) by %s, %s: %s",
+		return th.bad.Render(core.TerminalText(fmt.Sprintf("! xmin horizon held back %s (dead rows pile up) by %s, %s: %s",
 			fmtSeconds(db.HorizonSeconds), who, h.State, h.Query)))
 	}
 	var dead int64

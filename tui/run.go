@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -73,21 +74,21 @@ func (m *runModel) setData(data any) {
 	m.data, m.loaded = d, true
 	th := m.c.theme
 	var rows []row
-	for _, o := range store.DAGOrder(d.Run.Tasks) {
-		t := o.Task
+	for _, o := range core.DAGOrder(d.Run.Tasks) {
+		t := o.Node
 		worker := "-"
 		if t.WorkerID != nil { // the attempt's worker, also once it ended
-			worker = Sanitize(*t.WorkerID)
+			worker = core.TerminalText(*t.WorkerID)
 		}
 		errText := firstLine(t.Error)
 		if t.WaitingForHandler != nil { // handed back: say what it waits for
-			errText = Sanitize(store.WaitingReasonPrefix + *t.WaitingForHandler)
+			errText = core.TerminalText(store.WaitingReasonPrefix + *t.WaitingForHandler)
 		}
 		r := row{
 			key: t.ID.String(),
-			cells: []string{strings.Repeat("  ", o.Depth) + Sanitize(t.Name), t.State,
+			cells: []string{strings.Repeat("  ", o.Depth) + core.TerminalText(t.Name), string(t.State),
 				fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtLease(t.LeaseSeconds), errText},
-			styled: []string{"", th.state(t.State)},
+			styled: []string{"", th.state(string(t.State))},
 		}
 		if t.WaitingForHandler != nil {
 			r.flag = "?"
@@ -118,13 +119,13 @@ func (m *runModel) update(msg keyMsg) tea.Cmd {
 			return func() tea.Msg { return openTaskMsg{id: id, from: scrRun} }
 		}
 	case key.Matches(msg, m.cancel):
-		if !m.loaded || m.data.Run.State == "SUCCEEDED" || m.data.Run.CancelRequestedAt != nil {
+		if !m.loaded || m.data.Run.State == core.RunSucceeded || m.data.Run.CancelRequestedAt != nil {
 			return func() tea.Msg {
 				return actionMsg{text: "nothing to cancel: the run has finished or is already being cancelled"}
 			}
 		}
 		run := m.data.Run
-		q := fmt.Sprintf("Cancel run %s (%s, %s)?", shortID(run.ID), Sanitize(run.Workflow), run.State)
+		q := fmt.Sprintf("Cancel run %s (%s, %s)?", shortID(run.ID), core.TerminalText(run.Workflow), run.State)
 		return m.prompt.open(m.c.theme, q, "", func(reason string) tea.Cmd {
 			return func() tea.Msg { return cancelRunMsg{id: run.ID, reason: reason} }
 		})
@@ -151,12 +152,12 @@ func (m *runModel) view(width, height int) string {
 		return th.dim.Render("run " + m.id + ": loading…")
 	}
 	r := m.data.Run
-	head := th.header.Render("run "+r.ID.String()) + "  " + th.state(r.State)
+	head := th.header.Render("run "+r.ID.String()) + "  " + th.state(string(r.State))
 	if r.CancelRequestedAt != nil {
 		head += " " + th.warn.Render("(cancel requested)")
 	}
-	info := fmt.Sprintf("%s v%d · %d/%d done · age %s", Sanitize(r.Workflow), r.WorkflowVersion, r.TasksDone, r.TasksTotal, fmtAge(m.data.Now.Sub(r.CreatedAt)))
-	params := "params " + Sanitize(compactJSON(r.Params))
+	info := fmt.Sprintf("%s v%d · %d/%d done · age %s", core.TerminalText(r.Workflow), r.WorkflowVersion, r.TasksDone, r.TasksTotal, fmtAge(m.data.Now.Sub(r.CreatedAt)))
+	params := "params " + core.TerminalText(compactJSON(r.Params))
 	lines := clip(head, width, 1) + "\n" + clip(info, width, 1) + "\n" + clip(th.dim.Render(params), width, 1) + "\n"
 	tableH := height - 3
 	if m.prompt.active {

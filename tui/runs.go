@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core"
 )
 
 // runsModel is the Runs screen: state counts, newest runs, a filter.
@@ -73,9 +73,9 @@ func (m *runsModel) setData(data any) {
 		}
 		rows = append(rows, row{
 			key: run.ID.String(),
-			cells: []string{shortID(run.ID), Sanitize(run.Workflow), run.State,
+			cells: []string{shortID(run.ID), core.TerminalText(run.Workflow), string(run.State),
 				fmt.Sprintf("%d/%d", run.TasksDone, run.TasksTotal), fmtAge(r.data.Now.Sub(run.CreatedAt)), dur},
-			styled: []string{"", "", m.c.theme.state(run.State)},
+			styled: []string{"", "", m.c.theme.state(string(run.State))},
 		})
 	}
 	m.tbl.setRows(rows)
@@ -86,8 +86,8 @@ func (m *runsModel) setData(data any) {
 func parseFilter(s string) RunFilter {
 	var f RunFilter
 	for _, w := range strings.Fields(s) {
-		if isRunState(strings.ToUpper(w)) {
-			f.State = strings.ToUpper(w)
+		if st := core.RunState(strings.ToUpper(w)); st.Valid() {
+			f.State = st
 		} else {
 			f.Workflow = w
 		}
@@ -95,16 +95,7 @@ func parseFilter(s string) RunFilter {
 	return f
 }
 
-func isRunState(s string) bool {
-	for _, st := range store.RunStates {
-		if s == st {
-			return true
-		}
-	}
-	return false
-}
-
-func (f RunFilter) String() string { return joinNonEmpty(" ", f.Workflow, f.State) }
+func (f RunFilter) String() string { return joinNonEmpty(" ", f.Workflow, string(f.State)) }
 
 func (m *runsModel) capturing() bool { return m.editing }
 
@@ -179,12 +170,12 @@ func (m *runsModel) keys() []key.Binding {
 func (m *runsModel) view(width, height int) string {
 	th := m.c.theme
 	var parts []string
-	for _, st := range store.RunStates {
+	for _, st := range core.RunStates {
 		n := "…"
 		if m.loaded {
 			n = fmtCount(m.data.Counts[st], m.data.CountCap)
 		}
-		parts = append(parts, th.state(st)+" "+n)
+		parts = append(parts, th.state(string(st))+" "+n)
 	}
 	head := th.header.Render("runs") + "  " + strings.Join(parts, "  ")
 	var second string
@@ -193,7 +184,7 @@ func (m *runsModel) view(width, height int) string {
 		m.input.Width = max(width-len(m.input.Prompt)-2, 10)
 		second = clip(m.input.View(), width, 1)
 	case m.filter != (RunFilter{}):
-		second = th.warn.Render("filter: "+Sanitize(m.filter.String())) + th.dim.Render("  (esc clears)")
+		second = th.warn.Render("filter: "+core.TerminalText(m.filter.String())) + th.dim.Render("  (esc clears)")
 	default:
 		second = th.dim.Render(fmt.Sprintf("newest %d runs · / filters by workflow or state", RunsLimit))
 	}

@@ -6,23 +6,21 @@ import (
 	"github.com/flowforge/flowforge/core"
 )
 
-// Sanitize makes untrusted text safe to draw: see core.TerminalText, the
-// one terminal-safety function the CLI and the dashboard share.
-func Sanitize(s string) string { return core.TerminalText(s) }
-
-// firstLine returns the first line of s, sanitised; "-" for nil or empty.
+// firstLine returns the first line of s, made terminal-safe by
+// core.TerminalText (the one terminal-safety function of the CLI and the
+// dashboard); "-" for nil or empty.
 func firstLine(s *string) string {
 	if s == nil || *s == "" {
 		return "-"
 	}
 	line, _, _ := strings.Cut(*s, "\n")
-	return Sanitize(strings.TrimRight(line, "\r"))
+	return core.TerminalText(strings.TrimRight(line, "\r"))
 }
 
-// deref returns *s sanitised, or "-".
+// deref returns *s made terminal-safe, or "-".
 func deref(s *string) string {
 	if s == nil || *s == "" {
 		return "-"
 	}
-	return Sanitize(*s)
+	return core.TerminalText(*s)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -53,7 +54,7 @@ var ErrDisconnected = errors.New("database unreachable")
 // RunFilter narrows the Runs screen. Zero values mean "any".
 type RunFilter struct {
 	Workflow string
-	State    string
+	State    core.RunState
 }
 
 // Every *Data carries Now, the database's clock when it was read: ages
@@ -65,7 +66,7 @@ type RunsData struct {
 	Now time.Time
 	// Counts holds runs per state, each capped at CountCap (a count equal
 	// to CountCap is shown as "CountCap+").
-	Counts   map[string]int64
+	Counts   map[core.RunState]int64
 	CountCap int64
 	Runs     []store.Run
 }

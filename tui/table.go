@@ -5,6 +5,8 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // The dashboard draws its own tables rather than bubbles/table: that one
@@ -38,8 +40,9 @@ const (
 	rowDim            // stale
 )
 
-// row is one table row; cells are already sanitised plain text, except
-// that a cell may be pre-styled when styled[i] is set.
+// row is one table row; cells are plain text (setRows makes them
+// terminal-safe), except that a cell may be pre-styled when styled[i] is
+// set.
 type row struct {
 	key    string
 	cells  []string
@@ -63,8 +66,16 @@ type table struct {
 }
 
 // setRows replaces the rows, keeping the cursor on the row with the same
-// key when it is still there (and shown).
+// key when it is still there (and shown). Every cell goes through
+// core.TerminalText, as every cell of the CLI's tables does, so no cell can
+// drive the terminal or disguise a line whatever its screen forgot (text
+// already terminal-safe is left as it is).
 func (t *table) setRows(rows []row) {
+	for i := range rows {
+		for j, c := range rows[i].cells {
+			rows[i].cells[j] = core.TerminalText(c)
+		}
+	}
 	t.all = rows
 	t.apply()
 }

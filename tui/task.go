@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -67,16 +68,16 @@ func (m *taskModel) setData(data any) {
 		e := d.Task.Events[i]
 		from := "∅"
 		if e.FromState != nil {
-			from = Sanitize(*e.FromState)
+			from = core.TerminalText(string(*e.FromState))
 		}
-		by := Sanitize(e.Actor)
+		by := core.TerminalText(e.Actor)
 		if e.WorkerID != nil && *e.WorkerID != "" && *e.WorkerID != e.Actor {
-			by += " (" + Sanitize(*e.WorkerID) + ")"
+			by += " (" + core.TerminalText(*e.WorkerID) + ")"
 		}
 		at := e.At
 		rows = append(rows, row{
 			key:   fmt.Sprint(e.ID),
-			cells: []string{since(d.Now, &at), from + "→" + Sanitize(e.ToState), fmt.Sprint(e.Attempt), fmt.Sprint(e.FencingToken), by, firstLine(e.Reason)},
+			cells: []string{since(d.Now, &at), from + "→" + core.TerminalText(string(e.ToState)), fmt.Sprint(e.Attempt), fmt.Sprint(e.FencingToken), by, firstLine(e.Reason)},
 		})
 	}
 	m.tbl.setRows(rows)
@@ -104,21 +105,21 @@ func (m *taskModel) view(width, height int) string {
 	t := m.data.Task
 	worker := "-"
 	if t.WorkerID != nil {
-		worker = Sanitize(*t.WorkerID)
+		worker = core.TerminalText(*t.WorkerID)
 	}
 	died := ""
-	if t.State == "DEAD" && t.FinishedAt != nil {
+	if t.State == core.TaskDead && t.FinishedAt != nil {
 		died = "died " + t.FinishedAt.Local().Format("2006-01-02 15:04:05") + " (" + since(m.data.Now, t.FinishedAt) + " ago) · "
 	}
 	lines := []string{
-		th.header.Render("task "+t.ID.String()) + "  " + th.state(t.State),
-		fmt.Sprintf("%s / %s · handler %s · run %s", Sanitize(t.Workflow), Sanitize(t.Name), Sanitize(t.Handler), shortID(t.RunID)),
+		th.header.Render("task "+t.ID.String()) + "  " + th.state(string(t.State)),
+		fmt.Sprintf("%s / %s · handler %s · run %s", core.TerminalText(t.Workflow), core.TerminalText(t.Name), core.TerminalText(t.Handler), shortID(t.RunID)),
 		fmt.Sprintf("attempt %d/%d · token %d · worker %s · lease %s", t.Attempt, t.MaxAttempts, t.FencingToken, worker, fmtLease(t.LeaseSeconds)),
 		died + "error " + firstLine(t.Error) + reusedNote(t.ReusedFrom),
-		th.dim.Render("params " + Sanitize(compactJSON(t.Params))),
+		th.dim.Render("params " + core.TerminalText(compactJSON(t.Params))),
 	}
 	if t.WaitingForHandler != nil {
-		lines = append(lines, th.warn.Render(Sanitize(store.WaitingReasonPrefix+*t.WaitingForHandler)+" (a worker handed it back)"))
+		lines = append(lines, th.warn.Render(core.TerminalText(store.WaitingReasonPrefix+*t.WaitingForHandler)+" (a worker handed it back)"))
 	}
 	// The result, and a shell result's output tails, get what the history
 	// table can spare (it keeps at least historyMinLines).
@@ -147,7 +148,7 @@ func resultLines(th *theme, res store.JSON, n int) []string {
 		Stderr *string `json:"stderr"`
 	}
 	_ = json.Unmarshal(res, &out) // any other shape: the JSON line only
-	lines := []string{"result " + Sanitize(compactJSON(res))}
+	lines := []string{"result " + core.TerminalText(compactJSON(res))}
 	n--
 	tails := []struct {
 		name string
@@ -168,7 +169,7 @@ func resultLines(th *theme, res store.JSON, n int) []string {
 		keep := min(len(all), budget-1)
 		lines = append(lines, th.header.Render(fmt.Sprintf("%s (last %d of %d lines)", tl.name, keep, len(all))))
 		for _, l := range all[len(all)-keep:] {
-			lines = append(lines, "  "+Sanitize(l))
+			lines = append(lines, "  "+core.TerminalText(l))
 		}
 		n -= keep + 1
 		shown--

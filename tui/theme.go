@@ -2,12 +2,14 @@ package tui
 
 import (
 	"io"
-
-	"github.com/charmbracelet/bubbles/textinput"
 	"os"
 
+	"github.com/charmbracelet/bubbles/textinput"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/palette"
 )
 
 // theme holds every style the views use, built once per program from one
@@ -28,7 +30,8 @@ type theme struct {
 	good      lipgloss.Style
 	prompt    lipgloss.Style
 	plain     lipgloss.Style
-	states    map[string]lipgloss.Style
+	// r renders the states, in palette's colours (the CLI's too).
+	r *lipgloss.Renderer
 }
 
 // newRenderer returns the renderer for out (nil: standard output); noColor
@@ -44,14 +47,13 @@ func newRenderer(out io.Writer, noColor bool) *lipgloss.Renderer {
 	return r
 }
 
+// newTheme builds the styles from palette's colours, the ones the CLI's
+// tables use.
 func newTheme(r *lipgloss.Renderer) *theme {
 	s := r.NewStyle
-	red := lipgloss.AdaptiveColor{Light: "160", Dark: "203"}
-	yellow := lipgloss.AdaptiveColor{Light: "136", Dark: "221"}
-	green := lipgloss.AdaptiveColor{Light: "28", Dark: "114"}
-	blue := lipgloss.AdaptiveColor{Light: "25", Dark: "75"}
-	grey := lipgloss.AdaptiveColor{Light: "245", Dark: "243"}
-	t := &theme{
+	red, yellow, green := palette.Red.Color(), palette.Yellow.Color(), palette.Green.Color()
+	blue, grey := palette.Blue.Color(), palette.Grey.Color()
+	return &theme{
 		brand:     s().Bold(true).Foreground(blue),
 		tab:       s().Foreground(grey),
 		tabActive: s().Bold(true).Reverse(true),
@@ -65,28 +67,17 @@ func newTheme(r *lipgloss.Renderer) *theme {
 		good:      s().Foreground(green),
 		prompt:    s().Bold(true).Foreground(yellow),
 		plain:     s(),
+		r:         r,
 	}
-	t.states = map[string]lipgloss.Style{
-		"PENDING":   s().Foreground(grey),
-		"READY":     s().Foreground(blue),
-		"RUNNING":   s().Foreground(blue).Bold(true),
-		"RETRYING":  s().Foreground(yellow),
-		"SUCCEEDED": s().Foreground(green),
-		"FAILED":    s().Foreground(red).Bold(true),
-		"DEAD":      s().Foreground(red).Bold(true),
-		"CANCELLED": s().Foreground(grey),
-		// a DEAD ancestor stopped it: red like DEAD, not bold
-		"UPSTREAM_FAILED": s().Foreground(red),
-	}
-	return t
 }
 
-// state renders a state name in its colour.
+// state renders a task or run state name in its palette colour; text that
+// names no state is drawn plain (and terminal-safe).
 func (t *theme) state(s string) string {
-	if st, ok := t.states[s]; ok {
-		return st.Render(s)
+	if out, ok := palette.State(t.r, s); ok {
+		return out
 	}
-	return Sanitize(s)
+	return core.TerminalText(s)
 }
 
 // styleInput gives a text field the theme's styles (textinput's defaults

@@ -7,6 +7,8 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // staleAfter: a process not seen for this long is shown dimmed.
@@ -54,7 +56,7 @@ func (m *workersModel) setData(data any) {
 	for _, w := range d.Workers {
 		r := row{
 			key: w.ID,
-			cells: []string{Sanitize(w.ID), Sanitize(w.Role), Sanitize(w.Hostname), fmt.Sprint(w.PID), fmtSeconds(w.SecondsSinceSeen), fmt.Sprint(w.InFlight),
+			cells: []string{core.TerminalText(w.ID), core.TerminalText(w.Role), core.TerminalText(w.Hostname), fmt.Sprint(w.PID), fmtSeconds(w.SecondsSinceSeen), fmt.Sprint(w.InFlight),
 				brokerCell(w.BrokerConnected), orDash(w.Queue), handlersCell(w.Handlers), orDash(w.HealthAddr)},
 		}
 		if w.BrokerConnected != nil && !*w.BrokerConnected {
@@ -116,7 +118,7 @@ func orDash(s *string) string {
 	if s == nil || *s == "" {
 		return "-"
 	}
-	return Sanitize(*s)
+	return core.TerminalText(*s)
 }
 
 func handlersCell(hs []string) string {
@@ -128,7 +130,7 @@ func handlersCell(hs []string) string {
 	}
 	out := make([]string, len(hs))
 	for i, h := range hs {
-		out[i] = Sanitize(h)
+		out[i] = core.TerminalText(h)
 	}
 	return strings.Join(out, ",")
 }

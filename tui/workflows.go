@@ -74,7 +74,7 @@ func (m *workflowsModel) setData(data any) {
 	rows := make([]row, 0, len(d.Workflows))
 	for _, w := range d.Workflows {
 		created := w.CreatedAt
-		rows = append(rows, row{key: w.Name, cells: []string{Sanitize(w.Name), fmt.Sprint(w.Version), fmt.Sprint(w.Tasks), fmt.Sprint(w.Runs), since(d.Now, &created)}})
+		rows = append(rows, row{key: w.Name, cells: []string{core.TerminalText(w.Name), fmt.Sprint(w.Version), fmt.Sprint(w.Tasks), fmt.Sprint(w.Runs), since(d.Now, &created)}})
 	}
 	m.tbl.setRows(rows)
 }
@@ -182,10 +182,10 @@ func (m *workflowsModel) view(width, height int) string {
 		m.input.Width = max(width-len(m.input.Prompt)-2, 10)
 		help := "enter trigger · esc cancel"
 		if m.problem != "" {
-			help = Sanitize(m.problem) + " · " + help
+			help = core.TerminalText(m.problem) + " · " + help
 		}
 		out = padLines(out, height-promptLines) + "\n" +
-			fit(th.prompt.Render("Trigger a run of "+Sanitize(m.asking)+"?"), width) + "\n" +
+			fit(th.prompt.Render("Trigger a run of "+core.TerminalText(m.asking)+"?"), width) + "\n" +
 			clip(m.input.View(), width, 1) + "\n" + fit(th.dim.Render(help), width)
 	}
 	return out
@@ -206,10 +206,10 @@ func (m *Model) triggerRun(msg triggerMsg) tea.Cmd {
 
 func (m *Model) onTriggered(msg triggeredMsg) tea.Cmd {
 	if msg.err != nil {
-		m.notice, m.noticeErr = Sanitize(fmt.Sprintf("trigger %s: %v", msg.workflow, msg.err)), true
+		m.notice, m.noticeErr = core.TerminalText(fmt.Sprintf("trigger %s: %v", msg.workflow, msg.err)), true
 		return nil
 	}
-	m.notice, m.noticeErr = Sanitize(fmt.Sprintf("triggered %s: run %s", msg.workflow, msg.id)), false
+	m.notice, m.noticeErr = core.TerminalText(fmt.Sprintf("triggered %s: run %s", msg.workflow, msg.id)), false
 	id := msg.id.String()
 	return func() tea.Msg { return openRunMsg{id: id} }
 }

@@ -50,9 +50,23 @@ const (
 	// (see PermanentRefusal). PublishBatch never reports it itself: the
 	// caller, which knows which message the refusal was about, does.
 	Refused
+
+	// outcomeCount counts the outcomes above; Outcomes lists them.
+	outcomeCount
 )
 
-// String returns a lowercase name such as "confirmed" or "timed out".
+// Outcomes returns every Outcome, in the order of their values (NotSent
+// first). The slice is the caller's.
+func Outcomes() []Outcome {
+	out := make([]Outcome, 0, outcomeCount)
+	for o := range outcomeCount {
+		out = append(out, o)
+	}
+	return out
+}
+
+// String returns a lowercase name such as "confirmed" or "timed out": the
+// label value flowforge_publish_total counts the outcome under.
 func (o Outcome) String() string {
 	switch o {
 	case NotSent:

@@ -40,7 +40,7 @@ func TestAdvancePromotesADiamondInOrder(t *testing.T) {
 	for n, tr := range f.tasks(runID) {
 		ids[n] = tr.ID
 	}
-	step := func(wantStates, wantRun string, wantPromoted int) {
+	step := func(wantStates string, wantRun core.RunState, wantPromoted int) {
 		t.Helper()
 		res := f.advance()
 		if res.Promoted != wantPromoted {
@@ -357,7 +357,7 @@ func TestASettledRunHasATerminalState(t *testing.T) {
 	f.runTask(ts["x"].ID)
 	f.advance()
 	r := f.run(runID)
-	if r.FinishedAt != nil && !core.RunState(r.State).Terminal() {
+	if r.FinishedAt != nil && !r.State.Terminal() {
 		t.Fatalf("run settled in state %s (x %s, y %s)", r.State, f.tasks(runID)["x"].State, f.tasks(runID)["y"].State)
 	}
 }

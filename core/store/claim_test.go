@@ -37,7 +37,7 @@ func TestExactlyOneOfManyClaimsWins(t *testing.T) {
 		t.Fatalf("%d claims won, want exactly 1", n)
 	}
 	d := f.task(id)
-	if d.State != string(core.TaskRunning) || d.FencingToken != tok+1 || d.Attempt != 1 || d.WorkerID == nil || *d.WorkerID != winner.Load() {
+	if d.State != core.TaskRunning || d.FencingToken != tok+1 || d.Attempt != 1 || d.WorkerID == nil || *d.WorkerID != winner.Load() {
 		t.Fatalf("task after the race: state %s token %d attempt %d worker %v", d.State, d.FencingToken, d.Attempt, d.WorkerID)
 	}
 }

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // This file holds the read-only queries that only the dashboard (ffctl tui)
 // needs. Each is bounded (LIMIT) and backed by an index, so its cost does not
 // grow with history: the dashboard runs them every second or two.
-
-// RunStates lists the states a workflow run can be in, in display order.
-var RunStates = []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}
 
 // qRunStateCountsBounded counts runs per state, each count stopping at $1:
 // an index scan (workflow_runs_state_created, or workflow_runs_created when
@@ -30,7 +29,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM workflow_runs WHERE state = 'PENDING
 // RunStateCountsBounded counts runs per state, but each
 // count stops at limit (a count equal to limit means "limit or more"), so
 // its cost is bounded whatever the history. limit <= 0 means 10000.
-func (s *Store) RunStateCountsBounded(ctx context.Context, limit int64) (map[string]int64, error) {
+func (s *Store) RunStateCountsBounded(ctx context.Context, limit int64) (map[core.RunState]int64, error) {
 	if limit <= 0 {
 		limit = 10000
 	}
@@ -44,12 +43,12 @@ func (s *Store) RunStateCountsBounded(ctx context.Context, limit int64) (map[str
 	if err := s.db.GetContext(ctx, &row, qRunStateCountsBounded, limit); err != nil {
 		return nil, fmt.Errorf("count runs by state: %w", err)
 	}
-	return map[string]int64{
-		"PENDING":   row.Pending,
-		"RUNNING":   row.Running,
-		"SUCCEEDED": row.Succeeded,
-		"FAILED":    row.Failed,
-		"CANCELLED": row.Cancelled,
+	return map[core.RunState]int64{
+		core.RunPending:   row.Pending,
+		core.RunRunning:   row.Running,
+		core.RunSucceeded: row.Succeeded,
+		core.RunFailed:    row.Failed,
+		core.RunCancelled: row.Cancelled,
 	}, nil
 }
 

@@ -54,7 +54,7 @@ func TestFinishOutcomes(t *testing.T) {
 				t.Fatalf("Finish returned %s, want %s", st, tc.want)
 			}
 			d := f.task(id)
-			if d.State != string(tc.want) || d.LeaseExpiresAt != nil || d.FencingToken != c.FencingToken {
+			if d.State != tc.want || d.LeaseExpiresAt != nil || d.FencingToken != c.FencingToken {
 				t.Fatalf("task: state %s lease %v token %d", d.State, d.LeaseExpiresAt, d.FencingToken)
 			}
 			if (d.NextAttemptAt != nil) != tc.retryAt || (d.FinishedAt != nil) != tc.finished {
@@ -73,7 +73,7 @@ func TestFinishOutcomes(t *testing.T) {
 				}
 			}
 			last := d.Events[len(d.Events)-1]
-			if last.FromState == nil || *last.FromState != "RUNNING" || last.ToState != string(tc.want) || last.Actor != "w1" {
+			if last.FromState == nil || *last.FromState != "RUNNING" || last.ToState != tc.want || last.Actor != "w1" {
 				t.Fatalf("last event %+v", last)
 			}
 		})

@@ -277,10 +277,10 @@ func (s *Store) ForgetIdempotencyKey(ctx context.Context, id uuid.UUID, actor, r
 		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: lock: %w", id, err)
 	}
 	var row struct {
-		Deleted    int       `db:"deleted"`
-		Completed  bool      `db:"completed"`
-		OwnerRun   uuid.UUID `db:"owner_run_id"`
-		OwnerState string    `db:"owner_state"`
+		Deleted    int            `db:"deleted"`
+		Completed  bool           `db:"completed"`
+		OwnerRun   uuid.UUID      `db:"owner_run_id"`
+		OwnerState core.TaskState `db:"owner_state"`
 	}
 	if err := tx.GetContext(ctx, &row, qForgetKey, key.String, owner.ID, owner.Token, actor, reason, id); err != nil {
 		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: %w", id, err)

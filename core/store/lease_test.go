@@ -58,7 +58,7 @@ func TestOnlyOneWriterCanFinishWithTheSameToken(t *testing.T) {
 		t.Fatalf("%d finishes recorded, want exactly 1", n)
 	}
 	d := f.task(id)
-	if core.TaskState(d.State) != won.Load() {
+	if d.State != won.Load() {
 		t.Fatalf("task is %s, the winning finish said %s", d.State, won.Load())
 	}
 	ends := 0
@@ -96,7 +96,7 @@ tasks:
 		t.Fatalf("reaped %d in total, want exactly 1", n)
 	}
 	d := f.task(dying.ID)
-	if d.State != string(core.TaskRetrying) || d.FencingToken != dying.FencingToken+1 || d.Attempt != 1 {
+	if d.State != core.TaskRetrying || d.FencingToken != dying.FencingToken+1 || d.Attempt != 1 {
 		t.Fatalf("reaped task: state %s token %d attempt %d; want RETRYING, %d, 1", d.State, d.FencingToken, d.Attempt, dying.FencingToken+1)
 	}
 	if d.Error == nil || d.LeaseExpiresAt != nil || d.NextAttemptAt == nil {
@@ -129,11 +129,11 @@ func TestReapBuriesWhenAttemptsAreUsedUp(t *testing.T) {
 		t.Fatalf("reap: %d %v", n, err)
 	}
 	d := f.task(id)
-	if d.State != string(core.TaskDead) || d.FencingToken != c.FencingToken+1 || d.FinishedAt == nil || d.NextAttemptAt != nil {
+	if d.State != core.TaskDead || d.FencingToken != c.FencingToken+1 || d.FinishedAt == nil || d.NextAttemptAt != nil {
 		t.Fatalf("buried task: %+v", d.TaskRun)
 	}
 	f.advance()
-	if r := f.run(runID); r.State != string(core.RunFailed) || r.FinishedAt == nil {
+	if r := f.run(runID); r.State != core.RunFailed || r.FinishedAt == nil {
 		t.Fatalf("run %s finished %v, want FAILED and settled", r.State, r.FinishedAt)
 	}
 }
@@ -195,7 +195,7 @@ func TestRenewReportsCancellation(t *testing.T) {
 		t.Fatalf("finish: %s", st)
 	}
 	f.advance()
-	if r := f.run(runID); r.State != string(core.RunCancelled) || r.FinishedAt == nil {
+	if r := f.run(runID); r.State != core.RunCancelled || r.FinishedAt == nil {
 		t.Fatalf("run %s finished %v", r.State, r.FinishedAt)
 	}
 }

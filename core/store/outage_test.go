@@ -39,7 +39,7 @@ func TestReapAfterAnOutageWaitsOneLeaseAndRefundsTheAttempt(t *testing.T) {
 		t.Fatalf("reap after the grace: %+v %v", res, err)
 	}
 	d := f.task(id)
-	if d.State != string(core.TaskRetrying) || d.Attempt != 1 || d.MaxAttempts != 2 {
+	if d.State != core.TaskRetrying || d.Attempt != 1 || d.MaxAttempts != 2 {
 		t.Fatalf("refunded reap: state %s attempt %d max %d; want RETRYING 1 of 2", d.State, d.Attempt, d.MaxAttempts)
 	}
 	if d.Error == nil || !strings.Contains(*d.Error, "database outage") {

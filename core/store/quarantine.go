@@ -56,18 +56,18 @@ func (b *OutboxBatch) Quarantine(ctx context.Context, ids []int64, actor, reason
 
 // QuarantinedRow is one quarantined outbox row with its task.
 type QuarantinedRow struct {
-	ID            int64     `db:"id" json:"id"`
-	TaskRunID     uuid.UUID `db:"task_run_id" json:"task_run_id"`
-	RunID         uuid.UUID `db:"run_id" json:"run_id"`
-	FencingToken  int64     `db:"fencing_token_snapshot" json:"fencing_token"`
-	Workflow      string    `db:"workflow_name" json:"workflow"`
-	TaskName      string    `db:"task_name" json:"task"`
-	TaskState     string    `db:"task_state" json:"task_state"`
-	PayloadBytes  int64     `db:"payload_bytes" json:"payload_bytes"`
-	Attempts      int       `db:"publish_attempts" json:"publish_attempts"`
-	CreatedAt     time.Time `db:"created_at" json:"created_at"`
-	QuarantinedAt time.Time `db:"quarantined_at" json:"quarantined_at"`
-	Reason        string    `db:"quarantine_reason" json:"reason"`
+	ID            int64          `db:"id" json:"id"`
+	TaskRunID     uuid.UUID      `db:"task_run_id" json:"task_run_id"`
+	RunID         uuid.UUID      `db:"run_id" json:"run_id"`
+	FencingToken  int64          `db:"fencing_token_snapshot" json:"fencing_token"`
+	Workflow      string         `db:"workflow_name" json:"workflow"`
+	TaskName      string         `db:"task_name" json:"task"`
+	TaskState     core.TaskState `db:"task_state" json:"task_state"`
+	PayloadBytes  int64          `db:"payload_bytes" json:"payload_bytes"`
+	Attempts      int            `db:"publish_attempts" json:"publish_attempts"`
+	CreatedAt     time.Time      `db:"created_at" json:"created_at"`
+	QuarantinedAt time.Time      `db:"quarantined_at" json:"quarantined_at"`
+	Reason        string         `db:"quarantine_reason" json:"reason"`
 }
 
 // qListQuarantined walks outbox_quarantined in id order.
@@ -139,7 +139,7 @@ type DropResult struct {
 	// token and is now DEAD with the reason.
 	TaskBuried bool `json:"task_buried"`
 	// TaskState is the task's state after the drop (DEAD when buried).
-	TaskState string `json:"task_state"`
+	TaskState core.TaskState `json:"task_state"`
 }
 
 // qDropQuarantined marks the row dropped and buries its task READY -> DEAD
@@ -213,14 +213,14 @@ func (s *Store) DropQuarantined(ctx context.Context, id int64, actor, reason str
 	}
 	res := DropResult{TaskRunID: row.TaskRunID, TaskBuried: row.Buried == 1}
 	if res.TaskBuried {
-		res.TaskState = string(core.TaskDead)
+		res.TaskState = core.TaskDead
 		return res, nil
 	}
 	state, _, err := s.TaskStateOf(ctx, row.TaskRunID)
 	if err != nil {
 		return res, err
 	}
-	res.TaskState = string(state)
+	res.TaskState = state
 	return res, nil
 }
 

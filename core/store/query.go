@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,37 +16,42 @@ import (
 // Run is a workflow run as shown to operators. JSON field names are a
 // stable interface (README documents them).
 type Run struct {
-	ID                uuid.UUID  `db:"id" json:"id"`
-	Workflow          string     `db:"workflow_name" json:"workflow"`
-	WorkflowVersion   int        `db:"workflow_version" json:"workflow_version"`
-	State             string     `db:"state" json:"state"`
-	Params            JSON       `db:"params" json:"params"`
-	IdempotencyKey    *string    `db:"idempotency_key" json:"idempotency_key"`
-	FailFast          bool       `db:"fail_fast" json:"fail_fast"`
-	CancelRequestedAt *time.Time `db:"cancel_requested_at" json:"cancel_requested_at"`
-	CreatedAt         time.Time  `db:"created_at" json:"created_at"`
-	StartedAt         *time.Time `db:"started_at" json:"started_at"`
-	FinishedAt        *time.Time `db:"finished_at" json:"finished_at"`
-	TasksTotal        int        `db:"tasks_total" json:"tasks_total"`
+	ID                uuid.UUID     `db:"id" json:"id"`
+	Workflow          string        `db:"workflow_name" json:"workflow"`
+	WorkflowVersion   int           `db:"workflow_version" json:"workflow_version"`
+	State             core.RunState `db:"state" json:"state"`
+	Params            JSON          `db:"params" json:"params"`
+	IdempotencyKey    *string       `db:"idempotency_key" json:"idempotency_key"`
+	FailFast          bool          `db:"fail_fast" json:"fail_fast"`
+	CancelRequestedAt *time.Time    `db:"cancel_requested_at" json:"cancel_requested_at"`
+	CreatedAt         time.Time     `db:"created_at" json:"created_at"`
+	StartedAt         *time.Time    `db:"started_at" json:"started_at"`
+	FinishedAt        *time.Time    `db:"finished_at" json:"finished_at"`
+	TasksTotal        int           `db:"tasks_total" json:"tasks_total"`
 	// TasksDone counts the tasks in a terminal state (SUCCEEDED, DEAD,
 	// CANCELLED, UPSTREAM_FAILED): every task of a settled run.
 	TasksDone int       `db:"tasks_done" json:"tasks_done"`
 	Tasks     []TaskRun `db:"-" json:"tasks,omitempty"`
 }
 
+// Ended reports whether the run has ended (core.RunEnded): its state is
+// terminal and the scheduler has settled it, which it records by setting
+// FinishedAt.
+func (r Run) Ended() bool { return core.RunEnded(r.State, r.FinishedAt != nil) }
+
 // TaskRun is one task of a run as shown to operators.
 type TaskRun struct {
-	ID             uuid.UUID  `db:"id" json:"id"`
-	RunID          uuid.UUID  `db:"run_id" json:"run_id"`
-	Name           string     `db:"task_name" json:"name"`
-	Handler        string     `db:"handler" json:"handler"`
-	State          string     `db:"state" json:"state"`
-	Attempt        int        `db:"attempt" json:"attempt"`
-	MaxAttempts    int        `db:"max_attempts" json:"max_attempts"`
-	FencingToken   int64      `db:"fencing_token" json:"fencing_token"`
-	DependsOn      JSON       `db:"depends_on" json:"depends_on"`
-	WorkerID       *string    `db:"worker_id" json:"worker_id"`
-	LeaseExpiresAt *time.Time `db:"lease_expires_at" json:"lease_expires_at"`
+	ID             uuid.UUID      `db:"id" json:"id"`
+	RunID          uuid.UUID      `db:"run_id" json:"run_id"`
+	Name           string         `db:"task_name" json:"name"`
+	Handler        string         `db:"handler" json:"handler"`
+	State          core.TaskState `db:"state" json:"state"`
+	Attempt        int            `db:"attempt" json:"attempt"`
+	MaxAttempts    int            `db:"max_attempts" json:"max_attempts"`
+	FencingToken   int64          `db:"fencing_token" json:"fencing_token"`
+	DependsOn      JSON           `db:"depends_on" json:"depends_on"`
+	WorkerID       *string        `db:"worker_id" json:"worker_id"`
+	LeaseExpiresAt *time.Time     `db:"lease_expires_at" json:"lease_expires_at"`
 	// LeaseSeconds is the lease time left on the database clock (negative:
 	// expired, not yet reaped); null when not RUNNING.
 	LeaseSeconds   *float64   `db:"lease_seconds" json:"lease_seconds_left"`
@@ -104,7 +108,7 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 // RunFilter narrows ListRuns. Zero values mean "any".
 type RunFilter struct {
 	Workflow string
-	State    string
+	State    core.RunState
 	Limit    int // 0 means 50
 	// Before pages backwards: only runs created before this time.
 	Before *time.Time
@@ -125,24 +129,11 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	return out, nil
 }
 
-// TaskEvent is one row of a task's history.
-type TaskEvent struct {
-	ID           int64     `db:"id" json:"id"`
-	At           time.Time `db:"at" json:"at"`
-	FromState    *string   `db:"from_state" json:"from_state"`
-	ToState      string    `db:"to_state" json:"to_state"`
-	Attempt      int       `db:"attempt" json:"attempt"`
-	FencingToken int64     `db:"fencing_token" json:"fencing_token"`
-	WorkerID     *string   `db:"worker_id" json:"worker_id"`
-	Actor        string    `db:"actor" json:"actor"`
-	Reason       *string   `db:"reason" json:"reason"`
-}
-
 // TaskDetail is a task with its history.
 type TaskDetail struct {
 	TaskRun
-	Params JSON        `db:"params" json:"params"`
-	Events []TaskEvent `db:"-" json:"events"`
+	Params JSON             `db:"params" json:"params"`
+	Events []core.TaskEvent `db:"-" json:"events"`
 }
 
 // GetTask returns a task with its whole history, or ErrNotFound.
@@ -201,31 +192,14 @@ func (s *Store) ListLeases(ctx context.Context, limit int) ([]TaskRun, error) {
 	return out, nil
 }
 
-// OrderedTask is a task with its depth in the run's DAG (0 for a root).
-type OrderedTask struct {
-	Task  TaskRun
-	Depth int
-}
+// DAGName is the task's name: TaskRun is a core.DAGNode, so
+// core.DAGOrder(run.Tasks) lays a run out as operators read it.
+func (t TaskRun) DAGName() string { return t.Name }
 
-// DAGOrder lays a run's tasks out by depth in the DAG (roots first), then
-// by name: the order in which operators read a run.
-func DAGOrder(tasks []TaskRun) []OrderedTask {
-	deps := make(map[string][]string, len(tasks))
-	for _, t := range tasks {
-		var d []string
-		_ = json.Unmarshal(t.DependsOn, &d)
-		deps[t.Name] = d
-	}
-	depth := core.Depths(deps)
-	out := make([]OrderedTask, len(tasks))
-	for i, t := range tasks {
-		out[i] = OrderedTask{Task: t, Depth: depth[t.Name]}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Depth != out[j].Depth {
-			return out[i].Depth < out[j].Depth
-		}
-		return out[i].Task.Name < out[j].Task.Name
-	})
-	return out
+// DAGDeps returns the names of the tasks t depends on (none when
+// DependsOn does not decode as a list of names).
+func (t TaskRun) DAGDeps() []string {
+	var d []string
+	_ = json.Unmarshal(t.DependsOn, &d)
+	return d
 }

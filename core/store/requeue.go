@@ -212,8 +212,8 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason strin
 		return CancelResult{TasksCancelled: row.Tasks}, nil
 	}
 	var cur struct {
-		State     string `db:"state"`
-		Requested bool   `db:"requested"`
+		State     core.RunState `db:"state"`
+		Requested bool          `db:"requested"`
 	}
 	if err := s.db.GetContext(ctx, &cur, `SELECT state, cancel_requested_at IS NOT NULL AS requested FROM workflow_runs WHERE id = $1`, id); err != nil {
 		return CancelResult{}, fmt.Errorf("run %s: %w", id, ErrNotFound)

@@ -219,11 +219,11 @@ type AdvanceResult struct {
 }
 
 type openRun struct {
-	ID              uuid.UUID `db:"id"`
-	CreatedAt       time.Time `db:"created_at"`
-	State           string    `db:"state"`
-	CancelRequested bool      `db:"cancel_requested"`
-	FailFast        bool      `db:"fail_fast"`
+	ID              uuid.UUID     `db:"id"`
+	CreatedAt       time.Time     `db:"created_at"`
+	State           core.RunState `db:"state"`
+	CancelRequested bool          `db:"cancel_requested"`
+	FailFast        bool          `db:"fail_fast"`
 }
 
 const qLockOpenRuns = `
@@ -511,10 +511,10 @@ func settleRuns(ctx context.Context, tx *sqlx.Tx, runs []openRun, ids []uuid.UUI
 // for promotion.
 func runTaskCounts(ctx context.Context, tx *sqlx.Tx, ids []uuid.UUID) (map[uuid.UUID]core.TaskCounts, map[uuid.UUID]int, error) {
 	var counts []struct {
-		RunID    uuid.UUID `db:"run_id"`
-		State    string    `db:"state"`
-		N        int       `db:"n"`
-		Eligible int       `db:"eligible"`
+		RunID    uuid.UUID      `db:"run_id"`
+		State    core.TaskState `db:"state"`
+		N        int            `db:"n"`
+		Eligible int            `db:"eligible"`
 	}
 	if err := tx.SelectContext(ctx, &counts, qRunCounts, ids); err != nil {
 		return nil, nil, fmt.Errorf("count task states: %w", err)
@@ -526,7 +526,7 @@ func runTaskCounts(ctx context.Context, tx *sqlx.Tx, ids []uuid.UUID) (map[uuid.
 		if byRun[c.RunID] == nil {
 			byRun[c.RunID] = core.TaskCounts{}
 		}
-		byRun[c.RunID][core.TaskState(c.State)] = c.N
+		byRun[c.RunID][c.State] = c.N
 	}
 	return byRun, eligible, nil
 }
@@ -542,13 +542,13 @@ func deriveRuns(runs []openRun, byRun map[uuid.UUID]core.TaskCounts, eligible ma
 		tc := byRun[r.ID]
 		state := core.DeriveRunState(tc, r.CancelRequested)
 		settled := core.RunSettled(tc) && (eligible[r.ID] == 0 || r.CancelRequested)
-		if r.FailFast && state == core.RunFailed && r.State != string(core.RunFailed) && tc[core.TaskRunning] > 0 {
+		if r.FailFast && state == core.RunFailed && r.State != core.RunFailed && tc[core.TaskRunning] > 0 {
 			stop = append(stop, r.ID)
 		}
-		if string(state) == r.State && !settled {
+		if state == r.State && !settled {
 			continue
 		}
-		if string(state) != r.State {
+		if state != r.State {
 			res.RunsChanged++
 		}
 		if settled {

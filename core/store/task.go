@@ -169,7 +169,7 @@ type TaskOwnership struct {
 // committed.
 func (s *Store) OwnershipOf(ctx context.Context, id uuid.UUID) (TaskOwnership, error) {
 	var row struct {
-		State    string         `db:"state"`
+		State    core.TaskState `db:"state"`
 		Token    int64          `db:"fencing_token"`
 		WorkerID sql.NullString `db:"worker_id"`
 	}
@@ -180,7 +180,7 @@ func (s *Store) OwnershipOf(ctx context.Context, id uuid.UUID) (TaskOwnership, e
 	if err != nil {
 		return TaskOwnership{}, fmt.Errorf("read task %s: %w", id, err)
 	}
-	return TaskOwnership{State: core.TaskState(row.State), Token: row.Token, WorkerID: row.WorkerID.String}, nil
+	return TaskOwnership{State: row.State, Token: row.Token, WorkerID: row.WorkerID.String}, nil
 }
 
 // ErrLockTimeout wraps the error of a claim or renewal that waited longer
@@ -222,8 +222,8 @@ func setLockTimeout(ctx context.Context, tx *sqlx.Tx, d time.Duration) error {
 // ErrNotFound. Workers use it to explain a lost claim in their logs.
 func (s *Store) TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error) {
 	var row struct {
-		State string `db:"state"`
-		Token int64  `db:"fencing_token"`
+		State core.TaskState `db:"state"`
+		Token int64          `db:"fencing_token"`
 	}
 	err := s.db.GetContext(ctx, &row, `SELECT state, fencing_token FROM task_runs WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -232,7 +232,7 @@ func (s *Store) TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, 
 	if err != nil {
 		return "", 0, fmt.Errorf("read task %s: %w", id, err)
 	}
-	return core.TaskState(row.State), row.Token, nil
+	return row.State, row.Token, nil
 }
 
 // RenewResult is the outcome of a heartbeat.
@@ -390,8 +390,8 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 		reuseNote = ReuseNote(*req.ReusedFrom, req.IdempotencyKey)
 	}
 	var row struct {
-		State    string `db:"state"`
-		Notified int    `db:"notified"`
+		State    core.TaskState `db:"state"`
+		Notified int            `db:"notified"`
 	}
 	args := []any{req.ID, req.Token, string(req.Outcome), resultArg, req.Error,
 		req.Permanent, req.RetryDelay.Milliseconds(), req.IdempotencyKey, req.WorkerID, reusedTask, reusedRun, reuseNote}
@@ -415,7 +415,7 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 	if err != nil {
 		return "", false, fmt.Errorf("finish task %s: %w", req.ID, err)
 	}
-	return core.TaskState(row.State), true, nil
+	return row.State, true, nil
 }
 
 // ReuseNote is the history's reason for a finish that reused src's result

@@ -132,7 +132,7 @@ func TestTriggerWritesRootsReadyWithTheirOutboxRows(t *testing.T) {
 		t.Fatalf("run %+v", r)
 	}
 	ts := f.tasks(runID)
-	for n, want := range map[string]string{"a": "READY", "b": "PENDING", "c": "PENDING", "d": "PENDING"} {
+	for n, want := range map[string]core.TaskState{"a": core.TaskReady, "b": core.TaskPending, "c": core.TaskPending, "d": core.TaskPending} {
 		if ts[n].State != want || ts[n].MaxAttempts != core.DefaultMaxAttempts {
 			t.Fatalf("task %s: %s max %d", n, ts[n].State, ts[n].MaxAttempts)
 		}

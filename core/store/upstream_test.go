@@ -83,11 +83,11 @@ func (f *fixture) wantBuried(ts map[string]store.TaskRun, dead, actor string, na
 	f.t.Helper()
 	for _, n := range names {
 		d := f.task(ts[n].ID)
-		if core.TaskState(d.State) != upstreamFailed || d.FinishedAt == nil || d.Error == nil || !strings.Contains(*d.Error, "upstream task "+dead+" is DEAD") {
+		if d.State != upstreamFailed || d.FinishedAt == nil || d.Error == nil || !strings.Contains(*d.Error, "upstream task "+dead+" is DEAD") {
 			f.t.Fatalf("%s after %s died: state %s finished %v error %v; want UPSTREAM_FAILED naming %s", n, dead, d.State, d.FinishedAt, d.Error, dead)
 		}
 		last := d.Events[len(d.Events)-1]
-		if last.FromState == nil || *last.FromState != "PENDING" || last.ToState != string(upstreamFailed) || last.Actor != actor {
+		if last.FromState == nil || *last.FromState != "PENDING" || last.ToState != upstreamFailed || last.Actor != actor {
 			f.t.Fatalf("%s audit row %+v, want PENDING -> UPSTREAM_FAILED by %s", n, last, actor)
 		}
 	}
@@ -105,7 +105,7 @@ func TestADeadTaskBuriesItsDescendantsInTheSameStatement(t *testing.T) {
 			f.wantBuried(ts, tc.dies, "w1", tc.buried...)
 			f.advance()
 			r := f.run(runID)
-			if r.State != string(core.RunFailed) || r.FinishedAt == nil || r.TasksDone != r.TasksTotal || r.TasksTotal != len(ts) {
+			if r.State != core.RunFailed || r.FinishedAt == nil || r.TasksDone != r.TasksTotal || r.TasksTotal != len(ts) {
 				t.Fatalf("run %s finished %v, %d/%d tasks done; want FAILED, settled, %d/%d", r.State, r.FinishedAt, r.TasksDone, r.TasksTotal, len(ts), len(ts))
 			}
 			f.wantBuried(ts, tc.dies, "w1", tc.buried...) // the pass left them alone
@@ -132,7 +132,7 @@ func TestARequeueRevivesTheDescendantsAndTheRunSucceeds(t *testing.T) {
 			}
 			for _, n := range tc.buried {
 				d := f.task(ts[n].ID)
-				if d.State != string(core.TaskPending) || d.Error != nil || d.FinishedAt != nil {
+				if d.State != core.TaskPending || d.Error != nil || d.FinishedAt != nil {
 					t.Fatalf("%s after the requeue: %s error %v finished %v; want PENDING", n, d.State, d.Error, d.FinishedAt)
 				}
 				last := d.Events[len(d.Events)-1]
@@ -148,7 +148,7 @@ func TestARequeueRevivesTheDescendantsAndTheRunSucceeds(t *testing.T) {
 				f.runTask(ts[n].ID)
 			}
 			f.advance()
-			if r := f.run(runID); r.State != string(core.RunSucceeded) || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
+			if r := f.run(runID); r.State != core.RunSucceeded || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
 				t.Fatalf("run %s finished %v %d/%d done, want SUCCEEDED", r.State, r.FinishedAt, r.TasksDone, r.TasksTotal)
 			}
 		})
@@ -181,7 +181,7 @@ tasks:
 	f.wantState(ts["d"].ID, upstreamFailed)
 	f.advance()
 	f.wantState(ts["d"].ID, upstreamFailed) // nor does a pass revive it
-	if r := f.run(runID); r.State != string(core.RunFailed) {
+	if r := f.run(runID); r.State != core.RunFailed {
 		t.Fatalf("run %s, want FAILED (c is still DEAD)", r.State)
 	}
 	if _, err := f.s.RequeueTask(f.ctx, ts["c"].ID, "alice", "fixed c"); err != nil {
@@ -218,7 +218,7 @@ tasks:
 	f.wantState(ts["sibling"].ID, core.TaskCancelled)
 	f.wantState(ts["cousin"].ID, core.TaskCancelled)
 	r := f.run(runID)
-	if r.State != string(core.RunFailed) || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
+	if r.State != core.RunFailed || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
 		t.Fatalf("run %s finished %v %d/%d done, want FAILED, settled, all done", r.State, r.FinishedAt, r.TasksDone, r.TasksTotal)
 	}
 	moved, err := f.s.RequeueTask(f.ctx, ts["x"].ID, "alice", "fixed")
@@ -241,7 +241,7 @@ tasks:
 	f.advance()
 	f.runTask(ts["later"].ID)
 	f.advance()
-	if r := f.run(runID); r.State != string(core.RunSucceeded) || r.FinishedAt == nil {
+	if r := f.run(runID); r.State != core.RunSucceeded || r.FinishedAt == nil {
 		t.Fatalf("run %s finished %v, want SUCCEEDED", r.State, r.FinishedAt)
 	}
 }
@@ -269,7 +269,7 @@ func TestAReapThatBuriesATaskBuriesItsDescendants(t *testing.T) {
 	f.wantState(ts["a"].ID, core.TaskDead)
 	f.wantBuried(ts, "a", "reaper", "b", "c")
 	f.advance()
-	if r := f.run(runID); r.State != string(core.RunFailed) || r.FinishedAt == nil || r.TasksDone != 3 {
+	if r := f.run(runID); r.State != core.RunFailed || r.FinishedAt == nil || r.TasksDone != 3 {
 		t.Fatalf("run %s finished %v %d done, want FAILED, settled, 3 done", r.State, r.FinishedAt, r.TasksDone)
 	}
 }
@@ -304,7 +304,7 @@ func TestAnOutboxDropBuriesTheTasksDescendants(t *testing.T) {
 	}
 	f.wantBuried(ts, "a", "cli:ann@host", "b", "c")
 	f.advance()
-	if r := f.run(runID); r.State != string(core.RunFailed) || r.FinishedAt == nil || r.TasksDone != 3 {
+	if r := f.run(runID); r.State != core.RunFailed || r.FinishedAt == nil || r.TasksDone != 3 {
 		t.Fatalf("run %s finished %v %d done, want FAILED, settled, 3 done", r.State, r.FinishedAt, r.TasksDone)
 	}
 }
@@ -327,7 +327,7 @@ func TestASchedulerPassCatchesUpWithOlderBinaries(t *testing.T) {
 		t.Fatalf("pass buried %d tasks, want 2", res.UpstreamFailed)
 	}
 	f.wantBuried(ts, "a", "test-scheduler", "b", "c")
-	if r := f.run(runID); r.State != string(core.RunFailed) || r.FinishedAt == nil {
+	if r := f.run(runID); r.State != core.RunFailed || r.FinishedAt == nil {
 		t.Fatalf("run %s finished %v, want FAILED and settled", r.State, r.FinishedAt)
 	}
 	// An old requeue: DEAD -> PENDING and the run reopened, nothing else.
@@ -348,7 +348,7 @@ func TestASchedulerPassCatchesUpWithOlderBinaries(t *testing.T) {
 		f.runTask(ts[n].ID)
 	}
 	f.advance()
-	if r := f.run(runID); r.State != string(core.RunSucceeded) || r.FinishedAt == nil {
+	if r := f.run(runID); r.State != core.RunSucceeded || r.FinishedAt == nil {
 		t.Fatalf("run %s finished %v, want SUCCEEDED", r.State, r.FinishedAt)
 	}
 }
@@ -400,7 +400,7 @@ tasks:
 		}
 		f.advance()
 		r := f.run(runID)
-		if !core.RunState(r.State).Terminal() || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
+		if !r.State.Terminal() || r.FinishedAt == nil || r.TasksDone != r.TasksTotal {
 			t.Fatalf("round %d: run %s finished %v %d/%d done", round, r.State, r.FinishedAt, r.TasksDone, r.TasksTotal)
 		}
 		// Without a cancel, the first death's statement buries its child

@@ -5,11 +5,16 @@ package metrics
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
 )
 
 // OutboxSource reads the outbox backlog (pending rows, age in seconds of
@@ -29,10 +34,10 @@ type Metrics struct {
 
 	// TasksClaimed counts successful claims (READY -> RUNNING).
 	TasksClaimed prometheus.Counter
-	// TasksFinished counts recorded outcomes by resulting state:
-	// SUCCEEDED (succeeded), RETRYING (an attempt failed and will be
-	// retried), DEAD (failed for good), CANCELLED. Every state is exported
-	// from the start (at 0).
+	// TasksFinished counts recorded outcomes by resulting state, one of
+	// core.AttemptOutcomes: SUCCEEDED (succeeded), RETRYING (an attempt
+	// failed and will be retried), DEAD (failed for good), CANCELLED.
+	// Every state is exported from the start (at 0).
 	TasksFinished *prometheus.CounterVec
 	// HandedBack counts deliveries requeued without a claim, by reason
 	// (unknown_handler, no_slot).
@@ -55,8 +60,10 @@ type Metrics struct {
 	TasksRedispatched prometheus.Counter
 	// TasksPromoted counts PENDING/RETRYING -> READY promotions.
 	TasksPromoted prometheus.Counter
-	// PublishOutcomes counts published outbox rows by outcome (confirmed,
-	// nacked, returned, timeout, not_sent).
+	// PublishOutcomes counts published outbox rows by outcome, labelled
+	// with broker.Outcome.String of one of broker.Outcomes ("confirmed",
+	// "nacked", "returned", "timed out", "not sent", "refused"). Every
+	// outcome is exported from the start (at 0); the help text lists them.
 	PublishOutcomes *prometheus.CounterVec
 	// OutboxPending and OutboxOldestSeconds describe the backlog. The
 	// publisher refreshes them after its cycles; when an OutboxSource is
@@ -162,13 +169,43 @@ func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.m.OutboxQuarantined.Collect(ch)
 }
 
-// Task states and publish outcomes exported at 0 before they first happen,
-// so that dashboards and alerts see every series.
-var (
-	finishedStates  = []string{"SUCCEEDED", "RETRYING", "DEAD", "CANCELLED"}
-	publishOutcomes = []string{"confirmed", "nacked", "returned", "timed out", "not sent", "refused"}
-	staleWriteOps   = []string{"finish", "renew"}
-)
+// finishedStates are the label values of TasksFinished: the states an
+// attempt can end in, which the worker counts (exported at 0 before they
+// first happen, so that dashboards and alerts see every series).
+func finishedStates() []string {
+	var out []string
+	for _, s := range core.AttemptOutcomes() {
+		out = append(out, string(s))
+	}
+	return out
+}
+
+// publishOutcomes are the label values of PublishOutcomes: the name of
+// every broker outcome, which the publisher counts under that name.
+func publishOutcomes() []string {
+	var out []string
+	for _, o := range broker.Outcomes() {
+		out = append(out, o.String())
+	}
+	return out
+}
+
+// labelHelp is help followed by the label values a metric is exported
+// with: `help (label "a", "b" or "c").`.
+func labelHelp(help, label string, values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	list := q[len(q)-1]
+	if len(q) > 1 {
+		list = strings.Join(q[:len(q)-1], ", ") + " or " + list
+	}
+	return help + " (" + label + " " + list + ")."
+}
+
+// staleWriteOps are the label values of StaleWrites.
+var staleWriteOps = []string{"finish", "renew"}
 
 // InitDependencies exports Reconnects (at 0) and DependencyUp (at 0 until
 // the first check) for each named dependency of this process.
@@ -186,7 +223,7 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry:            r,
 		TasksClaimed:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_claimed_total", Help: "Tasks claimed (READY -> RUNNING)."}),
-		TasksFinished:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_finished_total", Help: "Attempt outcomes recorded, by resulting task state."}, []string{"state"}),
+		TasksFinished:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_finished_total", Help: labelHelp("Attempt outcomes recorded, by resulting task state", "state", finishedStates())}, []string{"state"}),
 		HandedBack:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_deliveries_handed_back_total", Help: "Deliveries requeued without a claim, by reason (unknown_handler, no_slot)."}, []string{"reason"}),
 		ClaimsLost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_claims_lost_total", Help: "Deliveries whose claim matched no READY row, by reason."}, []string{"reason"}),
 		StaleWrites:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_stale_writes_rejected_total", Help: "Writes rejected by the fencing token, by operation."}, []string{"op"}),
@@ -195,7 +232,7 @@ func New() *Metrics {
 		LeasesReaped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_total", Help: "Expired leases reaped by the scheduler."}),
 		TasksRedispatched:   prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_redispatched_total", Help: "READY tasks dispatched again after their confirmed dispatch led to no claim."}),
 		TasksPromoted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_promoted_total", Help: "Tasks promoted to READY (dependencies met or retry due)."}),
-		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: "Outbox publishes by outcome (confirmed, nacked, returned, timeout, not_sent)."}, []string{"outcome"}),
+		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: labelHelp("Outbox publishes by outcome", "outcome", publishOutcomes())}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),
 		OutboxQuarantined:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_quarantined", Help: "Outbox rows the broker refuses permanently, set aside until ffctl outbox retry or drop (alert when > 0)."}),
@@ -217,10 +254,10 @@ func New() *Metrics {
 	m.LeasesReapedAfterOutage = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_after_outage_total", Help: "Reaped leases that lapsed during a database outage; their attempt was not used up."})
 	m.AmbiguousWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_ambiguous_writes_total", Help: "Claims and finishes whose reply was lost and were read back, by op and outcome (committed, not_committed)."}, []string{"op", "outcome"})
 	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
-	for _, s := range finishedStates {
+	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)
 	}
-	for _, o := range publishOutcomes {
+	for _, o := range publishOutcomes() {
 		m.PublishOutcomes.WithLabelValues(o)
 	}
 	for _, op := range staleWriteOps {

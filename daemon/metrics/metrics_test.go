@@ -3,9 +3,13 @@ package metrics
 import (
 	"context"
 	"errors"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 )
 
@@ -34,23 +38,62 @@ func gathered(t *testing.T, m *Metrics, name string) map[string]float64 {
 	return out
 }
 
-// The pre-exported publish outcomes must be the labels the publisher uses
-// (broker.Outcome.String()).
-func TestPublishOutcomeLabelsMatchBrokerOutcomes(t *testing.T) {
+// help returns the help text of family name.
+func help(t *testing.T, m *Metrics, name string) string {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetHelp()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return ""
+}
+
+// TestLabelledCountersExportAndDocumentWhatIsEmitted: the publish
+// outcomes pre-exported at 0 and the ones the help text names (quoted) are
+// exactly the labels the publisher emits (broker.Outcome.String() of every
+// outcome; the help once said timeout and not_sent where "timed out" and
+// "not sent" were emitted), and likewise the finished-task states are the
+// worker's (core.AttemptOutcomes).
+func TestLabelledCountersExportAndDocumentWhatIsEmitted(t *testing.T) {
+	t.Parallel()
+	var outcomes []string
+	for _, o := range broker.Outcomes() {
+		outcomes = append(outcomes, o.String())
+	}
+	var states []string
+	for _, s := range core.AttemptOutcomes() {
+		states = append(states, string(s))
+	}
+	quoted := regexp.MustCompile(`"([^"]*)"`)
 	m := New()
-	got := gathered(t, m, "flowforge_publish_total")
-	for _, o := range []broker.Outcome{broker.Confirmed, broker.Nacked, broker.Returned, broker.TimedOut, broker.NotSent, broker.Refused} {
-		if _, ok := got[o.String()]; !ok {
-			t.Errorf("outcome %q is not exported before the first publish (have %v)", o, got)
-		}
-	}
-	if len(got) != 6 {
-		t.Errorf("exported outcomes %v, want exactly the 6 broker outcomes", got)
-	}
-	for _, st := range []string{"SUCCEEDED", "RETRYING", "DEAD", "CANCELLED"} {
-		if _, ok := gathered(t, m, "flowforge_tasks_finished_total")[st]; !ok {
-			t.Errorf("tasks finished %s not exported at 0", st)
-		}
+	for _, tc := range []struct {
+		metric  string
+		emitted []string
+	}{
+		{"flowforge_publish_total", outcomes},
+		{"flowforge_tasks_finished_total", states},
+	} {
+		t.Run(tc.metric, func(t *testing.T) {
+			want := slices.Sorted(slices.Values(tc.emitted))
+			exported := slices.Sorted(maps.Keys(gathered(t, m, tc.metric)))
+			if !slices.Equal(exported, want) {
+				t.Errorf("exported at 0: %q, want %q", exported, want)
+			}
+			h := help(t, m, tc.metric)
+			var named []string
+			for _, g := range quoted.FindAllStringSubmatch(h, -1) {
+				named = append(named, g[1])
+			}
+			if slices.Sort(named); !slices.Equal(named, want) {
+				t.Errorf("help %q names %q, want %q", h, named, want)
+			}
+		})
 	}
 }
 
