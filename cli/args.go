@@ -17,26 +17,74 @@ func interspersed(app *cli.App, args []string) []string {
 		// Shell completion needs its flag last and no "--": leave it be.
 		return args
 	}
+	w, ok := walkToLeaf(app, args)
+	if !ok {
+		// A value-taking flag was last, without its value: the parser
+		// reports it.
+		return args
+	}
+	globals := w.globals
+	var fl, pos []string
+	for j := w.next; j < len(args); j++ {
+		a := args[j]
+		if a == "--" {
+			pos = append(pos, args[j+1:]...)
+			break
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			n := 1
+			if !isBoolFlag(w.flags, a) && !strings.Contains(a, "=") && j+1 < len(args) {
+				n = 2
+			}
+			if isGlobalOnly(app, w.flags, a) {
+				globals = append(globals, args[j:j+n]...)
+			} else {
+				fl = append(fl, args[j:j+n]...)
+			}
+			j += n - 1
+			continue
+		}
+		pos = append(pos, a)
+	}
+	out := append([]string{args[0]}, globals...)
+	out = append(out, w.walked...)
+	out = append(out, fl...)
+	if len(pos) > 0 {
+		out = append(out, "--")
+		out = append(out, pos...)
+	}
+	return out
+}
+
+// leafWalk is where walkToLeaf stopped.
+type leafWalk struct {
+	next    int        // index in args of the first argument after the command names
+	flags   []cli.Flag // the flags of the command reached
+	globals []string   // global flags found after a command name
+	walked  []string   // args[1:next] without the hoisted globals
+}
+
+// walkToLeaf walks the global flags and command names of args to the leaf
+// command (or the last command args name). ok is false when a value-taking
+// flag was last, without its value.
+func walkToLeaf(app *cli.App, args []string) (w leafWalk, ok bool) {
 	cmds := app.Commands
-	flags := app.Flags
-	var globals []string // global flags found after a command name
-	var walked []string  // args[1:i] without the hoisted globals
+	w.flags = app.Flags
 	i := 1
-	// Walk global flags and command names to the leaf command.
 	for i < len(args) {
 		a := args[i]
 		if strings.HasPrefix(a, "-") {
 			n := 1
-			if !isBoolFlag(flags, a) && !strings.Contains(a, "=") {
+			if !isBoolFlag(w.flags, a) && !strings.Contains(a, "=") {
 				n = 2
 			}
 			if i+n > len(args) {
-				return args // a value-taking flag without its value: the parser reports it
+				return w, false
 			}
-			if len(walked) > 0 && isGlobalOnly(app, flags, a) {
-				globals = append(globals, args[i:i+n]...)
+			if len(w.walked) > 0 && isGlobalOnly(app, w.flags, a) {
+				w.globals = append(w.globals, args[i:i+n]...)
 			} else {
-				walked = append(walked, args[i:i+n]...)
+				w.walked = append(w.walked, args[i:i+n]...)
 			}
 			i += n
 			continue
@@ -51,49 +99,16 @@ func interspersed(app *cli.App, args []string) []string {
 		if next == nil {
 			break
 		}
-		walked = append(walked, a)
+		w.walked = append(w.walked, a)
 		i++
-		flags = next.Flags
+		w.flags = next.Flags
 		cmds = next.Subcommands
 		if len(cmds) == 0 {
 			break
 		}
 	}
-	if i > len(args) {
-		// A value-taking flag was last, without its value: the parser
-		// reports it.
-		return args
-	}
-	var fl, pos []string
-	for j := i; j < len(args); j++ {
-		a := args[j]
-		if a == "--" {
-			pos = append(pos, args[j+1:]...)
-			break
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			n := 1
-			if !isBoolFlag(flags, a) && !strings.Contains(a, "=") && j+1 < len(args) {
-				n = 2
-			}
-			if isGlobalOnly(app, flags, a) {
-				globals = append(globals, args[j:j+n]...)
-			} else {
-				fl = append(fl, args[j:j+n]...)
-			}
-			j += n - 1
-			continue
-		}
-		pos = append(pos, a)
-	}
-	out := append([]string{args[0]}, globals...)
-	out = append(out, walked...)
-	out = append(out, fl...)
-	if len(pos) > 0 {
-		out = append(out, "--")
-		out = append(out, pos...)
-	}
-	return out
+	w.next = i
+	return w, i <= len(args)
 }
 
 func isBoolFlag(flags []cli.Flag, arg string) bool {

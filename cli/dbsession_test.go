@@ -17,7 +17,7 @@ func TestDaemonRefusesBadSessionBounds(t *testing.T) {
 		{"idle below the confirm timeout", []string{"daemon", "publisher", "--health-addr", "", "--db-idle-in-transaction-timeout", "8s"}, []string{"--db-idle-in-transaction-timeout", "must be at least 15s", "confirm timeout"}},
 		{"lock above statement", []string{"daemon", "scheduler", "--health-addr", "", "--db-statement-timeout", "1s", "--db-lock-timeout", "2s"}, []string{"lock timeout (2s) exceeds the statement timeout (1s)"}},
 		{"negative", []string{"daemon", "worker", "--health-addr", "", "--db-statement-timeout", "-1s"}, []string{"statement timeout is negative"}},
-		{"zero warn threshold", []string{"daemon", "scheduler", "--health-addr", "", "--xmin-horizon-warn", "0s"}, []string{"--xmin-horizon-warn"}},
+		{"negative warn threshold", []string{"daemon", "scheduler", "--health-addr", "", "--xmin-horizon-warn", "-1s"}, []string{"--xmin-horizon-warn"}},
 		{"negative migrate lock timeout", []string{"migrate", "--lock-timeout", "-1s"}, []string{"--lock-timeout"}},
 		{"negative migrate retries", []string{"migrate", "--lock-retries", "-1"}, []string{"--lock-retries"}},
 	} {

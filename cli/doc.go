@@ -16,7 +16,15 @@
 //
 // Signals: Main installs the one SIGINT/SIGTERM handler (see Main); every
 // command runs under the context it cancels. A daemon registers for the
-// signals too, for its second stage (see runDaemon).
+// signals too, for its second stage (supervisor.SignalStop, see
+// runDaemon). The package starts no goroutine of its own: the signal
+// handlers' are the standard library's and package supervisor's.
+//
+// Daemons: `ffctl daemon ROLE` is flag wiring. Each role has its own flags
+// and the common ones (all: every role's); the flags map to a
+// supervisor.Config, whose Validate is the one place their bounds are
+// checked (a bad value exits 2 with its message), and the process is
+// supervisor.Run's.
 //
 // Ids: every run or task id argument takes the whole UUID or a unique
 // prefix (see parseID and resolveID; the look-up is store.ResolveID).

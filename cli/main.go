@@ -102,27 +102,32 @@ func (e *InterruptError) ExitCode() int {
 
 // interruptContext returns parent's child that the first SIGINT or
 // SIGTERM cancels with an *InterruptError cause, and the function that
-// releases the signals (call it once the command has returned).
+// releases the signals (call it once the command has returned). The
+// goroutines are the standard library's: signal.NotifyContext's, one per
+// signal so that the cause can name it, and context.AfterFunc's, which
+// then hands the signals back (their default action, unless a daemon has
+// registered for them: see supervisor.SignalStop).
 func interruptContext(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		select {
-		case sig := <-sigs:
-			cancel(&InterruptError{Signal: sig})
-		case <-done:
+	term, stopTerm := signal.NotifyContext(parent, syscall.SIGTERM)
+	intr, stopIntr := signal.NotifyContext(term, os.Interrupt)
+	handBack := func() {
+		stopIntr()
+		stopTerm()
+	}
+	unwatch := context.AfterFunc(intr, func() {
+		switch {
+		case parent.Err() != nil: // not a signal: ctx has ended with parent
+		case term.Err() != nil:
+			cancel(&InterruptError{Signal: syscall.SIGTERM})
+		default:
+			cancel(&InterruptError{Signal: os.Interrupt})
 		}
-		// From here a signal takes its default action again, unless a
-		// daemon has registered for it (see runDaemon).
-		signal.Stop(sigs)
-	}()
+		handBack()
+	})
 	return ctx, func() {
-		close(done)
-		<-stopped
+		unwatch()
+		handBack()
 		cancel(nil)
 	}
 }
@@ -305,10 +310,14 @@ func NewApp(env *Env) *cli.App {
 	return app
 }
 
+// setUsageHandler gives c and its descendants a usage-error handler that
+// names the command, where they have none of their own.
 func setUsageHandler(c *cli.Command, parent string) {
 	path := strings.TrimSpace(parent + " " + c.Name)
-	c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		return usageError("%s: %v (see ffctl %s --help)", path, err, path)
+	if c.OnUsageError == nil {
+		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return usageError("%s: %v (see ffctl %s --help)", path, err, path)
+		}
 	}
 	for _, s := range c.Subcommands {
 		setUsageHandler(s, path)

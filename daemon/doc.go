@@ -2,5 +2,8 @@
 // (promotion, retries, lease reaping, run states), the publisher (outbox to
 // RabbitMQ with publisher confirms) and the worker (claim, heartbeat, run,
 // fenced finish), plus their health/metrics HTTP server. Each lives in its
-// own sub-package with a Config, New, and Run(ctx).
+// own sub-package with a Config, New, and Run(ctx); package supervisor runs
+// one process of them (a role, or all three), and its Config's Validate,
+// with each daemon Config's, is where the settings' bounds are checked
+// (SettingError).
 package daemon

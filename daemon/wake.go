@@ -13,15 +13,21 @@ import (
 // Wakeups listens for NOTIFYs on store.NotifyChannel carrying topic and
 // signals the returned channel (buffered, one pending signal at most). It
 // reconnects with backoff forever; notifications lost while disconnected
-// are covered by the callers' periodic sweeps. It stops when ctx ends.
-func Wakeups(ctx context.Context, dbURL, topic string, log *slog.Logger) <-chan struct{} {
+// are covered by the callers' periodic sweeps. It stops when ctx ends;
+// wait blocks until its goroutine has returned (call it after ctx ended,
+// so that nothing outlives the caller's loop).
+func Wakeups(ctx context.Context, dbURL, topic string, log *slog.Logger) (wake <-chan struct{}, wait func()) {
 	ch := make(chan struct{}, 1)
-	go Listen(ctx, dbURL, store.NotifyChannel, log, func(topics []string) {
-		if topics == nil || slices.Contains(topics, topic) {
-			signal(ch)
-		}
-	})
-	return ch
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Listen(ctx, dbURL, store.NotifyChannel, log, func(topics []string) {
+			if topics == nil || slices.Contains(topics, topic) {
+				signal(ch)
+			}
+		})
+	}()
+	return ch, func() { <-done }
 }
 
 // Listen LISTENs on channel through a dedicated connection to dbURL and

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -44,12 +45,30 @@ type Config struct {
 	Metrics *metrics.Metrics
 }
 
+// Validate checks the settings of c against their bounds, the one place
+// they are checked (ffctl maps its flags to a Config and reports this
+// error as a usage error): Interval, Warn and WarnEvery must not be
+// negative; zero ones take their defaults in New. The error is a
+// *daemon.SettingError. The Store is New's to check.
+func (c Config) Validate() error {
+	for _, err := range []error{
+		daemon.CheckNotNegative("dbhealth", "Interval", "db-health-interval", c.Interval, IntervalDefault),
+		daemon.CheckNotNegative("dbhealth", "Warn", "xmin-horizon-warn", c.Warn, WarnDefault),
+		daemon.CheckNotNegative("dbhealth", "WarnEvery", "", c.WarnEvery, WarnEveryDefault),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("dbhealth: Store is required")
 	}
-	if c.Interval < 0 || c.Warn < 0 || c.WarnEvery < 0 {
-		return errors.New("dbhealth: Interval, Warn and WarnEvery must not be negative")
+	if err := c.Validate(); err != nil {
+		return err
 	}
 	if c.Interval == 0 {
 		c.Interval = IntervalDefault

@@ -124,27 +124,13 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 		return nil, err
 	}
 	defer in.remove()
-	cmd := exec.CommandContext(ctx, p.Command[0], p.Command[1:]...)
-	cmd.Dir = p.Dir
-	// Its own process group, so cancellation kills the whole group; and the
-	// parent-death signal, so a SIGKILLed worker does not leave the command
-	// running beside the retry. Under a supervisor (opt.Supervisor) the
-	// group is the supervisor's, which kills it whole when the worker dies;
-	// without one, only the command itself gets the signal, not what it
-	// forks.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var status, statusW *os.File
-	if len(opt.Supervisor) > 0 && cmd.Err == nil {
-		var err error
-		if status, statusW, err = superviseShell(cmd, opt.Supervisor, p.Command); err != nil {
-			return nil, fmt.Errorf("shell: %w", err)
-		}
-		defer status.Close()
-		// SIGTERM, which the supervisor catches to kill the group.
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	cmd, status, statusW, err := shellCommand(ctx, p, opt)
+	if err != nil {
+		return nil, err
 	}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
+	if status != nil {
+		defer status.Close()
+	}
 	cmd.Env = append(baseEnv(opt), shellEnv(t, in)...)
 	keys := make([]string, 0, len(p.Env))
 	for k := range p.Env {
@@ -167,7 +153,44 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	}
 	stdout, stderr := &tail{n: OutputTailBytes}, &tail{n: OutputTailBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Start()
+	err = startShell(cmd, status, statusW, p)
+	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
+	if err != nil {
+		return nil, shellError(ctx, err, p.Command[0], res)
+	}
+	return json.Marshal(res)
+}
+
+// shellCommand prepares the command of p, under opt.Supervisor when set:
+// then status is the read end of the supervisor's status pipe (the caller
+// closes it) and statusW its write end (see startShell).
+func shellCommand(ctx context.Context, p ShellParams, opt ShellOptions) (cmd *exec.Cmd, status, statusW *os.File, err error) {
+	cmd = exec.CommandContext(ctx, p.Command[0], p.Command[1:]...)
+	cmd.Dir = p.Dir
+	// Its own process group, so cancellation kills the whole group; and the
+	// parent-death signal, so a SIGKILLed worker does not leave the command
+	// running beside the retry. Under a supervisor (opt.Supervisor) the
+	// group is the supervisor's, which kills it whole when the worker dies;
+	// without one, only the command itself gets the signal, not what it
+	// forks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if len(opt.Supervisor) > 0 && cmd.Err == nil {
+		if status, statusW, err = superviseShell(cmd, opt.Supervisor, p.Command); err != nil {
+			return nil, nil, nil, fmt.Errorf("shell: %w", err)
+		}
+		// SIGTERM, which the supervisor catches to kill the group.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd, status, statusW, nil
+}
+
+// startShell starts cmd and waits for it. Under the shell supervisor
+// (statusW not nil) it first closes the status pipe's write end and reads
+// from status whether the supervisor could start the command.
+func startShell(cmd *exec.Cmd, status, statusW *os.File, p ShellParams) error {
+	err := cmd.Start()
 	if statusW != nil {
 		_ = statusW.Close()
 		if err != nil {
@@ -179,29 +202,32 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	if err == nil {
 		err = cmd.Wait()
 	}
-	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
-	if err != nil {
-		var ee *exec.ExitError
-		switch {
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("shell: %s stopped: %w", p.Command[0], context.Cause(ctx))
-		case errors.As(err, &ee):
-			msg := fmt.Sprintf("shell: %s exited with code %d", p.Command[0], res.ExitCode)
-			if tail := strings.TrimSpace(res.Stderr); tail != "" {
-				msg += ": " + tail
-			}
-			return nil, errors.New(msg)
-		case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
-			return nil, core.Permanent(fmt.Errorf("shell: %w", err))
-		case errors.Is(err, syscall.E2BIG):
-			// The same arguments and environment fail the same way on every
-			// attempt: no retry can fix it.
-			return nil, core.Permanent(fmt.Errorf("shell: %s: %w (%s)", p.Command[0], err, execSizeAdvice))
-		default:
-			return nil, fmt.Errorf("shell: %w", err)
+	return err
+}
+
+// shellError is the handler's error for the command name that failed with
+// err: a stop when ctx ended, the exit code and stderr's tail for a
+// non-zero exit, permanent for a command not found or arguments too long.
+func shellError(ctx context.Context, err error, name string, res ShellResult) error {
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("shell: %s stopped: %w", name, context.Cause(ctx))
+	case errors.As(err, &ee):
+		msg := fmt.Sprintf("shell: %s exited with code %d", name, res.ExitCode)
+		if tail := strings.TrimSpace(res.Stderr); tail != "" {
+			msg += ": " + tail
 		}
+		return errors.New(msg)
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+		return core.Permanent(fmt.Errorf("shell: %w", err))
+	case errors.Is(err, syscall.E2BIG):
+		// The same arguments and environment fail the same way on every
+		// attempt: no retry can fix it.
+		return core.Permanent(fmt.Errorf("shell: %s: %w (%s)", name, err, execSizeAdvice))
+	default:
+		return fmt.Errorf("shell: %w", err)
 	}
-	return json.Marshal(res)
 }
 
 // shellEnv returns the task's FLOWFORGE_* variables: the identifiers and

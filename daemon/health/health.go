@@ -37,6 +37,7 @@ type Server struct {
 	log    *slog.Logger
 	srv    *http.Server
 	ln     net.Listener
+	served chan struct{} // closed when Start's serving goroutine returns
 }
 
 // New returns a server exposing reg. Register checks before Start.
@@ -80,7 +81,9 @@ func (s *Server) Start(addr string) (string, error) {
 	}
 	s.ln = ln
 	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	s.served = make(chan struct{})
 	go func() {
+		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("health: serve", "err", err)
 		}
@@ -107,12 +110,18 @@ func (s *Server) StartPreferred(addr string) (bound string, fellBack bool, err e
 	return bound, err == nil, err
 }
 
-// Stop shuts the server down, waiting up to ctx for open requests.
+// Stop shuts the server down, waiting up to ctx for open requests, and
+// returns once the serving goroutine has returned.
 func (s *Server) Stop(ctx context.Context) error {
 	if s.srv == nil {
 		return nil
 	}
-	return s.srv.Shutdown(ctx)
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close() // ctx ended first: drop the open requests
+	}
+	<-s.served
+	return err
 }
 
 type report struct {

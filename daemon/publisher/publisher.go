@@ -77,6 +77,25 @@ var errReturned = errors.New("the broker returned unroutable messages (is the di
 // possibly another node.
 var errNacked = errors.New("the broker nacked messages")
 
+// Validate checks the settings of c against their bounds, the one place
+// they are checked (ffctl maps its flags to a Config and reports this
+// error as a usage error): BatchSize, PollInterval and MaxMessageBytes must
+// not be negative; zero ones take their defaults in New. The error is a
+// *daemon.SettingError. The dependencies (Store, Broker) are New's to
+// check.
+func (c Config) Validate() error {
+	for _, err := range []error{
+		daemon.CheckNotNegative("publisher", "BatchSize", "", c.BatchSize, BatchSizeDefault),
+		daemon.CheckNotNegative("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault),
+		daemon.CheckNotNegative("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("publisher: Store is required")
@@ -84,14 +103,14 @@ func (c *Config) validate() error {
 	if len(c.Broker.URLs) == 0 {
 		return errors.New("publisher: at least one broker URL is required")
 	}
-	if c.BatchSize <= 0 {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.BatchSize == 0 {
 		c.BatchSize = BatchSizeDefault
 	}
-	if c.PollInterval <= 0 {
+	if c.PollInterval == 0 {
 		c.PollInterval = PollIntervalDefault
-	}
-	if c.MaxMessageBytes < 0 {
-		return fmt.Errorf("publisher: MaxMessageBytes %d must not be negative", c.MaxMessageBytes)
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = MaxMessageBytesDefault
@@ -189,12 +208,18 @@ func (p *Publisher) setPub(pub *broker.Publisher) {
 
 // Run publishes until ctx ends, then returns nil.
 func (p *Publisher) Run(ctx context.Context) error {
-	var wake <-chan struct{}
+	l := &runLoop{
+		brokerBO: daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: p.cfg.Metrics},
+		dbBO:     daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: p.cfg.Metrics},
+	}
 	if p.cfg.DatabaseURL != "" {
-		wake = daemon.Wakeups(ctx, p.cfg.DatabaseURL, store.TopicOutbox, p.log)
+		var wait func()
+		l.wake, wait = daemon.Wakeups(ctx, p.cfg.DatabaseURL, store.TopicOutbox, p.log)
+		defer wait()
 	}
 	tick := time.NewTicker(p.cfg.PollInterval)
 	defer tick.Stop()
+	l.tick = tick.C
 	defer func() {
 		p.mu.Lock()
 		if p.pub != nil {
@@ -203,83 +228,103 @@ func (p *Publisher) Run(ctx context.Context) error {
 		}
 		p.mu.Unlock()
 	}()
-	brokerBO := daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: p.cfg.Metrics}
-	dbBO := daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: p.cfg.Metrics}
 	p.log.Info("publisher: started", "queue", p.cfg.Broker.Queue)
 	if p.cfg.Failpoints != nil {
 		p.log.Warn("publisher: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", p.cfg.Failpoints.String())
 	}
-	lastStatus := time.Time{}
 	for ctx.Err() == nil {
-		pub, err := p.connected(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			d := brokerBO.Fail()
-			p.log.Error("publisher: connect to broker", "err", err, "failures", brokerBO.Failures(), "retry_in", d.String())
-			_ = backoff.Sleep(ctx, d)
-			continue
-		}
-		brokerBO.Succeeded()
-		if pub.Blocked() {
-			p.alarm.Store(true)
-			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending")
-			select {
-			case <-ctx.Done():
-			case <-pub.Done():
-			case <-time.After(p.cfg.PollInterval):
-			}
-			continue
-		}
-		limit := p.batchLimit()
-		n, err := p.cycle(ctx, pub)
-		if time.Since(lastStatus) > 5*time.Second {
-			lastStatus = time.Now()
-			p.refreshGauges(ctx)
-		}
-		switch {
-		case ctx.Err() != nil:
-		case errors.Is(err, broker.ErrConnectionLost) || errors.Is(err, broker.ErrBlocked):
-			if pub.Blocked() || errors.Is(err, broker.ErrBlocked) {
-				p.alarm.Store(true)
-				p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "err", err)
-			} else {
-				p.log.Warn("publisher: broker connection lost; rows stay pending", "err", err)
-			}
-			p.dropPub(pub)
-			d := brokerBO.Fail()
-			_ = backoff.Sleep(ctx, d)
-		case errors.Is(err, errReturned) || errors.Is(err, errNacked):
-			// The queue is declared on every dial: re-dialing repairs a
-			// deleted dispatch queue even when no worker is running, and
-			// replaces a channel whose quorum queue client keeps nacking.
-			d := brokerBO.Fail()
-			p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "err", err, "retry_in", d.String())
-			p.dropPub(pub)
-			_ = backoff.Sleep(ctx, d)
-		case err != nil:
-			d := dbBO.Fail()
-			p.log.Error("publisher: cycle failed", "err", err, "failures", dbBO.Failures(), "retry_in", d.String())
-			_ = backoff.Sleep(ctx, d)
-		default:
-			if p.alarm.Swap(false) {
-				p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
-			}
-			dbBO.Succeeded()
-			if n == limit {
-				continue // more may be waiting
-			}
-			select {
-			case <-ctx.Done():
-			case <-wake:
-			case <-tick.C:
-			case <-pub.Done():
-			}
-		}
+		p.step(ctx, l)
 	}
 	p.log.Info("publisher: stopped")
 	return nil
+}
+
+// runLoop is the state of Run's loop.
+type runLoop struct {
+	brokerBO, dbBO daemon.Recovery
+	wake           <-chan struct{} // NOTIFYs of the outbox (nil without DatabaseURL)
+	tick           <-chan time.Time
+	lastStatus     time.Time // of the last refresh of the outbox gauges
+}
+
+// step is one turn of Run's loop: connect when needed, run a cycle unless
+// the broker blocks publishing, and wait as its outcome says.
+func (p *Publisher) step(ctx context.Context, l *runLoop) {
+	pub, err := p.connected(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		d := l.brokerBO.Fail()
+		p.log.Error("publisher: connect to broker", "err", err, "failures", l.brokerBO.Failures(), "retry_in", d.String())
+		_ = backoff.Sleep(ctx, d)
+		return
+	}
+	l.brokerBO.Succeeded()
+	if pub.Blocked() {
+		p.alarm.Store(true)
+		p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending")
+		select {
+		case <-ctx.Done():
+		case <-pub.Done():
+		case <-time.After(p.cfg.PollInterval):
+		}
+		return
+	}
+	limit := p.batchLimit()
+	n, err := p.cycle(ctx, pub)
+	if time.Since(l.lastStatus) > 5*time.Second {
+		l.lastStatus = time.Now()
+		p.refreshGauges(ctx)
+	}
+	p.settle(ctx, l, pub, err, n == limit)
+}
+
+// settle handles the outcome of a cycle on pub that ended with err: a lost
+// or blocking broker, returned or nacked rows and a database error back
+// off (the broker ones drop pub to re-dial); a cycle that succeeded waits
+// for a NOTIFY, the poll tick or the connection's end, unless it was full
+// (more may be waiting).
+func (p *Publisher) settle(ctx context.Context, l *runLoop, pub *broker.Publisher, err error, full bool) {
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, broker.ErrConnectionLost) || errors.Is(err, broker.ErrBlocked):
+		if pub.Blocked() || errors.Is(err, broker.ErrBlocked) {
+			p.alarm.Store(true)
+			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "err", err)
+		} else {
+			p.log.Warn("publisher: broker connection lost; rows stay pending", "err", err)
+		}
+		p.dropPub(pub)
+		d := l.brokerBO.Fail()
+		_ = backoff.Sleep(ctx, d)
+	case errors.Is(err, errReturned) || errors.Is(err, errNacked):
+		// The queue is declared on every dial: re-dialing repairs a
+		// deleted dispatch queue even when no worker is running, and
+		// replaces a channel whose quorum queue client keeps nacking.
+		d := l.brokerBO.Fail()
+		p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "err", err, "retry_in", d.String())
+		p.dropPub(pub)
+		_ = backoff.Sleep(ctx, d)
+	case err != nil:
+		d := l.dbBO.Fail()
+		p.log.Error("publisher: cycle failed", "err", err, "failures", l.dbBO.Failures(), "retry_in", d.String())
+		_ = backoff.Sleep(ctx, d)
+	default:
+		if p.alarm.Swap(false) {
+			p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
+		}
+		l.dbBO.Succeeded()
+		if full {
+			return // more may be waiting
+		}
+		select {
+		case <-ctx.Done():
+		case <-l.wake:
+		case <-l.tick:
+		case <-pub.Done():
+		}
+	}
 }
 
 func (p *Publisher) connected(ctx context.Context) (*broker.Publisher, error) {

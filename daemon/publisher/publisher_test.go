@@ -322,7 +322,7 @@ func TestAnOversizedRowIsQuarantinedAndTheRestOfItsBatchIsPublished(t *testing.T
 func TestConfigRejectsANegativeMaxMessageBytes(t *testing.T) {
 	t.Parallel()
 	_, err := New(Config{Store: &store.Store{}, Broker: broker.Config{URLs: []string{"amqp://x"}}, MaxMessageBytes: -1})
-	if err == nil || !strings.Contains(err.Error(), "MaxMessageBytes -1 must not be negative") {
+	if err == nil || !strings.Contains(err.Error(), "--max-message-bytes -1 (Config.MaxMessageBytes): must be positive") {
 		t.Fatalf("New with MaxMessageBytes -1: %v", err)
 	}
 	p, err := New(Config{Store: &store.Store{}, Broker: broker.Config{URLs: []string{"amqp://x"}}})

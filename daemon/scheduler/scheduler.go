@@ -76,23 +76,47 @@ type Config struct {
 	Clock clock.Clock
 }
 
+// Validate checks the settings of c against their bounds, the one place
+// they are checked (ffctl maps its flags to a Config and reports this
+// error as a usage error): SweepInterval, BatchSize, ReapLimit,
+// RedispatchAfter and OutageGap must not be negative; zero ones take their
+// defaults in New. The error is a *daemon.SettingError. The Store is New's
+// to check.
+func (c Config) Validate() error {
+	for _, err := range []error{
+		daemon.CheckNotNegative("scheduler", "SweepInterval", "sweep-interval", c.SweepInterval, SweepIntervalDefault),
+		daemon.CheckNotNegative("scheduler", "BatchSize", "", c.BatchSize, BatchSizeDefault),
+		daemon.CheckNotNegative("scheduler", "ReapLimit", "", c.ReapLimit, ReapLimitDefault),
+		daemon.CheckNotNegative("scheduler", "RedispatchAfter", "redispatch-after", c.RedispatchAfter, RedispatchAfterDefault),
+		daemon.CheckNotNegative("scheduler", "OutageGap", "", c.OutageGap, OutageGapDefault),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("scheduler: Store is required")
 	}
-	if c.SweepInterval <= 0 {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.SweepInterval == 0 {
 		c.SweepInterval = SweepIntervalDefault
 	}
-	if c.BatchSize <= 0 {
+	if c.BatchSize == 0 {
 		c.BatchSize = BatchSizeDefault
 	}
-	if c.ReapLimit <= 0 {
+	if c.ReapLimit == 0 {
 		c.ReapLimit = ReapLimitDefault
 	}
-	if c.RedispatchAfter <= 0 {
+	if c.RedispatchAfter == 0 {
 		c.RedispatchAfter = RedispatchAfterDefault
 	}
-	if c.OutageGap <= 0 {
+	if c.OutageGap == 0 {
 		c.OutageGap = OutageGapDefault
 	}
 	if c.ID == "" {
@@ -137,7 +161,9 @@ func New(cfg Config) (*Scheduler, error) {
 func (s *Scheduler) Run(ctx context.Context) error {
 	var wake <-chan struct{}
 	if s.cfg.DatabaseURL != "" {
-		wake = daemon.Wakeups(ctx, s.cfg.DatabaseURL, store.TopicTasks, s.log)
+		var wait func()
+		wake, wait = daemon.Wakeups(ctx, s.cfg.DatabaseURL, store.TopicTasks, s.log)
+		defer wait()
 	}
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()

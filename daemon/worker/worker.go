@@ -34,6 +34,11 @@ const (
 	UnknownHandlerGraceDefault = time.Minute
 )
 
+// LeaseMin is the shortest Lease Validate accepts: heartbeats run every
+// Lease/3, and a renewal must fit in that with a database round trip to
+// spare.
+const LeaseMin = 300 * time.Millisecond
+
 // ErrAborted is the cause of handler contexts cancelled by Abort: the
 // worker was told to stop without waiting (a second stop signal). The
 // attempt is recorded as failed and retried after its backoff.
@@ -71,7 +76,7 @@ type Config struct {
 	// prefetch (default ConcurrencyDefault).
 	Concurrency int
 	// Lease is how long a claim is valid without a heartbeat; heartbeats
-	// run every Lease/3 (default LeaseDefault).
+	// run every Lease/3 (default LeaseDefault; at least LeaseMin).
 	Lease time.Duration
 	// SlotWait bounds how long a delivery waits, unacked, for a free slot
 	// before it is handed back to the queue. Keep it well below the
@@ -99,6 +104,33 @@ type Config struct {
 	DatabaseURL string
 }
 
+// Validate checks the settings of c against their bounds, the one place
+// they are checked (ffctl maps its flags to a Config and reports this
+// error as a usage error): Concurrency, SlotWait and UnknownHandlerGrace
+// must not be negative, Lease must be 0 or at least LeaseMin, and ID must
+// pass CheckID. Zero settings take their defaults in New. The error is a
+// *daemon.SettingError, or CheckID's wrapped for the ID. The dependencies
+// (Store, Renewer, Registry, Broker) are New's to check.
+func (c Config) Validate() error {
+	if c.Lease != 0 && c.Lease < LeaseMin {
+		return &daemon.SettingError{Component: "worker", Field: "Lease", Flag: "lease", Value: c.Lease,
+			Want: fmt.Sprintf("at least %s, or 0 for the default (%s)", LeaseMin, LeaseDefault)}
+	}
+	for _, err := range []error{
+		daemon.CheckNotNegative("worker", "Concurrency", "concurrency", c.Concurrency, ConcurrencyDefault),
+		daemon.CheckNotNegative("worker", "SlotWait", "slot-wait", c.SlotWait, SlotWaitDefault),
+		daemon.CheckNotNegative("worker", "UnknownHandlerGrace", "unknown-handler-grace", c.UnknownHandlerGrace, UnknownHandlerGraceDefault),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if err := CheckID(c.ID); err != nil {
+		return fmt.Errorf("worker: --id (Config.ID): %w", err)
+	}
+	return nil
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("worker: Store is required")
@@ -116,26 +148,23 @@ func (c *Config) validate() error {
 	if len(c.Broker.URLs) == 0 {
 		return errors.New("worker: at least one broker URL is required")
 	}
-	if c.Concurrency <= 0 {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if c.Concurrency == 0 {
 		c.Concurrency = ConcurrencyDefault
 	}
-	if c.Lease <= 0 {
+	if c.Lease == 0 {
 		c.Lease = LeaseDefault
 	}
-	if c.Lease < 30*time.Millisecond {
-		return fmt.Errorf("worker: lease %s is too short", c.Lease)
-	}
-	if c.SlotWait <= 0 {
+	if c.SlotWait == 0 {
 		c.SlotWait = SlotWaitDefault
 	}
-	if c.UnknownHandlerGrace <= 0 {
+	if c.UnknownHandlerGrace == 0 {
 		c.UnknownHandlerGrace = UnknownHandlerGraceDefault
 	}
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
-	}
-	if err := CheckID(c.ID); err != nil {
-		return fmt.Errorf("worker: %w", err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

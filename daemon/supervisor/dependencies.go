@@ -1,0 +1,114 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/health"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// openStoreRetrying connects with backoff until the database answers or ctx
+// ends (then it returns ctx's error); a schema that is not this binary's
+// (store.ErrSchemaOutdated, store.ErrSchemaTooNew) is returned at once.
+func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.Logger) (*store.Store, error) {
+	var bo backoff.Backoff
+	for {
+		s, err := store.Open(ctx, url, store.Options{MaxConns: maxConns, Logger: log})
+		if err == nil {
+			if err = s.CheckSchema(ctx); err == nil {
+				if bo.Reset() {
+					log.Info("daemon: recovered", "dependency", "postgres")
+				}
+				return s, nil
+			}
+			s.Close()
+			if errors.Is(err, store.ErrSchemaOutdated) || errors.Is(err, store.ErrSchemaTooNew) {
+				return nil, err
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		d := bo.Fail()
+		log.Error("daemon: database not available; retrying", "err", err, "retry_in", d.String())
+		if backoff.Sleep(ctx, d) != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// watchDependencies runs every readiness check each DependencyWatchInterval
+// until ctx ends. It sets flowforge_dependency_up, logs "daemon: dependency
+// lost" when a dependency that answered stops answering and "daemon:
+// dependency recovered" when it answers again, and counts the recovery in
+// flowforge_reconnects_total for the dependencies in countReconnects (those
+// no loop of this process counts itself).
+func watchDependencies(ctx context.Context, checks map[string]health.Check, countReconnects []string, m *metrics.Metrics, log *slog.Logger) {
+	w := dependencyWatch{down: map[string]time.Time{}, everUp: map[string]bool{}, countReconnects: countReconnects, m: m, log: log}
+	t := time.NewTicker(DependencyWatchInterval)
+	defer t.Stop()
+	for {
+		for name, check := range checks {
+			cctx, cancel := context.WithTimeout(ctx, health.CheckTimeout)
+			err := check(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			w.observe(name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// dependencyWatch is the state of watchDependencies.
+type dependencyWatch struct {
+	down            map[string]time.Time // since when each failing check fails
+	everUp          map[string]bool      // a dependency not yet up at start is "not ready yet", not "lost"
+	countReconnects []string
+	m               *metrics.Metrics
+	log             *slog.Logger
+}
+
+// observe records one result of the check name.
+func (w *dependencyWatch) observe(name string, err error) {
+	dep := name
+	if name == "rabbitmq_consumer" {
+		dep = "rabbitmq"
+	}
+	since, wasDown := w.down[name]
+	switch {
+	case err != nil && !wasDown:
+		w.down[name] = time.Now()
+		w.m.DependencyUp.WithLabelValues(name).Set(0)
+		if w.everUp[name] {
+			w.log.Warn("daemon: dependency lost", "dependency", name, "err", err)
+		} else {
+			w.log.Debug("daemon: dependency not ready yet", "dependency", name, "err", err)
+		}
+	case err == nil && wasDown:
+		delete(w.down, name)
+		w.m.DependencyUp.WithLabelValues(name).Set(1)
+		if !w.everUp[name] {
+			w.everUp[name] = true
+			break
+		}
+		if slices.Contains(w.countReconnects, dep) {
+			w.m.Reconnects.WithLabelValues(dep).Inc()
+		}
+		w.log.Info("daemon: dependency recovered", "dependency", name, "down_for", time.Since(since).Round(time.Millisecond).String())
+	case err == nil:
+		w.everUp[name] = true
+		w.m.DependencyUp.WithLabelValues(name).Set(1)
+	}
+}

@@ -1,0 +1,100 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+)
+
+// watchStop is the two-stage stop of one Run: when ctx ends it logs the
+// graceful stop, and when Config.Hard is closed after that it aborts the
+// worker's in-flight handlers. It returns when done is closed (Run
+// returning).
+func (p *process) watchStop(ctx context.Context, done <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	cause := context.Cause(ctx)
+	var se *SignalError
+	if errors.As(cause, &se) {
+		p.log.Info("daemon: stopping gracefully (signal again to abort in-flight tasks)", "signal", se.Signal.String())
+	} else {
+		p.log.Info("daemon: stopping gracefully (signal again to abort in-flight tasks)", "cause", cause.Error())
+	}
+	select {
+	case <-p.cfg.Hard:
+	case <-done:
+		return
+	}
+	p.log.Warn("daemon: second signal; aborting in-flight tasks")
+	p.stopMu.Lock()
+	p.aborted = true
+	abort := p.abort
+	p.stopMu.Unlock()
+	if abort != nil {
+		abort()
+	}
+}
+
+// setAbort records the worker's Abort for the second stage, and calls it
+// at once when that stage has come already.
+func (p *process) setAbort(abort func()) {
+	p.stopMu.Lock()
+	p.abort = abort
+	aborted := p.aborted
+	p.stopMu.Unlock()
+	if aborted {
+		abort()
+	}
+}
+
+// SignalError is the cause of the context SignalStop cancels: the signal
+// that arrived.
+type SignalError struct {
+	Signal os.Signal
+}
+
+func (e *SignalError) Error() string { return "received " + e.Signal.String() }
+
+// SignalStop turns the process's signals into the two stages of a
+// daemon's stop (Run's ctx and Config.Hard): the first of sig (SIGINT or
+// SIGTERM when none is given) cancels ctx, parent's child, with a
+// *SignalError cause; the second closes hard. release stops listening,
+// waits for the goroutine that counts the signals and cancels ctx; call it
+// once Run has returned. From then on the signals take their default
+// action again, unless someone else listens for them.
+func SignalStop(parent context.Context, sig ...os.Signal) (ctx context.Context, hard <-chan struct{}, release func()) {
+	if len(sig) == 0 {
+		sig = []os.Signal{os.Interrupt, syscall.SIGTERM}
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, sig...)
+	hardC := make(chan struct{})
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case s := <-sigs:
+			cancel(&SignalError{Signal: s})
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			close(hardC)
+		case <-done:
+		}
+	})
+	return ctx, hardC, sync.OnceFunc(func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+		cancel(nil)
+	})
+}
