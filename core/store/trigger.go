@@ -78,7 +78,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 	if err := core.ValidateParams(params); err != nil {
 		return TriggerResult{}, err
 	}
-	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
+	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return TriggerResult{}, err
 	}
 	var pmap map[string]any
@@ -185,7 +185,11 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 // MaxIdempotencyKeyBytes bounds a trigger's idempotency key.
 const MaxIdempotencyKeyBytes = 512
 
-func validateIdempotencyKey(k string) error {
+// ValidateIdempotencyKey checks a trigger's idempotency key ("" is no key):
+// at most MaxIdempotencyKeyBytes, valid UTF-8, no NUL character. The error
+// wraps core.ErrBadParams and says what is wrong; Trigger refuses such a
+// key with it before writing anything.
+func ValidateIdempotencyKey(k string) error {
 	switch {
 	case len(k) > MaxIdempotencyKeyBytes:
 		return fmt.Errorf("%w: idempotency key is %d bytes, more than %d", core.ErrBadParams, len(k), MaxIdempotencyKeyBytes)
