@@ -39,11 +39,12 @@ func deadCommand(env *Env) *cli.Command {
 				Usage: "move DEAD tasks back to PENDING with a fresh attempt budget (audited)",
 				UsageText: "ffctl dead requeue TASK_ID... --reason R [-o json]\n" +
 					"ffctl dead requeue --all [--workflow W] [--run RUN_ID] [--older-than D] --reason R [--yes] [-o json]\n\n" +
-					"Each task moves DEAD -> PENDING in one conditional statement: its fencing token is bumped,\n" +
-					"its attempt counter reset to 0 (a fresh budget of max_attempts), its run reopened, and an\n" +
-					"audit row written (who, when, why, DEAD -> PENDING). A task that is not DEAD, or whose run\n" +
-					"was cancelled, is refused and left unchanged. In a fail_fast run a requeue requeues the\n" +
-					"whole run: its other DEAD tasks and the tasks fail_fast cancelled go back to PENDING too.\n" +
+					"The tasks move DEAD -> PENDING in one conditional statement for the set: each one's fencing\n" +
+					"token is bumped, its attempt counter reset to 0 (a fresh budget of max_attempts), its run\n" +
+					"reopened, and an audit row written (who, when, why, DEAD -> PENDING). A task that is not\n" +
+					"DEAD, or whose run was cancelled, is refused and left unchanged. In a fail_fast run a requeue\n" +
+					"requeues the whole run: its other DEAD tasks and the tasks fail_fast cancelled go back to\n" +
+					"PENDING too.\n" +
 					"Without --reason a terminal prompts for it.\n" +
 					"--all asks for confirmation on a terminal; elsewhere it needs --yes.\n\n" +
 					"Example:\n  ffctl dead requeue 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 --reason 'upstream API fixed'\n" +

@@ -52,16 +52,18 @@ WITH RECURSIVE given AS (
       FROM given JOIN task_runs t ON t.id = given.id JOIN workflow_runs r ON r.id = t.run_id
      WHERE t.state = 'DEAD' AND r.cancel_requested_at IS NULL
 ), lead AS (
-    SELECT DISTINCT ON (run_id) run_id, id, fail_fast FROM target ORDER BY run_id, ord
+    SELECT DISTINCT ON (run_id) run_id, id, fail_fast, ord FROM target ORDER BY run_id, ord
 ), direct AS (
-    SELECT t.id, t.state, t.run_id, t.task_name, CASE WHEN lead.fail_fast THEN lead.id ELSE t.id END AS origin
-      FROM task_runs t JOIN lead ON lead.run_id = t.run_id
-     WHERE t.id IN (SELECT id FROM target)
+    SELECT t.id, t.state, t.run_id, t.task_name,
+           CASE WHEN lead.fail_fast THEN lead.id ELSE t.id END AS origin,
+           CASE WHEN lead.fail_fast THEN lead.ord ELSE own.ord END AS ord
+      FROM task_runs t JOIN lead ON lead.run_id = t.run_id LEFT JOIN target own ON own.id = t.id
+     WHERE own.id IS NOT NULL
         OR (lead.fail_fast AND t.state IN ('DEAD', 'CANCELLED'))
-), revived (run_id, task_name, origin) AS (
-    SELECT run_id, task_name, origin FROM direct WHERE state = 'DEAD'
+), revived (run_id, task_name, origin, ord) AS (
+    SELECT run_id, task_name, origin, ord FROM direct WHERE state = 'DEAD'
     UNION
-    SELECT c.run_id, c.task_name, v.origin FROM revived v JOIN task_runs c ON c.run_id = v.run_id AND v.task_name = ANY (c.depends_on)
+    SELECT c.run_id, c.task_name, v.origin, v.ord FROM revived v JOIN task_runs c ON c.run_id = v.run_id AND v.task_name = ANY (c.depends_on)
 ), still (run_id, task_name) AS (
     SELECT t.run_id, t.task_name FROM task_runs t JOIN lead ON lead.run_id = t.run_id
      WHERE t.state = 'DEAD' AND t.id NOT IN (SELECT id FROM direct)
@@ -74,7 +76,7 @@ WITH RECURSIVE given AS (
        FROM task_runs t JOIN revived v ON v.run_id = t.run_id AND v.task_name = t.task_name
      WHERE t.state = 'UPSTREAM_FAILED'
        AND (t.run_id, t.task_name) NOT IN (SELECT run_id, task_name FROM still)
-     ORDER BY t.id, array_position($1::uuid[], v.origin))
+     ORDER BY t.id, v.ord)
 ), rq AS (
     UPDATE task_runs t SET ` + setRequeued + `
       FROM cand
