@@ -9,36 +9,60 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// idAction is what an audited operator action on one run or task shares
-// (run cancel, task forget-key): the output format, the audit reason (asked
-// for on a terminal), an open store and the id, resolved from a full id or
-// a unique prefix. Every bad input is refused before the store is opened;
-// the caller closes s.
+// idTarget is what a command on one run or task shares (run show, run
+// wait, task show, and the audited actions of idAction): the output
+// format, an open store and the id, resolved from a full id or a unique
+// prefix. The caller closes s.
+type idTarget struct {
+	format string
+	id     uuid.UUID
+	s      *store.Store
+}
+
+// openIDTarget reads -o and the one id argument of kind, runs check (the
+// command's other flags; nil for none), and only then opens the store and
+// resolves the id (see resolveID): every bad input is refused before the
+// store is opened.
+func openIDTarget(c *cli.Context, kind store.IDKind, check func() error) (idTarget, error) {
+	var t idTarget
+	var err error
+	if t.format, err = outputFormat(c); err != nil {
+		return t, err
+	}
+	p, err := oneID(c, kind)
+	if err != nil {
+		return t, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return t, err
+		}
+	}
+	if t.s, err = openStore(c); err != nil {
+		return t, err
+	}
+	if t.id, err = resolveID(c.Context, t.s, kind, p); err != nil {
+		t.s.Close()
+		return t, err
+	}
+	return t, nil
+}
+
+// idAction is an idTarget acted on with an audit reason (run cancel, task
+// forget-key), asked for on a terminal (see auditReason) before the store
+// is opened.
 type idAction struct {
-	format, reason string
-	id             uuid.UUID
-	s              *store.Store
+	idTarget
+	reason string
 }
 
 func newIDAction(c *cli.Context, env *Env, kind store.IDKind, verb, why string) (idAction, error) {
 	var a idAction
 	var err error
-	if a.format, err = outputFormat(c); err != nil {
-		return a, err
-	}
-	p, err := oneID(c, kind)
-	if err != nil {
-		return a, err
-	}
-	if a.reason, err = auditReason(c, env, bufio.NewReader(env.Stdin), verb, why); err != nil {
-		return a, err
-	}
-	if a.s, err = openStore(c); err != nil {
-		return a, err
-	}
-	if a.id, err = resolveID(c.Context, a.s, kind, p); err != nil {
-		a.s.Close()
-		return a, err
-	}
-	return a, nil
+	a.idTarget, err = openIDTarget(c, kind, func() error {
+		var err error
+		a.reason, err = auditReason(c, env, bufio.NewReader(env.Stdin), verb, why)
+		return err
+	})
+	return a, err
 }

@@ -15,9 +15,6 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// maxReasonBytes bounds --reason (it is stored in the audit trail).
-const maxReasonBytes = 1024
-
 func deadCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "dead",
@@ -42,11 +39,12 @@ func deadCommand(env *Env) *cli.Command {
 				Usage: "move DEAD tasks back to PENDING with a fresh attempt budget (audited)",
 				UsageText: "ffctl dead requeue TASK_ID... --reason R [-o json]\n" +
 					"ffctl dead requeue --all [--workflow W] [--run RUN_ID] [--older-than D] --reason R [--yes] [-o json]\n\n" +
-					"Each task moves DEAD -> PENDING in one conditional statement: its fencing token is bumped,\n" +
-					"its attempt counter reset to 0 (a fresh budget of max_attempts), its run reopened, and an\n" +
-					"audit row written (who, when, why, DEAD -> PENDING). A task that is not DEAD, or whose run\n" +
-					"was cancelled, is refused and left unchanged. In a fail_fast run a requeue requeues the\n" +
-					"whole run: its other DEAD tasks and the tasks fail_fast cancelled go back to PENDING too.\n" +
+					"The tasks move DEAD -> PENDING in one conditional statement for the set: each one's fencing\n" +
+					"token is bumped, its attempt counter reset to 0 (a fresh budget of max_attempts), its run\n" +
+					"reopened, and an audit row written (who, when, why, DEAD -> PENDING). A task that is not\n" +
+					"DEAD, or whose run was cancelled, is refused and left unchanged. In a fail_fast run a requeue\n" +
+					"requeues the whole run: its other DEAD tasks and the tasks fail_fast cancelled go back to\n" +
+					"PENDING too.\n" +
 					"Without --reason a terminal prompts for it.\n" +
 					"--all asks for confirmation on a terminal; elsewhere it needs --yes.\n\n" +
 					"Example:\n  ffctl dead requeue 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 --reason 'upstream API fixed'\n" +
@@ -183,135 +181,167 @@ func deadRequeue(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	all := c.Bool("all")
-	var ids []uuid.UUID
-	var args []store.IDPrefix
-	var f deadFilter
-	switch {
-	case all && c.NArg() > 0:
-		return usageError("dead requeue: give task ids or --all, not both")
-	case !all && c.NArg() == 0:
-		return usageError("dead requeue needs at least one task id, or --all")
-	case all:
-		if f, err = deadQuery(c); err != nil {
-			return err
-		}
-	default:
-		for _, f := range []string{"workflow", "run", "older-than"} {
-			if c.IsSet(f) {
-				return usageError("--%s only applies with --all", f)
-			}
-		}
-		for _, a := range c.Args().Slice() {
-			p, err := parseID(store.IDTask, a)
-			if err != nil {
-				return err
-			}
-			args = append(args, p)
-		}
-	}
-	if all && !c.Bool("yes") && !env.interactive() {
-		return usageError("dead requeue --all needs --yes when not run on a terminal (there is no one to confirm)")
+	sel, err := requeueTargets(c, env)
+	if err != nil {
+		return err
 	}
 	in := bufio.NewReader(env.Stdin)
 	reason, err := requeueReason(c, env, in)
 	if err != nil {
 		return err
 	}
-
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if all {
-		q, err := f.query(c.Context, s)
-		if err != nil {
-			return err
-		}
-		q.Requeueable = true
-		q.Limit = maxLimit
-		tasks, err := s.ListDeadTasks(c.Context, q)
-		if err != nil {
-			return failure(err)
-		}
-		if len(tasks) == 0 {
-			if format == "json" {
-				return writeJSON(env.Stdout, []requeueResult{})
-			}
-			fmt.Fprintln(env.Stderr, "no DEAD tasks to requeue")
-			return nil
-		}
-		if !c.Bool("yes") {
-			ok, err := confirm(env, in, fmt.Sprintf("Requeue %d DEAD task(s)%s? [y/N] ", len(tasks), describeQuery(q)))
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return failure(errors.New("requeue cancelled: nothing changed"))
-			}
-		}
-		for _, t := range tasks {
-			ids = append(ids, t.ID)
-		}
+	var ids []uuid.UUID
+	if sel.all {
+		ids, err = allDeadIDs(c, env, s, in, sel.filter, format)
 	} else {
-		// Every id must name one task before any is requeued.
-		seen := map[uuid.UUID]bool{}
-		var missing []string
-		for _, p := range args {
-			id, err := resolveID(c.Context, s, store.IDTask, p)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				missing = append(missing, p.Text)
-				continue
-			case err != nil:
-				return fmt.Errorf("%w (nothing was requeued)", err)
-			}
-			if !seen[id] {
-				seen[id] = true
-				ids = append(ids, id)
-			}
-		}
-		if len(missing) > 0 {
-			return failure(fmt.Errorf("task %s: %w (nothing was requeued)", strings.Join(missing, ", "), store.ErrNotFound))
-		}
+		ids, err = resolveTaskIDs(c.Context, s, sel.args)
 	}
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	res, err := s.RequeueMany(c.Context, ids, actor(), reason)
+	if err != nil {
+		return failure(fmt.Errorf("%w (nothing was requeued)", err))
+	}
+	return reportRequeue(env, format, res)
+}
 
-	results := make([]requeueResult, 0, len(ids))
-	failed := 0
-	who := actor()
-	// A requeue in a fail_fast run requeues the run's other DEAD (and
-	// fail_fast-cancelled) tasks with it: a later id it already moved is
-	// reported requeued, not tried again.
-	moved := map[uuid.UUID]uuid.UUID{}
-	for _, id := range ids {
-		if by, ok := moved[id]; ok {
-			results = append(results, requeueResult{ID: id, Requeued: true, With: &by})
-			continue
+// requeueSelection is what `dead requeue` acts on: the task ids given, or
+// with --all the filters.
+type requeueSelection struct {
+	all    bool
+	filter deadFilter
+	args   []store.IDPrefix
+}
+
+// requeueTargets reads the task ids or --all with its filters, and refuses
+// --all without --yes where no one can confirm (usage errors).
+func requeueTargets(c *cli.Context, env *Env) (requeueSelection, error) {
+	sel := requeueSelection{all: c.Bool("all")}
+	var err error
+	switch {
+	case sel.all && c.NArg() > 0:
+		return sel, usageError("dead requeue: give task ids or --all, not both")
+	case !sel.all && c.NArg() == 0:
+		return sel, usageError("dead requeue needs at least one task id, or --all")
+	case sel.all:
+		if sel.filter, err = deadQuery(c); err != nil {
+			return sel, err
 		}
-		got, err := s.RequeueTask(c.Context, id, who, reason)
-		r := requeueResult{ID: id, Requeued: err == nil}
-		if err != nil {
-			failed++
-			r.Error = err.Error()
+		if !c.Bool("yes") && !env.interactive() {
+			return sel, usageError("dead requeue --all needs --yes when not run on a terminal (there is no one to confirm)")
 		}
-		for _, m := range got {
-			if m != id {
-				moved[m] = id
-				r.Also = append(r.Also, m)
-			}
-		}
-		results = append(results, r)
+		return sel, nil
 	}
-	if format == "json" {
-		if err := writeJSON(env.Stdout, results); err != nil {
+	for _, f := range []string{"workflow", "run", "older-than"} {
+		if c.IsSet(f) {
+			return sel, usageError("--%s only applies with --all", f)
+		}
+	}
+	for _, a := range c.Args().Slice() {
+		p, err := parseID(store.IDTask, a)
+		if err != nil {
+			return sel, err
+		}
+		sel.args = append(sel.args, p)
+	}
+	return sel, nil
+}
+
+// allDeadIDs lists the requeueable DEAD tasks f selects and, unless --yes,
+// asks to requeue them. None: it says so (an empty JSON array with -o
+// json) and returns none, without error.
+func allDeadIDs(c *cli.Context, env *Env, s *store.Store, in *bufio.Reader, f deadFilter, format string) ([]uuid.UUID, error) {
+	q, err := f.query(c.Context, s)
+	if err != nil {
+		return nil, err
+	}
+	q.Requeueable = true
+	q.Limit = maxLimit
+	tasks, err := s.ListDeadTasks(c.Context, q)
+	if err != nil {
+		return nil, failure(err)
+	}
+	if len(tasks) == 0 {
+		if format == "json" {
+			return nil, writeJSON(env.Stdout, []requeueResult{})
+		}
+		fmt.Fprintln(env.Stderr, "no DEAD tasks to requeue")
+		return nil, nil
+	}
+	if !c.Bool("yes") {
+		ok, err := confirm(env, in, fmt.Sprintf("Requeue %d DEAD task(s)%s? [y/N] ", len(tasks), describeQuery(q)))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, failure(errors.New("requeue cancelled: nothing changed"))
+		}
+	}
+	ids := make([]uuid.UUID, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	return ids, nil
+}
+
+// resolveTaskIDs resolves every id or prefix to one task before any is
+// requeued (see resolveID), dropping repeats; unknown ones are refused
+// together, and nothing is requeued.
+func resolveTaskIDs(ctx context.Context, s *store.Store, args []store.IDPrefix) ([]uuid.UUID, error) {
+	seen := map[uuid.UUID]bool{}
+	var ids []uuid.UUID
+	var missing []string
+	for _, p := range args {
+		id, err := resolveID(ctx, s, store.IDTask, p)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			missing = append(missing, p.Text)
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("%w (nothing was requeued)", err)
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, failure(fmt.Errorf("task %s: %w (nothing was requeued)", strings.Join(missing, ", "), store.ErrNotFound))
+	}
+	return ids, nil
+}
+
+// reportRequeue prints RequeueMany's results (a JSON array of
+// requeueResult with -o json) and fails (exit 1) when any task was refused;
+// a single refused task is one line, its refusal.
+func reportRequeue(env *Env, format string, res []store.RequeueResult) error {
+	failed := 0
+	out := make([]requeueResult, len(res))
+	for i, r := range res {
+		out[i] = requeueResult{ID: r.ID, Requeued: r.Requeued(), Also: r.Also}
+		if err := r.Err(); err != nil {
+			failed++
+			out[i].Error = err.Error()
+		}
+		if r.Outcome == store.RequeueMovedWith {
+			out[i].With = &res[i].With
+		}
+	}
+	switch {
+	case format == "json":
+		if err := writeJSON(env.Stdout, out); err != nil {
 			return err
 		}
-	} else if len(results) == 1 && failed == 1 {
-		// One refused task is one line: the reason, as the error.
-		return failure(fmt.Errorf("not requeued: %s", results[0].Error))
-	} else {
-		for _, r := range results {
+	case len(out) == 1 && failed == 1:
+		return failure(fmt.Errorf("not requeued: %s", out[0].Error))
+	default:
+		for _, r := range out {
 			switch {
 			case r.Requeued && r.With != nil:
 				fmt.Fprintf(env.Stdout, "requeued %s (with %s)\n", r.ID, r.With)
@@ -325,7 +355,7 @@ func deadRequeue(c *cli.Context, env *Env) error {
 		}
 	}
 	if failed > 0 {
-		return failure(fmt.Errorf("%d of %d tasks not requeued", failed, len(ids)))
+		return failure(fmt.Errorf("%d of %d tasks not requeued", failed, len(res)))
 	}
 	return nil
 }
@@ -354,7 +384,8 @@ func requeueReason(c *cli.Context, env *Env, in *bufio.Reader) (string, error) {
 
 // auditReason returns --reason, or asks for it on a terminal, for the
 // audited action verb; why ends the missing-reason error ("why the task
-// is requeued"). Errors (usage): empty, too long, or a NUL character.
+// is requeued"). Errors (usage): a reason core.ValidateReason refuses
+// (blank, too long, a NUL character).
 func auditReason(c *cli.Context, env *Env, in *bufio.Reader, verb, why string) (string, error) {
 	reason := strings.TrimSpace(c.String("reason"))
 	if reason == "" && !c.IsSet("reason") && env.interactive() {
@@ -365,13 +396,10 @@ func auditReason(c *cli.Context, env *Env, in *bufio.Reader, verb, why string) (
 		}
 		reason = strings.TrimSpace(line)
 	}
-	switch {
-	case reason == "":
+	if err := core.ValidateReason(reason); errors.Is(err, core.ErrNoReason) {
 		return "", usageError("--reason is required: say %s (it is audited)", why)
-	case len(reason) > maxReasonBytes:
-		return "", usageError("--reason is longer than %d bytes", maxReasonBytes)
-	case strings.ContainsRune(reason, 0):
-		return "", usageError("--reason contains a NUL character")
+	} else if err != nil {
+		return "", usageError("--reason: %v", err)
 	}
 	return reason, nil
 }

@@ -171,10 +171,10 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if c.Int("version") < 0 {
 		return usageError("--version %d: must be positive", c.Int("version"))
 	}
-	if k := c.String("idempotency-key"); len(k) > maxIdempotencyKeyBytes || strings.ContainsRune(k, 0) {
-		return usageError("--idempotency-key: at most %d bytes and no NUL character", maxIdempotencyKeyBytes)
-	} else if c.IsSet("idempotency-key") && strings.TrimSpace(k) == "" {
+	if k := c.String("idempotency-key"); c.IsSet("idempotency-key") && strings.TrimSpace(k) == "" {
 		return usageError("--idempotency-key is empty")
+	} else if err := store.ValidateIdempotencyKey(k); err != nil {
+		return usageError("--idempotency-key: %v", err)
 	}
 	s, err := openStore(c)
 	if err != nil {
@@ -207,9 +207,6 @@ func runTrigger(c *cli.Context, env *Env) error {
 	return waitAndReport(c, env, s, res.RunID, format)
 }
 
-// maxIdempotencyKeyBytes bounds --idempotency-key.
-const maxIdempotencyKeyBytes = 512
-
 func checkWaitFlags(c *cli.Context) error {
 	if c.Duration("timeout") < 0 {
 		return usageError("--timeout %s: must not be negative", c.Duration("timeout"))
@@ -225,27 +222,12 @@ type runJSON struct {
 }
 
 func runWaitCmd(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	t, err := openIDTarget(c, store.IDRun, func() error { return checkWaitFlags(c) })
 	if err != nil {
 		return err
 	}
-	p, err := oneID(c, store.IDRun)
-	if err != nil {
-		return err
-	}
-	if err := checkWaitFlags(c); err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	id, err := resolveID(c.Context, s, store.IDRun, p)
-	if err != nil {
-		return err
-	}
-	return waitAndReport(c, env, s, id, format)
+	defer t.s.Close()
+	return waitAndReport(c, env, t.s, t.id, t.format)
 }
 
 // waitAndReport polls the run until it has ended (see store.Run.Ended) or
@@ -411,31 +393,16 @@ func runList(c *cli.Context, env *Env) error {
 }
 
 func runShow(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	t, err := openIDTarget(c, store.IDRun, nil)
 	if err != nil {
 		return err
 	}
-	p, err := oneID(c, store.IDRun)
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	id, err := resolveID(c.Context, s, store.IDRun, p)
-	if err != nil {
-		return err
-	}
-	run, err := s.GetRun(c.Context, id)
+	defer t.s.Close()
+	run, err := t.s.GetRun(c.Context, t.id)
 	if err != nil {
 		return failure(err)
 	}
-	if err != nil {
-		return err
-	}
-	return printRun(env.Stdout, env.colours(), run, format)
+	return printRun(env.Stdout, env.colours(), run, t.format)
 }
 
 // printRun writes a run with its task tree (in DAG order, indented by

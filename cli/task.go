@@ -37,24 +37,12 @@ func taskCommand(env *Env) *cli.Command {
 }
 
 func taskShow(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
+	target, err := openIDTarget(c, store.IDTask, nil)
 	if err != nil {
 		return err
 	}
-	arg, err := oneID(c, store.IDTask)
-	if err != nil {
-		return err
-	}
-	s, err := openStore(c)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	id, err := resolveID(c.Context, s, store.IDTask, arg)
-	if err != nil {
-		return err
-	}
-	t, err := s.GetTask(c.Context, id)
+	defer target.s.Close()
+	t, err := target.s.GetTask(c.Context, target.id)
 	if err != nil {
 		return failure(err)
 	}
@@ -62,7 +50,7 @@ func taskShow(c *cli.Context, env *Env) error {
 		t.Events = []core.TaskEvent{}
 	}
 	attempts := core.Attempts(t.Events)
-	if format == "json" {
+	if target.format == "json" {
 		return writeJSON(env.Stdout, taskJSON{TaskDetail: t, Attempts: attempts})
 	}
 	w := env.Stdout

@@ -25,7 +25,7 @@ func (c TaskCounts) Total() int {
 //  5. CANCELLED when nothing can run any more (RunSettled) and some task was
 //     CANCELLED without a cancel request (a run settled so by an older
 //     version: a requeue of a fail_fast run now returns the tasks fail_fast
-//     cancelled to PENDING, see store.RequeueTask);
+//     cancelled to PENDING, see store.RequeueMany);
 //  6. RUNNING otherwise.
 //
 // A requeued DEAD task therefore reopens a FAILED run by construction (the

@@ -23,7 +23,9 @@ type (
 	refreshMsg struct{}
 )
 
-func (m *Model) requeue(msg requeueMsg) tea.Cmd {
+// act runs an action through Source in a command, bounded by
+// ActionTimeout; in read-only mode there is none (nil).
+func (m *Model) act(do func(ctx context.Context, src Source) tea.Msg) tea.Cmd {
 	if m.c.readOnly {
 		return nil
 	}
@@ -31,6 +33,12 @@ func (m *Model) requeue(msg requeueMsg) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), ActionTimeout)
 		defer cancel()
+		return do(ctx, src)
+	}
+}
+
+func (m *Model) requeue(msg requeueMsg) tea.Cmd {
+	return m.act(func(ctx context.Context, src Source) tea.Msg {
 		res, err := src.Requeue(ctx, msg.ids, msg.reason)
 		if err != nil {
 			return actionMsg{text: "requeue", err: err}
@@ -38,32 +46,22 @@ func (m *Model) requeue(msg requeueMsg) tea.Cmd {
 		ok := 0
 		var firstErr error
 		for _, r := range res {
-			if r.Err == nil {
+			if r.Requeued() {
 				ok++
 			} else if firstErr == nil {
-				firstErr = fmt.Errorf("%s: %w", shortID(r.ID), r.Err)
+				firstErr = fmt.Errorf("%s: %w", shortID(r.ID), r.Err())
 			}
 		}
-		text := fmt.Sprintf("requeued %d of %d", ok, len(msg.ids))
-		if firstErr != nil {
-			return actionMsg{text: text, err: firstErr}
-		}
-		return actionMsg{text: text}
-	}
+		return actionMsg{text: fmt.Sprintf("requeued %d of %d", ok, len(msg.ids)), err: firstErr}
+	})
 }
 
 func (m *Model) cancelRun(msg cancelRunMsg) tea.Cmd {
-	if m.c.readOnly {
-		return nil
-	}
-	src := m.src
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), ActionTimeout)
-		defer cancel()
+	return m.act(func(ctx context.Context, src Source) tea.Msg {
 		res, err := src.CancelRun(ctx, msg.id, msg.reason)
 		if err != nil {
 			return actionMsg{text: "cancel run " + shortID(msg.id), err: err}
 		}
 		return actionMsg{text: fmt.Sprintf("run %s: cancellation requested, %s cancelled", shortID(msg.id), plural(res.TasksCancelled, "unstarted task"))}
-	}
+	})
 }

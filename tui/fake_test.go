@@ -125,26 +125,22 @@ func (f *fakeSource) Workers(context.Context) (WorkersData, error) {
 	return WorkersData{Now: t0, Workers: f.workers}, nil
 }
 
-func (f *fakeSource) Requeue(_ context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error) {
+func (f *fakeSource) Requeue(_ context.Context, ids []uuid.UUID, reason string) ([]store.RequeueResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []RequeueResult
+	var out []store.RequeueResult
 	for _, i := range ids {
 		f.requeued = append(f.requeued, i)
 		f.reasons = append(f.reasons, reason)
-		found := false
+		r := store.RequeueResult{ID: i, Outcome: store.RequeueNotDead, State: core.TaskPending}
 		for j, d := range f.dead {
 			if d.ID == i {
 				f.dead = append(f.dead[:j], f.dead[j+1:]...)
-				found = true
+				r.Outcome, r.State = store.RequeueMoved, core.TaskDead
 				break
 			}
 		}
-		var err error
-		if !found {
-			err = store.ErrNotDead
-		}
-		out = append(out, RequeueResult{ID: i, Err: err})
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -345,6 +345,23 @@ func TestRequeueMarkedWithReason(t *testing.T) {
 	}
 }
 
+// TestTheReasonPromptRefusesWhatTheStoreWouldRefuse: the prompt checks the
+// reason with core.ValidateReason before any action: 400 three-byte
+// characters fit the input's 500-character limit but not the 1024 bytes of
+// core.MaxReasonBytes, and are refused on screen, the prompt staying open.
+func TestTheReasonPromptRefusesWhatTheStoreWouldRefuse(t *testing.T) {
+	f := newFake()
+	h := newHarness(t, f, Options{})
+	h.keys("5", "r", "text:"+strings.Repeat("€", 400), "enter")
+	if len(f.requeued) != 0 || !h.m.dead.prompt.active || !strings.Contains(h.m.dead.prompt.problem, "longer than 1024 bytes") {
+		t.Fatalf("requeued %v; prompt open %v, problem %q", f.requeued, h.m.dead.prompt.active, h.m.dead.prompt.problem)
+	}
+	h.keys("esc", "r", "text:fixed", "enter")
+	if len(f.requeued) != 1 {
+		t.Fatalf("a valid reason requeued %v", f.requeued)
+	}
+}
+
 func TestRequeueReportsFailure(t *testing.T) {
 	f := newFake()
 	h := newHarness(t, f, Options{})

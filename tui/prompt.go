@@ -1,15 +1,19 @@
 package tui
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // prompt asks for a reason before an action; enter confirms, esc aborts.
-// An empty reason is refused: every action is audited with one.
+// A reason core.ValidateReason refuses (empty, too long, a NUL) is refused
+// here, before the action: every action is audited with one.
 type prompt struct {
 	active   bool
 	question string
@@ -37,8 +41,11 @@ func (p *prompt) update(msg keyMsg) tea.Cmd {
 		return nil
 	case key.Matches(msg, keyConfirm):
 		reason := strings.TrimSpace(p.input.Value())
-		if reason == "" {
+		if err := core.ValidateReason(reason); errors.Is(err, core.ErrNoReason) {
 			p.problem = "a reason is required (it is audited)"
+			return nil
+		} else if err != nil {
+			p.problem = core.TerminalText(err.Error())
 			return nil
 		}
 		p.active = false

@@ -25,8 +25,9 @@ type Source interface {
 	Dead(ctx context.Context) (DeadData, error)
 	Workers(ctx context.Context) (WorkersData, error)
 	// Requeue moves DEAD tasks back to PENDING, audited with reason; it
-	// reports each task's outcome.
-	Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error)
+	// reports each task's outcome (see store.Store.RequeueMany), and
+	// returns an error only when the call failed as a whole.
+	Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]store.RequeueResult, error)
 	// CancelRun requests the run's cancellation, audited with reason.
 	CancelRun(ctx context.Context, id uuid.UUID, reason string) (store.CancelResult, error)
 	// Find resolves a full run or task id, or a unique prefix of one of at
@@ -112,11 +113,4 @@ type DeadData struct {
 type WorkersData struct {
 	Now     time.Time
 	Workers []store.Worker
-}
-
-// RequeueResult is the outcome of requeueing one task; Err is nil when it
-// was requeued.
-type RequeueResult struct {
-	ID  uuid.UUID
-	Err error
 }

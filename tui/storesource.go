@@ -24,7 +24,7 @@ const (
 )
 
 // StoreSource reads and acts through *store.Store, on the same code paths
-// as the CLI (store.Requeue, store.CancelRun), auditing actions as Actor.
+// as the CLI (store.RequeueMany, store.CancelRun), auditing actions as Actor.
 type StoreSource struct {
 	Store *store.Store
 	Actor string
@@ -145,7 +145,7 @@ func (s *StoreSource) Dead(ctx context.Context) (DeadData, error) {
 	if err != nil {
 		return DeadData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
 	}
-	t, err := s.Store.ListDead(ctx, store.DeadFilter{Limit: DeadLimit})
+	t, err := s.Store.ListDeadTasks(ctx, store.DeadQuery{Limit: DeadLimit})
 	if err != nil {
 		return DeadData{}, s.classify(ctx, err)
 	}
@@ -165,28 +165,16 @@ func (s *StoreSource) Workers(ctx context.Context) (WorkersData, error) {
 	return WorkersData{Now: now, Workers: w}, nil
 }
 
-// Requeue requeues each task with store.RequeueTask, as `ffctl dead
-// requeue` does: one audited transition per task, each succeeding or
-// failing alone; a task an earlier requeue of its fail_fast run already
-// moved counts as requeued.
-func (s *StoreSource) Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]RequeueResult, error) {
-	out := make([]RequeueResult, 0, len(ids))
-	moved := map[uuid.UUID]bool{}
-	for _, id := range ids {
-		if moved[id] {
-			out = append(out, RequeueResult{ID: id})
-			continue
-		}
-		got, err := s.Store.RequeueTask(ctx, id, s.Actor, reason)
-		if err != nil && ctx.Err() != nil {
-			return out, s.classify(ctx, err)
-		}
-		for _, m := range got {
-			moved[m] = true
-		}
-		out = append(out, RequeueResult{ID: id, Err: err})
+// Requeue requeues the tasks with store.RequeueMany, as `ffctl dead
+// requeue` does: one statement for the set, each task audited and
+// reported on its own. A failed call (the database's error) is returned as
+// the error, never as a task's refusal.
+func (s *StoreSource) Requeue(ctx context.Context, ids []uuid.UUID, reason string) ([]store.RequeueResult, error) {
+	res, err := s.Store.RequeueMany(ctx, ids, s.Actor, reason)
+	if err != nil {
+		return nil, s.classify(ctx, err)
 	}
-	return out, nil
+	return res, nil
 }
 
 // CancelRun cancels a run with store.CancelRun, as `ffctl run cancel` does.

@@ -247,3 +247,29 @@ func TestStoreSourceFindTriggerAndWorkerPresence(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreSourceRequeueFailsWholeWhenTheDatabaseDoes: against real
+// PostgreSQL, the DEAD screen's requeue reports each task (one requeued,
+// one unknown) through store.RequeueMany; through a store whose database is
+// gone it returns the error, marked ErrDisconnected, instead of reporting
+// the tasks refused (it used to show "requeued 0 of 1" with the driver's
+// error as if the task had been refused).
+func TestStoreSourceRequeueFailsWholeWhenTheDatabaseDoes(t *testing.T) {
+	s, url := storetest.New(t)
+	_, deadID := seed(t, url, 5_000)
+	ctx := context.Background()
+	unknown := uuid.New()
+	res, err := NewStoreSource(s, "test").Requeue(ctx, []uuid.UUID{deadID, unknown}, "fixed")
+	if err != nil || len(res) != 2 || !res[0].Requeued() || res[1].Outcome != store.RequeueNotFound {
+		t.Fatalf("requeue: %+v, %v; want %s requeued and %s not found", res, err, deadID, unknown)
+	}
+	gone, err := store.Open(ctx, url, store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	res, err = NewStoreSource(gone, "test").Requeue(ctx, []uuid.UUID{deadID}, "again")
+	if !errors.Is(err, ErrDisconnected) || errors.Is(err, store.ErrNotFound) || res != nil {
+		t.Fatalf("requeue through a closed store: %+v, %v; want no result and ErrDisconnected", res, err)
+	}
+}

@@ -192,16 +192,10 @@ func (m *workflowsModel) view(width, height int) string {
 }
 
 func (m *Model) triggerRun(msg triggerMsg) tea.Cmd {
-	if m.c.readOnly {
-		return nil
-	}
-	src := m.src
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), ActionTimeout)
-		defer cancel()
+	return m.act(func(ctx context.Context, src Source) tea.Msg {
 		id, err := src.Trigger(ctx, msg.workflow, msg.params)
 		return triggeredMsg{workflow: msg.workflow, id: id, err: err}
-	}
+	})
 }
 
 func (m *Model) onTriggered(msg triggeredMsg) tea.Cmd {

@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
@@ -83,5 +86,107 @@ func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestCancelRunCancelsWhatHasNotStarted(t *testing.T) {
+	f := newFixture(t)
+	f.apply(`
+name: cancel
+tasks:
+  - {name: ready, handler: noop}
+  - {name: pending, handler: noop, depends_on: [ready]}
+  - {name: retrying, handler: noop}
+  - {name: done, handler: noop}
+`)
+	runID := f.trigger("cancel", "")
+	ts := f.tasks(runID)
+	c := f.claim(ts["retrying"].ID, "w1", time.Minute)
+	f.finish(c, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "x", RetryDelay: time.Millisecond})
+	f.runTask(ts["done"].ID)
+	f.waitRetryDue(ts["retrying"].ID)
+	res, err := f.s.CancelRun(f.ctx, runID, "alice", "wrong day")
+	if err != nil || res.TasksCancelled != 3 {
+		t.Fatalf("cancel: %+v %v; want 3 tasks cancelled", res, err)
+	}
+	for _, n := range []string{"ready", "pending", "retrying"} {
+		d := f.task(ts[n].ID)
+		last := d.Events[len(d.Events)-1]
+		if d.State != "CANCELLED" || last.Actor != "alice" || last.Reason == nil || *last.Reason != "run cancelled: wrong day" {
+			t.Fatalf("%s: state %s, last event %+v", n, d.State, last)
+		}
+	}
+	f.wantState(ts["done"].ID, core.TaskSucceeded)
+	// The due retry must not come back, and nothing is promoted.
+	if r := f.advance(); r.Promoted+r.RetriesDue != 0 {
+		t.Fatalf("advance after cancel: %+v", r)
+	}
+	r := f.run(runID)
+	if r.State != "CANCELLED" || r.FinishedAt == nil || r.CancelRequestedAt == nil {
+		t.Fatalf("run %s finished %v", r.State, r.FinishedAt)
+	}
+	if _, err := f.s.CancelRun(f.ctx, runID, "alice", "again"); !errors.Is(err, store.ErrRunFinished) {
+		t.Fatalf("second cancel: %v, want ErrRunFinished", err)
+	}
+}
+
+func TestCancelRunRefusesFinishedAndUnknownRuns(t *testing.T) {
+	f := newFixture(t)
+	f.apply(oneTask)
+	runID := f.trigger("one", "")
+	f.runTask(f.taskID(runID, "a"))
+	f.advance()
+	if r := f.run(runID); r.State != "SUCCEEDED" {
+		t.Fatalf("run %s", r.State)
+	}
+	if _, err := f.s.CancelRun(f.ctx, runID, "alice", "late"); !errors.Is(err, store.ErrRunFinished) {
+		t.Fatalf("cancel of a SUCCEEDED run: %v, want ErrRunFinished", err)
+	}
+	if r := f.run(runID); r.CancelRequestedAt != nil || r.State != "SUCCEEDED" {
+		t.Fatalf("a refused cancel changed the run: %+v", r)
+	}
+	if _, err := f.s.CancelRun(f.ctx, uuid.New(), "alice", "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("cancel of an unknown run: %v, want ErrNotFound", err)
+	}
+}
+
+// TestCancelledRunSettlesWhenItsRunningTaskFails: a task RUNNING when its
+// run is cancelled may still end in RETRYING (its handler returned an
+// ordinary error, or its worker died and the reaper found the lease).
+// Nothing ever cancels that RETRYING task: Advance promotes and fail-fast
+// cancels only runs without a cancel request, so the run stays open
+// (finished_at NULL) and is re-examined by every scheduler pass forever.
+func TestCancelledRunSettlesWhenItsRunningTaskFails(t *testing.T) {
+	for _, how := range []string{"finish", "reap"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t)
+			f.apply(oneTask)
+			runID := f.trigger("one", "")
+			id := f.taskID(runID, "a")
+			lease := time.Minute
+			if how == "reap" {
+				lease = time.Millisecond
+			}
+			c := f.claim(id, "w1", lease)
+			if _, err := f.s.CancelRun(f.ctx, runID, "alice", "stop"); err != nil {
+				t.Fatal(err)
+			}
+			if how == "finish" {
+				f.finish(c, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", RetryDelay: time.Millisecond})
+			} else {
+				f.waitLeaseExpired(id)
+				if n, err := f.s.ReapExpired(f.ctx, 10, zeroBackoff, "reaper"); n != 1 || err != nil {
+					t.Fatalf("reap: %d %v", n, err)
+				}
+			}
+			f.waitRetryDue(id)
+			f.advance()
+			f.advance()
+			st, _ := f.state(id)
+			r := f.run(runID)
+			if st != core.TaskCancelled || r.State != "CANCELLED" || r.FinishedAt == nil {
+				t.Fatalf("task %s, run %s finished %v; want CANCELLED, CANCELLED and settled", st, r.State, r.FinishedAt)
+			}
+		})
 	}
 }

@@ -6,12 +6,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/flowforge/flowforge/core"
 )
 
-// DeadQuery selects DEAD tasks for `ffctl dead list` and `dead requeue
-// --all`. Zero values mean "any".
+// DeadQuery selects DEAD tasks for `ffctl dead list`, `dead requeue --all`
+// and the dashboard's DEAD screen. Zero values mean "any".
 type DeadQuery struct {
 	Workflow string
 	// Run keeps only the tasks of this run.
@@ -31,8 +29,10 @@ const qListDeadTasks = `SELECT ` + taskColumns + `, r.workflow_name FROM task_ru
    AND (NOT $4 OR r.cancel_requested_at IS NULL)
  ORDER BY t.finished_at DESC, t.id LIMIT $5`
 
-// ListDeadTasks returns the DEAD tasks q selects, most recent death first;
-// the scan is backed by the partial index on DEAD tasks.
+// ListDeadTasks returns the DEAD tasks q selects (at most q.Limit, 100 when
+// 0), most recent death first (ties by id), each with its workflow's name;
+// the scan is backed by the partial index on DEAD tasks. The one error is
+// the database's.
 func (s *Store) ListDeadTasks(ctx context.Context, q DeadQuery) ([]TaskRun, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
@@ -44,24 +44,6 @@ func (s *Store) ListDeadTasks(ctx context.Context, q DeadQuery) ([]TaskRun, erro
 	var out []TaskRun
 	if err := s.db.SelectContext(ctx, &out, qListDeadTasks, q.Workflow, run, q.OlderThan.Milliseconds(), q.Requeueable, q.Limit); err != nil {
 		return nil, fmt.Errorf("list dead tasks: %w", err)
-	}
-	return out, nil
-}
-
-// TaskStates returns the current state of each of ids that exists; an id
-// missing from the map names no task. One query, for checking a whole list
-// of ids before acting on any.
-func (s *Store) TaskStates(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]core.TaskState, error) {
-	var rows []struct {
-		ID    uuid.UUID `db:"id"`
-		State string    `db:"state"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT id, state FROM task_runs WHERE id = ANY ($1::uuid[])`, ids); err != nil {
-		return nil, fmt.Errorf("read task states: %w", err)
-	}
-	out := make(map[uuid.UUID]core.TaskState, len(rows))
-	for _, r := range rows {
-		out[r.ID] = core.TaskState(r.State)
 	}
 	return out, nil
 }

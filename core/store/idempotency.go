@@ -249,8 +249,12 @@ SELECT (SELECT count(*) FROM del) AS deleted,
 // forgotten result) in idempotency_key_events. Errors: ErrNotFound for an
 // unknown id, ErrNoIdempotencyKey when the task run has no key or the key
 // is not recorded, ErrKeyOwnerRunning (naming the owner); nothing changes
-// then. Other errors are database errors.
+// then; one wrapping core.ErrBadReason (nothing asked of the database) for
+// a reason core.ValidateReason refuses. Other errors are database errors.
 func (s *Store) ForgetIdempotencyKey(ctx context.Context, id uuid.UUID, actor, reason string) (ForgottenKey, error) {
+	if err := core.ValidateReason(reason); err != nil {
+		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: %w", id, err)
+	}
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return ForgottenKey{}, fmt.Errorf("forget idempotency key of task %s: begin: %w", id, err)

@@ -111,8 +111,12 @@ SELECT count(*) FROM q`
 // try it on their next cycle; a row still refused is quarantined again),
 // audited with actor and reason in outbox_events, and wakes the publishers.
 // Errors: ErrNotFound for an unknown id, ErrNotQuarantined (naming what the
-// row is) when it is not quarantined; in both cases nothing changes.
+// row is) when it is not quarantined; in both cases nothing changes; one
+// wrapping core.ErrBadReason for a reason core.ValidateReason refuses.
 func (s *Store) RetryQuarantined(ctx context.Context, id int64, actor, reason string) error {
+	if err := core.ValidateReason(reason); err != nil {
+		return fmt.Errorf("retry outbox row %d: %w", id, err)
+	}
 	var n int
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := tx.GetContext(ctx, &n, qRetryQuarantined, id, actor, reason); err != nil {
@@ -178,8 +182,12 @@ SELECT (SELECT count(*) FROM d) AS dropped, (SELECT count(*) FROM bury) AS burie
 // transaction, audited as actor in outbox_events and task_events. The
 // schedulers are woken to settle the run. Errors: ErrNotFound for an
 // unknown id, ErrNotQuarantined when the row is not quarantined; in both
-// cases nothing changes.
+// cases nothing changes; one wrapping core.ErrBadReason for a reason
+// core.ValidateReason refuses.
 func (s *Store) DropQuarantined(ctx context.Context, id int64, actor, reason string) (DropResult, error) {
+	if err := core.ValidateReason(reason); err != nil {
+		return DropResult{}, fmt.Errorf("drop outbox row %d: %w", id, err)
+	}
 	if err := mustEdge(core.TaskReady, core.TaskDead); err != nil {
 		return DropResult{}, err
 	}

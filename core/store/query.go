@@ -152,31 +152,6 @@ func (s *Store) GetTask(ctx context.Context, id uuid.UUID) (TaskDetail, error) {
 	return d, nil
 }
 
-// DeadFilter narrows ListDead. Zero values mean "any".
-type DeadFilter struct {
-	Workflow string
-	// OlderThan keeps tasks that died at least this long ago (database
-	// clock); 0 means any age.
-	OlderThan time.Duration
-	Limit     int // 0 means 100
-}
-
-// ListDead returns DEAD tasks, most recent death first.
-func (s *Store) ListDead(ctx context.Context, f DeadFilter) ([]TaskRun, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	var out []TaskRun
-	err := s.db.SelectContext(ctx, &out, `SELECT `+taskColumns+`, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
- WHERE t.state = 'DEAD' AND ($1 = '' OR r.workflow_name = $1)
-   AND t.finished_at <= now() - $2::bigint * interval '1 millisecond'
- ORDER BY t.finished_at DESC LIMIT $3`, f.Workflow, f.OlderThan.Milliseconds(), f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dead tasks: %w", err)
-	}
-	return out, nil
-}
-
 // ListLeases returns RUNNING tasks, soonest expiry first (expired ones
 // first of all), at most limit (0 means 200).
 func (s *Store) ListLeases(ctx context.Context, limit int) ([]TaskRun, error) {

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -11,8 +13,8 @@ import (
 	"github.com/flowforge/flowforge/core"
 )
 
-// ErrNotDead is returned by Requeue for a task that exists but is not DEAD
-// (or whose run was cancelled); the task is left unchanged.
+// ErrNotDead is matched by the refusal of a requeue of a task that exists
+// but is not DEAD (or whose run was cancelled); the task is left unchanged.
 var ErrNotDead = errors.New("task is not DEAD")
 
 // setRequeued is the SET list of a task run sent back to PENDING by an
@@ -22,100 +24,192 @@ var ErrNotDead = errors.New("task is not DEAD")
 const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
            started_at = NULL, finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
 
-// qRequeue is DEAD -> PENDING in one statement: the fencing token is bumped,
-// the attempt counter is reset (the task gets a fresh budget of
-// max_attempts), the last error is cleared (the history keeps it), the run
-// is reopened, and the audit rows are written. In a fail_fast run it also
-// moves every other DEAD task and every CANCELLED task of the run to
-// PENDING the same way: an uncancelled fail_fast run's CANCELLED tasks were
-// all cancelled by fail_fast, and the requeue withdraws the failure that
-// stopped the run, so the run can run to SUCCEEDED. Then the UPSTREAM_FAILED
-// descendants (over depends_on, within the run) of the DEAD tasks it moves
-// go back to PENDING too, except those that still descend from a DEAD task
-// it leaves DEAD. It returns the ids moved, the requeued task first.
+// qRequeue is DEAD -> PENDING for the set of task ids $1 in one statement,
+// after qLockRunsOfTasks locked their runs. The targets are the ids that
+// are DEAD in an uncancelled run. Each is moved back to PENDING: the
+// fencing token is bumped, the attempt counter is reset (a fresh budget of
+// max_attempts), the last error is cleared (the history keeps it), its run
+// is reopened, and an audit row is written per task moved. The lead of a
+// run is its first target in the order given; in a fail_fast run the lead
+// also moves every other DEAD task and every CANCELLED task of the run (an
+// uncancelled fail_fast run's CANCELLED tasks were all cancelled by
+// fail_fast, and the requeue withdraws the failure that stopped the run, so
+// the run can run to SUCCEEDED), the run's other targets among them. Then
+// the UPSTREAM_FAILED descendants (over depends_on, within the run) of the
+// DEAD tasks it moves go back to PENDING too, except those that still
+// descend from a DEAD task it leaves DEAD. Every task moved has an origin:
+// the target whose requeue moved it (itself for a target; the lead for
+// what fail_fast moves; for a descendant, the first target in the order
+// given it descends from). It returns one row per id given (ord set;
+// state and run_cancelled as the statement read them, state NULL for an
+// unknown id; origin set when it was moved), then one row per other task
+// moved (ord NULL).
 const qRequeue = `
-WITH RECURSIVE target AS (
-    SELECT t.id, t.run_id, r.fail_fast
-      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
-     WHERE t.id = $1 AND t.state = 'DEAD' AND r.cancel_requested_at IS NULL
+WITH RECURSIVE given AS (
+    SELECT g.id, g.ord FROM unnest($1::uuid[]) WITH ORDINALITY AS g (id, ord)
+), target AS (
+    SELECT t.id, t.run_id, r.fail_fast, given.ord
+      FROM given JOIN task_runs t ON t.id = given.id JOIN workflow_runs r ON r.id = t.run_id
+     WHERE t.state = 'DEAD' AND r.cancel_requested_at IS NULL
+), lead AS (
+    SELECT DISTINCT ON (run_id) run_id, id, fail_fast, ord FROM target ORDER BY run_id, ord
 ), direct AS (
-    SELECT t.id, t.state FROM task_runs t, target
-     WHERE t.id = target.id
-        OR (target.fail_fast AND t.run_id = target.run_id AND t.state IN ('DEAD', 'CANCELLED'))
-), revived (task_name) AS (
-    SELECT t.task_name FROM task_runs t JOIN direct ON direct.id = t.id WHERE direct.state = 'DEAD'
+    SELECT t.id, t.state, t.run_id, t.task_name,
+           CASE WHEN lead.fail_fast THEN lead.id ELSE t.id END AS origin,
+           CASE WHEN lead.fail_fast THEN lead.ord ELSE own.ord END AS ord
+      FROM task_runs t JOIN lead ON lead.run_id = t.run_id LEFT JOIN target own ON own.id = t.id
+     WHERE own.id IS NOT NULL
+        OR (lead.fail_fast AND t.state IN ('DEAD', 'CANCELLED'))
+), revived (run_id, task_name, origin, ord) AS (
+    SELECT run_id, task_name, origin, ord FROM direct WHERE state = 'DEAD'
     UNION
-    SELECT c.task_name FROM revived v JOIN task_runs c ON v.task_name = ANY (c.depends_on) JOIN target ON c.run_id = target.run_id
-), still (task_name) AS (
-    SELECT t.task_name FROM task_runs t JOIN target ON t.run_id = target.run_id
+    SELECT c.run_id, c.task_name, v.origin, v.ord FROM revived v JOIN task_runs c ON c.run_id = v.run_id AND v.task_name = ANY (c.depends_on)
+), still (run_id, task_name) AS (
+    SELECT t.run_id, t.task_name FROM task_runs t JOIN lead ON lead.run_id = t.run_id
      WHERE t.state = 'DEAD' AND t.id NOT IN (SELECT id FROM direct)
     UNION
-    SELECT c.task_name FROM still v JOIN task_runs c ON v.task_name = ANY (c.depends_on) JOIN target ON c.run_id = target.run_id
+    SELECT c.run_id, c.task_name FROM still v JOIN task_runs c ON c.run_id = v.run_id AND v.task_name = ANY (c.depends_on)
 ), cand AS (
-    SELECT id, state FROM direct
+    SELECT id, state, origin FROM direct
     UNION ALL
-    SELECT t.id, t.state FROM task_runs t JOIN target ON t.run_id = target.run_id
+    (SELECT DISTINCT ON (t.id) t.id, t.state, v.origin
+       FROM task_runs t JOIN revived v ON v.run_id = t.run_id AND v.task_name = t.task_name
      WHERE t.state = 'UPSTREAM_FAILED'
-       AND t.task_name IN (SELECT task_name FROM revived) AND t.task_name NOT IN (SELECT task_name FROM still)
+       AND (t.run_id, t.task_name) NOT IN (SELECT run_id, task_name FROM still)
+     ORDER BY t.id, v.ord)
 ), rq AS (
     UPDATE task_runs t SET ` + setRequeued + `
       FROM cand
      WHERE t.id = cand.id AND t.state = cand.state
- RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state
+ RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state, cand.origin
 ), reopen AS (
-    UPDATE workflow_runs r SET finished_at = NULL FROM target WHERE r.id = target.run_id AND EXISTS (SELECT 1 FROM rq)
+    UPDATE workflow_runs r SET finished_at = NULL WHERE r.id IN (SELECT run_id FROM rq)
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'PENDING', 0, fencing_token, $2,
-           CASE WHEN id = $1 THEN $3
-                WHEN from_state = 'UPSTREAM_FAILED' THEN 'upstream task requeued with task ' || $1::text || ': ' || $3
-                ELSE 'fail_fast run requeued with task ' || $1::text || ': ' || $3 END
+           CASE WHEN id = origin THEN $3
+                WHEN from_state = 'UPSTREAM_FAILED' THEN 'upstream task requeued with task ' || origin::text || ': ' || $3
+                ELSE 'fail_fast run requeued with task ' || origin::text || ': ' || $3 END
       FROM rq
 )
-SELECT id FROM rq ORDER BY id <> $1, id`
+SELECT g.id, g.ord, t.state, r.cancel_requested_at IS NOT NULL AS run_cancelled, rq.origin
+  FROM given g LEFT JOIN task_runs t ON t.id = g.id LEFT JOIN workflow_runs r ON r.id = t.run_id LEFT JOIN rq ON rq.id = g.id
+UNION ALL
+SELECT rq.id, NULL, NULL, false, rq.origin FROM rq WHERE rq.id NOT IN (SELECT id FROM given)
+ORDER BY ord NULLS LAST, id`
 
-// Requeue moves one DEAD task back to PENDING, audited with actor and
-// reason, and wakes the schedulers; see RequeueTask, whose result it drops.
-func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string) error {
-	_, err := s.RequeueTask(ctx, id, actor, reason)
-	return err
+// requeueRow is one row qRequeue returns.
+type requeueRow struct {
+	ID           uuid.UUID  `db:"id"`
+	Ord          *int64     `db:"ord"`
+	State        *string    `db:"state"`
+	RunCancelled bool       `db:"run_cancelled"`
+	Origin       *uuid.UUID `db:"origin"`
 }
 
-// RequeueTask moves one DEAD task back to PENDING with a fresh budget of
-// attempts, audited with actor and reason, reopens its run and wakes the
-// schedulers. In a fail_fast run it requeues the whole run: every DEAD task
-// and every task fail_fast CANCELLED goes back to PENDING with it (audited,
-// the reason naming the task requeued), so fail_fast cannot cancel the
-// requeued task again for a sibling that is still DEAD, and the run can
-// reach SUCCEEDED. The UPSTREAM_FAILED descendants of the tasks it requeues
-// return to PENDING with them, unless another ancestor of theirs stays
-// DEAD. It returns the ids moved, id first. Errors: ErrNotFound
-// for an unknown id, ErrNotDead (naming the current state) when it is not
-// DEAD or its run was cancelled; in both cases nothing changes. Concurrent
-// requeues of one task (or of two tasks of one fail_fast run): exactly one
-// succeeds, the others get ErrNotDead.
-func (s *Store) RequeueTask(ctx context.Context, id uuid.UUID, actor, reason string) ([]uuid.UUID, error) {
-	if err := mustEdge(core.TaskDead, core.TaskPending); err != nil {
-		return nil, err
+// RequeueOutcome says what RequeueMany did with one id.
+type RequeueOutcome string
+
+// The outcomes of a requeue, per id.
+const (
+	// RequeueMoved: the task was DEAD and is PENDING now.
+	RequeueMoved RequeueOutcome = "requeued"
+	// RequeueMovedWith: the requeue of another id of the same call (With)
+	// moved the task to PENDING: it was DEAD or CANCELLED in that id's
+	// fail_fast run, or an UPSTREAM_FAILED descendant of it.
+	RequeueMovedWith RequeueOutcome = "requeued_with"
+	// RequeueNotFound: no task has the id.
+	RequeueNotFound RequeueOutcome = "not_found"
+	// RequeueNotDead: the task is not DEAD (State says what it is); it is
+	// unchanged.
+	RequeueNotDead RequeueOutcome = "not_dead"
+	// RequeueRunCancelled: the task is DEAD but its run's cancellation was
+	// requested; it is unchanged.
+	RequeueRunCancelled RequeueOutcome = "run_cancelled"
+)
+
+// RequeueResult is the outcome of RequeueMany for one id.
+type RequeueResult struct {
+	ID      uuid.UUID
+	Outcome RequeueOutcome
+	// State is the task's state when the requeue read it, before it moved
+	// it ("" for RequeueNotFound).
+	State core.TaskState
+	// With is the id whose requeue moved this task (RequeueMovedWith only).
+	With uuid.UUID
+	// Also lists the other tasks this id's requeue moved to PENDING (for
+	// RequeueMoved), in id order: its UPSTREAM_FAILED descendants, and in a
+	// fail_fast run the run's other DEAD tasks (given ids among them) and
+	// the tasks fail_fast cancelled.
+	Also []uuid.UUID
+}
+
+// Requeued reports whether the task is PENDING by this requeue
+// (RequeueMoved or RequeueMovedWith).
+func (r RequeueResult) Requeued() bool {
+	return r.Outcome == RequeueMoved || r.Outcome == RequeueMovedWith
+}
+
+// Err is nil for a requeued task, else the refusal, naming the task: one
+// wrapping ErrNotFound (RequeueNotFound) or ErrNotDead (naming the state;
+// RequeueNotDead, RequeueRunCancelled).
+func (r RequeueResult) Err() error {
+	switch r.Outcome {
+	case RequeueMoved, RequeueMovedWith:
+		return nil
+	case RequeueNotFound:
+		return fmt.Errorf("task %s: %w", r.ID, ErrNotFound)
+	case RequeueRunCancelled:
+		return fmt.Errorf("task %s: %w: its run was cancelled", r.ID, ErrNotDead)
 	}
-	if err := mustEdge(core.TaskCancelled, core.TaskPending); err != nil {
-		return nil, err
+	return fmt.Errorf("task %s: %w (it is %s)", r.ID, ErrNotDead, r.State)
+}
+
+// RequeueMany moves the DEAD tasks among ids back to PENDING with a fresh
+// budget of attempts, audited with actor and reason, reopens their runs and
+// wakes the schedulers: one transaction, whose one requeue statement
+// (qRequeue) acts on the whole set after the runs are locked. In a fail_fast
+// run it requeues the whole run: every DEAD task and every task fail_fast
+// CANCELLED goes back to PENDING with the first of its ids given (audited,
+// the reason naming that task), so fail_fast cannot cancel the requeued
+// task again for a sibling that is still DEAD, and the run can reach
+// SUCCEEDED. The UPSTREAM_FAILED descendants of the tasks it requeues return
+// to PENDING with them, unless another ancestor of theirs stays DEAD.
+//
+// It returns one result per distinct id, in the order first given: a
+// refusal (unknown id, not DEAD, run cancelled) is a result, and changes
+// nothing for that id. The error is for the call as a whole, and then
+// nothing changed: one wrapping core.ErrBadReason for a reason
+// core.ValidateReason refuses, or the database's (a lost connection, a
+// cancelled ctx), never reported as a refusal. No ids: no results, no
+// statement. Concurrent requeues of one task (or of two tasks of one
+// fail_fast run): exactly one moves it, the others get RequeueNotDead.
+func (s *Store) RequeueMany(ctx context.Context, ids []uuid.UUID, actor, reason string) ([]RequeueResult, error) {
+	for _, from := range []core.TaskState{core.TaskDead, core.TaskCancelled, core.TaskUpstreamFailed} {
+		if err := mustEdge(from, core.TaskPending); err != nil {
+			return nil, err
+		}
 	}
-	if err := mustEdge(core.TaskUpstreamFailed, core.TaskPending); err != nil {
-		return nil, err
+	if err := core.ValidateReason(reason); err != nil {
+		return nil, fmt.Errorf("requeue: %w", err)
 	}
-	var moved []uuid.UUID
+	ids = distinctIDs(ids)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var rows []requeueRow
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		// Lock the run row before the task rows, in the same order as the
-		// scheduler's pass and CancelRun, so they cannot deadlock; the
-		// requeue's statement then sees what a pass committed before.
-		if _, err := tx.ExecContext(ctx, `SELECT 1 FROM workflow_runs r JOIN task_runs t ON t.run_id = r.id WHERE t.id = $1 FOR UPDATE OF r`, id); err != nil {
-			return fmt.Errorf("requeue task %s: lock run: %w", id, err)
+		// Lock the run rows before the task rows, in run id order as the
+		// reaper does (a scheduler's pass skips locked runs; CancelRun and
+		// Finish lock one), so they cannot deadlock; the requeue's statement
+		// then sees what a pass committed before.
+		if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, ids); err != nil {
+			return fmt.Errorf("requeue: lock runs: %w", err)
 		}
-		if err := tx.SelectContext(ctx, &moved, qRequeue, id, actor, reason); err != nil {
-			return fmt.Errorf("requeue task %s: %w", id, err)
+		if err := tx.SelectContext(ctx, &rows, qRequeue, ids, actor, reason); err != nil {
+			return fmt.Errorf("requeue: %w", err)
 		}
-		if len(moved) == 0 {
+		if !slices.ContainsFunc(rows, func(r requeueRow) bool { return r.Origin != nil }) {
 			return nil
 		}
 		return notify(ctx, tx, TopicTasks)
@@ -123,103 +217,81 @@ func (s *Store) RequeueTask(ctx context.Context, id uuid.UUID, actor, reason str
 	if err != nil {
 		return nil, err
 	}
-	if len(moved) > 0 {
-		return moved, nil
+	return requeueResults(rows), nil
+}
+
+// requeueResults turns qRequeue's rows into one result per id given, each
+// moved task listed in the Also of its origin.
+func requeueResults(rows []requeueRow) []RequeueResult {
+	var out []RequeueResult
+	at := map[uuid.UUID]int{}
+	for _, r := range rows {
+		if r.Ord == nil {
+			continue
+		}
+		res := RequeueResult{ID: r.ID}
+		if r.State != nil {
+			res.State = core.TaskState(*r.State)
+		}
+		switch {
+		case r.Origin != nil && *r.Origin == r.ID:
+			res.Outcome = RequeueMoved
+		case r.Origin != nil:
+			res.Outcome, res.With = RequeueMovedWith, *r.Origin
+		case r.State == nil:
+			res.Outcome = RequeueNotFound
+		case res.State == core.TaskDead && r.RunCancelled:
+			res.Outcome = RequeueRunCancelled
+		default:
+			res.Outcome = RequeueNotDead
+		}
+		at[r.ID] = len(out)
+		out = append(out, res)
 	}
-	state, _, err := s.TaskStateOf(ctx, id)
+	for _, r := range rows {
+		if r.Origin == nil || *r.Origin == r.ID {
+			continue
+		}
+		if i, ok := at[*r.Origin]; ok {
+			out[i].Also = append(out[i].Also, r.ID)
+		}
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Also, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	}
+	return out
+}
+
+// distinctIDs returns ids without repeats, in the order first given.
+func distinctIDs(ids []uuid.UUID) []uuid.UUID {
+	seen := make(map[uuid.UUID]bool, len(ids))
+	out := make([]uuid.UUID, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Requeue requeues one task with RequeueMany; the error is the call's, or
+// the task's refusal (RequeueResult.Err).
+func (s *Store) Requeue(ctx context.Context, id uuid.UUID, actor, reason string) error {
+	_, err := s.RequeueTask(ctx, id, actor, reason)
+	return err
+}
+
+// RequeueTask requeues one task with RequeueMany and returns the ids it
+// moved, id first; the error is the call's, or the task's refusal
+// (RequeueResult.Err: ErrNotFound, ErrNotDead), and then nothing moved.
+func (s *Store) RequeueTask(ctx context.Context, id uuid.UUID, actor, reason string) ([]uuid.UUID, error) {
+	res, err := s.RequeueMany(ctx, []uuid.UUID{id}, actor, reason)
 	if err != nil {
 		return nil, err
 	}
-	if state == core.TaskDead {
-		return nil, fmt.Errorf("task %s: %w: its run was cancelled", id, ErrNotDead)
+	if err := res[0].Err(); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("task %s: %w (it is %s)", id, ErrNotDead, state)
-}
-
-// ErrRunFinished is returned by CancelRun for a run that already SUCCEEDED
-// or whose cancellation was already requested.
-var ErrRunFinished = errors.New("run already finished")
-
-// qRequestCancel persists the cancellation on the run row first; its row
-// lock also waits out a scheduler pass that holds the run.
-const qRequestCancel = `
-UPDATE workflow_runs
-   SET cancel_requested_at = now(), cancel_reason = $2, finished_at = NULL
- WHERE id = $1 AND cancel_requested_at IS NULL AND state <> 'SUCCEEDED'
-RETURNING id`
-
-// qCancelTasks cancels every task of the given runs that has not started
-// (PENDING, READY, RETRYING), with its audit rows. It runs as its own
-// statement after the run rows are locked, so its snapshot includes
-// whatever a concurrent scheduler pass promoted before it released them.
-const qCancelTasks = `
-WITH cand AS (
-    SELECT t.id, t.state FROM task_runs t
-     WHERE t.run_id = ANY ($1::uuid[]) AND t.state IN ('PENDING', 'READY', 'RETRYING')
-), c AS (
-    UPDATE task_runs t SET state = 'CANCELLED', finished_at = now(), next_attempt_at = NULL
-      FROM cand WHERE t.id = cand.id AND t.state = cand.state
- RETURNING t.id, t.run_id, cand.state AS from_state, t.attempt, t.fencing_token
-), ev AS (
-    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
-    SELECT id, run_id, from_state, 'CANCELLED', attempt, fencing_token, $2, $3 FROM c
-)
-SELECT count(*) FROM c`
-
-// CancelResult says what CancelRun did.
-type CancelResult struct {
-	// TasksCancelled counts tasks that had not started (PENDING, READY,
-	// RETRYING) and are now CANCELLED. RUNNING tasks are signalled through
-	// CancelChannel (their worker renews at once and cancels the handler),
-	// backed by their next heartbeat, and end CANCELLED when their handler
-	// returns.
-	TasksCancelled int
-}
-
-// CancelRun persists the cancellation request first, cancels every task that
-// has not started, and, in one NOTIFY statement, wakes the schedulers and
-// tells the workers on CancelChannel; running tasks see the request at once
-// (or at their next heartbeat if the notification is lost). Errors: ErrNotFound, ErrRunFinished (nothing
-// changed).
-func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason string) (CancelResult, error) {
-	for _, from := range []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRetrying} {
-		if err := mustEdge(from, core.TaskCancelled); err != nil {
-			return CancelResult{}, err
-		}
-	}
-	var row struct {
-		Runs  int
-		Tasks int
-	}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var ids []uuid.UUID
-		if err := tx.SelectContext(ctx, &ids, qRequestCancel, id, reason); err != nil {
-			return fmt.Errorf("cancel run %s: %w", id, err)
-		}
-		row.Runs = len(ids)
-		if row.Runs == 0 {
-			return nil
-		}
-		if err := tx.GetContext(ctx, &row.Tasks, qCancelTasks, ids, actor, "run cancelled: "+reason); err != nil {
-			return fmt.Errorf("cancel tasks of run %s: %w", id, err)
-		}
-		return notifyAll(ctx, tx, tasksNotice(TopicTasks), cancelNotice(ids))
-	})
-	if err != nil {
-		return CancelResult{}, err
-	}
-	if row.Runs == 1 {
-		return CancelResult{TasksCancelled: row.Tasks}, nil
-	}
-	var cur struct {
-		State     core.RunState `db:"state"`
-		Requested bool          `db:"requested"`
-	}
-	if err := s.db.GetContext(ctx, &cur, `SELECT state, cancel_requested_at IS NOT NULL AS requested FROM workflow_runs WHERE id = $1`, id); err != nil {
-		return CancelResult{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
-	}
-	if cur.Requested {
-		return CancelResult{}, fmt.Errorf("run %s: %w: its cancellation was already requested (state %s; a scheduler settles it)", id, ErrRunFinished, cur.State)
-	}
-	return CancelResult{}, fmt.Errorf("run %s: %w (it is %s)", id, ErrRunFinished, cur.State)
+	return append([]uuid.UUID{id}, res[0].Also...), nil
 }

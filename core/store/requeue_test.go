@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
 const twoStep = `
@@ -138,108 +141,6 @@ func TestConcurrentRequeuesOfOneTaskOnlyOneWins(t *testing.T) {
 	}
 	if n := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = $1 AND from_state = 'DEAD' AND to_state = 'PENDING'`, b); n != 1 {
 		t.Fatalf("%d requeue events, want 1", n)
-	}
-}
-
-func TestCancelRunCancelsWhatHasNotStarted(t *testing.T) {
-	f := newFixture(t)
-	f.apply(`
-name: cancel
-tasks:
-  - {name: ready, handler: noop}
-  - {name: pending, handler: noop, depends_on: [ready]}
-  - {name: retrying, handler: noop}
-  - {name: done, handler: noop}
-`)
-	runID := f.trigger("cancel", "")
-	ts := f.tasks(runID)
-	c := f.claim(ts["retrying"].ID, "w1", time.Minute)
-	f.finish(c, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "x", RetryDelay: time.Millisecond})
-	f.runTask(ts["done"].ID)
-	f.waitRetryDue(ts["retrying"].ID)
-	res, err := f.s.CancelRun(f.ctx, runID, "alice", "wrong day")
-	if err != nil || res.TasksCancelled != 3 {
-		t.Fatalf("cancel: %+v %v; want 3 tasks cancelled", res, err)
-	}
-	for _, n := range []string{"ready", "pending", "retrying"} {
-		d := f.task(ts[n].ID)
-		last := d.Events[len(d.Events)-1]
-		if d.State != "CANCELLED" || last.Actor != "alice" || last.Reason == nil || *last.Reason != "run cancelled: wrong day" {
-			t.Fatalf("%s: state %s, last event %+v", n, d.State, last)
-		}
-	}
-	f.wantState(ts["done"].ID, core.TaskSucceeded)
-	// The due retry must not come back, and nothing is promoted.
-	if r := f.advance(); r.Promoted+r.RetriesDue != 0 {
-		t.Fatalf("advance after cancel: %+v", r)
-	}
-	r := f.run(runID)
-	if r.State != "CANCELLED" || r.FinishedAt == nil || r.CancelRequestedAt == nil {
-		t.Fatalf("run %s finished %v", r.State, r.FinishedAt)
-	}
-	if _, err := f.s.CancelRun(f.ctx, runID, "alice", "again"); !errors.Is(err, store.ErrRunFinished) {
-		t.Fatalf("second cancel: %v, want ErrRunFinished", err)
-	}
-}
-
-func TestCancelRunRefusesFinishedAndUnknownRuns(t *testing.T) {
-	f := newFixture(t)
-	f.apply(oneTask)
-	runID := f.trigger("one", "")
-	f.runTask(f.taskID(runID, "a"))
-	f.advance()
-	if r := f.run(runID); r.State != "SUCCEEDED" {
-		t.Fatalf("run %s", r.State)
-	}
-	if _, err := f.s.CancelRun(f.ctx, runID, "alice", "late"); !errors.Is(err, store.ErrRunFinished) {
-		t.Fatalf("cancel of a SUCCEEDED run: %v, want ErrRunFinished", err)
-	}
-	if r := f.run(runID); r.CancelRequestedAt != nil || r.State != "SUCCEEDED" {
-		t.Fatalf("a refused cancel changed the run: %+v", r)
-	}
-	if _, err := f.s.CancelRun(f.ctx, uuid.New(), "alice", "x"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("cancel of an unknown run: %v, want ErrNotFound", err)
-	}
-}
-
-// TestCancelledRunSettlesWhenItsRunningTaskFails: a task RUNNING when its
-// run is cancelled may still end in RETRYING (its handler returned an
-// ordinary error, or its worker died and the reaper found the lease).
-// Nothing ever cancels that RETRYING task: Advance promotes and fail-fast
-// cancels only runs without a cancel request, so the run stays open
-// (finished_at NULL) and is re-examined by every scheduler pass forever.
-func TestCancelledRunSettlesWhenItsRunningTaskFails(t *testing.T) {
-	for _, how := range []string{"finish", "reap"} {
-		t.Run(how, func(t *testing.T) {
-			f := newFixture(t)
-			f.apply(oneTask)
-			runID := f.trigger("one", "")
-			id := f.taskID(runID, "a")
-			lease := time.Minute
-			if how == "reap" {
-				lease = time.Millisecond
-			}
-			c := f.claim(id, "w1", lease)
-			if _, err := f.s.CancelRun(f.ctx, runID, "alice", "stop"); err != nil {
-				t.Fatal(err)
-			}
-			if how == "finish" {
-				f.finish(c, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", RetryDelay: time.Millisecond})
-			} else {
-				f.waitLeaseExpired(id)
-				if n, err := f.s.ReapExpired(f.ctx, 10, zeroBackoff, "reaper"); n != 1 || err != nil {
-					t.Fatalf("reap: %d %v", n, err)
-				}
-			}
-			f.waitRetryDue(id)
-			f.advance()
-			f.advance()
-			st, _ := f.state(id)
-			r := f.run(runID)
-			if st != core.TaskCancelled || r.State != "CANCELLED" || r.FinishedAt == nil {
-				t.Fatalf("task %s, run %s finished %v; want CANCELLED, CANCELLED and settled", st, r.State, r.FinishedAt)
-			}
-		})
 	}
 }
 
@@ -379,5 +280,174 @@ func TestConcurrentRequeuesOfAFailFastRunRequeueItOnce(t *testing.T) {
 	}
 	if n := f.count(`SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state = 'PENDING' AND actor = 'alice'`, runID); n != 4 {
 		t.Fatalf("%d audit rows to PENDING, want 4 (one per task)", n)
+	}
+}
+
+// TestRequeueManyReportsEveryIdAndMovesTheSetAtOnce: one call with the DEAD
+// tasks of two runs, a task that is not DEAD, an unknown id, a repeat and a
+// DEAD task of a cancelled run gives one result per distinct id in the
+// order given; each refusal says what the task is and changes nothing; the
+// two DEAD tasks move in one transaction (one xmin on their audit rows) and
+// both runs reopen.
+func TestRequeueManyReportsEveryIdAndMovesTheSetAtOnce(t *testing.T) {
+	f := newFixture(t)
+	run1, b1 := f.deadRun()
+	run2, b2 := f.deadRun()
+	run3, b3 := f.deadRun()
+	if _, err := f.s.CancelRun(f.ctx, run3, "alice", "give up"); err != nil {
+		t.Fatal(err)
+	}
+	a1 := f.taskID(run1, "a")
+	events := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = ANY ($1::uuid[])`, []uuid.UUID{a1, b3})
+	unknown := uuid.New()
+	res, err := f.s.RequeueMany(f.ctx, []uuid.UUID{b1, a1, unknown, b2, b1, b3}, "alice", "fixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		id      uuid.UUID
+		outcome store.RequeueOutcome
+		state   core.TaskState
+		err     error
+		says    string
+	}{
+		{b1, store.RequeueMoved, core.TaskDead, nil, ""},
+		{a1, store.RequeueNotDead, core.TaskSucceeded, store.ErrNotDead, "(it is SUCCEEDED)"},
+		{unknown, store.RequeueNotFound, "", store.ErrNotFound, unknown.String()},
+		{b2, store.RequeueMoved, core.TaskDead, nil, ""},
+		{b3, store.RequeueRunCancelled, core.TaskDead, store.ErrNotDead, "its run was cancelled"},
+	}
+	if len(res) != len(want) {
+		t.Fatalf("%d results, want %d: %+v", len(res), len(want), res)
+	}
+	for i, w := range want {
+		r := res[i]
+		if r.ID != w.id || r.Outcome != w.outcome || r.State != w.state || r.Requeued() != (w.err == nil) || len(r.Also) != 0 || r.With != uuid.Nil {
+			t.Errorf("result %d: %+v, want %s %s %s", i, r, w.id, w.outcome, w.state)
+		}
+		if err := r.Err(); !errors.Is(err, w.err) || (err != nil && !strings.Contains(err.Error(), w.says)) {
+			t.Errorf("result %d: Err() = %v, want %v saying %q", i, err, w.err, w.says)
+		}
+	}
+	f.wantState(b1, core.TaskPending)
+	f.wantState(b2, core.TaskPending)
+	f.wantState(b3, core.TaskDead)
+	f.wantState(a1, core.TaskSucceeded)
+	if n := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = ANY ($1::uuid[])`, []uuid.UUID{a1, b3}); n != events {
+		t.Errorf("the refused tasks have %d audit rows, had %d", n, events)
+	}
+	if n := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = ANY ($1::uuid[]) AND to_state = 'PENDING' AND actor = 'alice' AND reason = 'fixed'`, []uuid.UUID{b1, b2}); n != 2 {
+		t.Errorf("%d audit rows of the requeues, want 2", n)
+	}
+	if n := f.count(`SELECT count(DISTINCT xmin::text) FROM task_events WHERE task_run_id = ANY ($1::uuid[]) AND to_state = 'PENDING'`, []uuid.UUID{b1, b2}); n != 1 {
+		t.Errorf("the two requeues' audit rows were written by %d transactions, want 1", n)
+	}
+	for _, id := range []uuid.UUID{run1, run2} {
+		if r := f.run(id); r.FinishedAt != nil {
+			t.Errorf("run %s still settled after the requeue", id)
+		}
+	}
+	if res, err := f.s.RequeueMany(f.ctx, nil, "alice", "fixed"); res != nil || err != nil {
+		t.Errorf("no ids: %v %v, want nothing", res, err)
+	}
+}
+
+// TestRequeueManyOfAFailFastRunRequeuesItWithTheFirstIdGiven: both DEAD
+// tasks of a fail_fast run and a task fail_fast cancelled, in one call and
+// in either order: the first id given requeues the whole run (its Also
+// lists the other three tasks it moved), the others are reported moved with
+// it, and the audit rows of what it moved name it.
+func TestRequeueManyOfAFailFastRunRequeuesItWithTheFirstIdGiven(t *testing.T) {
+	for _, order := range [][2]string{{"x", "y"}, {"y", "x"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			f := newFixture(t)
+			_, ts := f.failFastPairRun()
+			first, second, sibling := ts[order[0]].ID, ts[order[1]].ID, ts["sibling"].ID
+			res, err := f.s.RequeueMany(f.ctx, []uuid.UUID{first, second, sibling}, "alice", "fixed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) != 3 || res[0].Outcome != store.RequeueMoved || len(res[0].Also) != 3 ||
+				!slices.Contains(res[0].Also, second) || !slices.Contains(res[0].Also, sibling) || !slices.Contains(res[0].Also, ts["after"].ID) {
+				t.Fatalf("results %+v; want %s requeued with the other three", res, order[0])
+			}
+			for i, st := range map[int]core.TaskState{1: core.TaskDead, 2: core.TaskCancelled} {
+				if r := res[i]; r.Outcome != store.RequeueMovedWith || r.With != first || r.State != st || r.Err() != nil {
+					t.Errorf("result %d: %+v, want moved with %s from %s", i, r, first, st)
+				}
+			}
+			for n, why := range map[string]string{
+				order[1]:  "fail_fast run requeued with task " + first.String() + ": fixed",
+				"sibling": "fail_fast run requeued with task " + first.String() + ": fixed",
+				"after":   "upstream task requeued with task " + first.String() + ": fixed",
+				order[0]:  "fixed",
+			} {
+				d := f.task(ts[n].ID)
+				if last := d.Events[len(d.Events)-1]; d.State != "PENDING" || last.Reason == nil || *last.Reason != why {
+					t.Errorf("%s: %s, last audit row %+v; want PENDING, %q", n, d.State, last, why)
+				}
+			}
+		})
+	}
+}
+
+// TestRequeueManyFailsWholeOnADatabaseError: a requeue through a closed
+// store, or whose context is cancelled, returns that error for the call:
+// no result, nothing reported not found or not DEAD, nothing changed. A
+// reason core.ValidateReason refuses fails the same way before the
+// database is asked.
+func TestRequeueManyFailsWholeOnADatabaseError(t *testing.T) {
+	f := newFixture(t)
+	_, b := f.deadRun()
+	closed, _ := storetest.New(t)
+	closed.Close()
+	cancelled, cancel := context.WithCancel(f.ctx)
+	cancel()
+	for _, tc := range []struct {
+		name   string
+		s      *store.Store
+		ctx    context.Context
+		reason string
+		want   error
+	}{
+		{"closed store", closed, f.ctx, "fixed", nil},
+		{"cancelled context", f.s, cancelled, "fixed", context.Canceled},
+		{"blank reason", f.s, f.ctx, " ", core.ErrBadReason},
+	} {
+		res, err := tc.s.RequeueMany(tc.ctx, []uuid.UUID{b, uuid.New()}, "alice", tc.reason)
+		if err == nil || res != nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotDead) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s: %+v, %v; want no result and an error (%v), not a refusal", tc.name, res, err, tc.want)
+		}
+		if _, err := tc.s.RequeueTask(tc.ctx, b, "alice", tc.reason); err == nil || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: RequeueTask: %v, want the call's error", tc.name, err)
+		}
+	}
+	f.wantState(b, core.TaskDead)
+}
+
+// TestEveryOperatorActionRefusesAReasonCoreRefuses: requeue, cancel,
+// forget-key, outbox retry and drop check their audit reason with
+// core.ValidateReason before the database is asked (so the ids need not
+// exist): blank, over core.MaxReasonBytes or with a NUL, each is refused
+// with core.ErrBadReason, never with ErrNotFound.
+func TestEveryOperatorActionRefusesAReasonCoreRefuses(t *testing.T) {
+	f := newFixture(t)
+	id := uuid.New()
+	actions := map[string]func(reason string) error{
+		"requeue": func(r string) error { return f.s.Requeue(f.ctx, id, "alice", r) },
+		"cancel":  func(r string) error { _, err := f.s.CancelRun(f.ctx, id, "alice", r); return err },
+		"forget":  func(r string) error { _, err := f.s.ForgetIdempotencyKey(f.ctx, id, "alice", r); return err },
+		"retry":   func(r string) error { return f.s.RetryQuarantined(f.ctx, 1, "alice", r) },
+		"drop":    func(r string) error { _, err := f.s.DropQuarantined(f.ctx, 1, "alice", r); return err },
+	}
+	for name, act := range actions {
+		for _, reason := range []string{"", "  ", strings.Repeat("r", core.MaxReasonBytes+1), "a\x00b"} {
+			if err := act(reason); !errors.Is(err, core.ErrBadReason) || errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s with reason %.10q: %v, want core.ErrBadReason", name, reason, err)
+			}
+		}
+		if err := act("fixed"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s of an unknown id with a good reason: %v, want ErrNotFound", name, err)
+		}
 	}
 }

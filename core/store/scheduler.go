@@ -252,7 +252,7 @@ SELECT count(*) FROM c`
 // qFailFastRevive returns to PENDING (token bumped, fresh budget, audited)
 // the CANCELLED tasks of the locked, uncancelled fail_fast runs that have no
 // DEAD task: in such a run only fail_fast cancels, and no DEAD task means an
-// operator requeued the one that failed it. RequeueTask revives the tasks
+// operator requeued the one that failed it. RequeueMany revives the tasks
 // CANCELLED by then; this catches a running task that was told to stop
 // before the requeue and finished CANCELLED after it.
 const qFailFastRevive = `

@@ -398,7 +398,7 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 	var err error
 	if req.Outcome == OutcomeFailed {
 		// A failure may bury the task and its descendants: lock the run row
-		// first, as the scheduler's pass, CancelRun and RequeueTask do, so
+		// first, as the scheduler's pass, CancelRun and RequeueMany do, so
 		// the writes to the descendants cannot deadlock with theirs.
 		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 			if _, err := tx.ExecContext(ctx, qLockRunOfTask, req.ID); err != nil {

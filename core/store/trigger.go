@@ -130,7 +130,7 @@ func triggerParams(req TriggerRequest) (json.RawMessage, map[string]any, error) 
 	if err := core.ValidateParams(params); err != nil {
 		return nil, nil, err
 	}
-	if err := validateIdempotencyKey(req.IdempotencyKey); err != nil {
+	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, nil, err
 	}
 	var pmap map[string]any
@@ -243,7 +243,11 @@ func existingRun(ctx context.Context, tx *sqlx.Tx, ikey, workflow string, params
 // MaxIdempotencyKeyBytes bounds a trigger's idempotency key.
 const MaxIdempotencyKeyBytes = 512
 
-func validateIdempotencyKey(k string) error {
+// ValidateIdempotencyKey checks a trigger's idempotency key ("" is no key):
+// at most MaxIdempotencyKeyBytes, valid UTF-8, no NUL character. The error
+// wraps core.ErrBadParams and says what is wrong; Trigger refuses such a
+// key with it before writing anything.
+func ValidateIdempotencyKey(k string) error {
 	switch {
 	case len(k) > MaxIdempotencyKeyBytes:
 		return fmt.Errorf("%w: idempotency key is %d bytes, more than %d", core.ErrBadParams, len(k), MaxIdempotencyKeyBytes)

@@ -46,7 +46,7 @@ SELECT count(*) FROM uf`
 
 // qUpstreamRevive returns to PENDING (token bumped, audited) the
 // UPSTREAM_FAILED tasks of the locked, uncancelled runs $1 none of whose
-// ancestors is DEAD: RequeueTask revives them with the requeue, this catches
+// ancestors is DEAD: RequeueMany revives them with the requeue, this catches
 // a requeue by an older binary, which does not know the state.
 const qUpstreamRevive = `
 WITH RECURSIVE blocked (run_id, task_name) AS (
