@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -34,4 +37,18 @@ ON CONFLICT DO NOTHING`, id, token, workerID, WaitingReasonPrefix, handler, regi
 		return false, fmt.Errorf("note task %s waits for handler %s: %w", id, handler, err)
 	}
 	return n == 1, nil
+}
+
+// ReadyFor returns how long the task has been READY (database clock). ok is
+// false when it is not READY (or does not exist).
+func (s *Store) ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error) {
+	var ms float64
+	err := s.db.GetContext(ctx, &ms, `SELECT extract(epoch FROM now() - ready_at) * 1000 FROM task_runs WHERE id = $1 AND state = 'READY'`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return time.Duration(ms * float64(time.Millisecond)), true, nil
 }

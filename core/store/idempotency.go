@@ -299,3 +299,10 @@ func (s *Store) ForgetIdempotencyKey(ctx context.Context, id uuid.UUID, actor, r
 	}
 	return res, nil
 }
+
+// ReuseNote is the history's reason for a finish that reused src's result
+// for key: "result reused from task run X of run Y (idempotency key K)",
+// the key cut to 200 bytes.
+func ReuseNote(src KeySource, key string) string {
+	return fmt.Sprintf("result reused from %s (idempotency key %s)", src, core.SanitizeText(key, 200))
+}

@@ -178,3 +178,20 @@ func (t TaskRun) DAGDeps() []string {
 	_ = json.Unmarshal(t.DependsOn, &d)
 	return d
 }
+
+// TaskStateOf returns a task's current state and fencing token, or
+// ErrNotFound. Workers use it to explain a lost claim in their logs.
+func (s *Store) TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error) {
+	var row struct {
+		State core.TaskState `db:"state"`
+		Token int64          `db:"fencing_token"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT state, fencing_token FROM task_runs WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("read task %s: %w", id, err)
+	}
+	return row.State, row.Token, nil
+}

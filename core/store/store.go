@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
@@ -149,6 +150,17 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// mustEdge refuses, before any SQL runs, a transition the state machine does
+// not have. Each store method that moves a task names its edges here.
+func mustEdge(from core.TaskState, to ...core.TaskState) error {
+	for _, t := range to {
+		if err := core.CheckTransition(from, t); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// ClaimedTask is what a successful claim returns: everything the worker
+// needs to run the attempt, and the fencing token that guards every later
+// write of this attempt.
+type ClaimedTask struct {
+	ID             uuid.UUID      `db:"id"`
+	RunID          uuid.UUID      `db:"run_id"`
+	Workflow       string         `db:"workflow_name"`
+	TaskName       string         `db:"task_name"`
+	Handler        string         `db:"handler"`
+	Params         JSON           `db:"params"`
+	RunParams      JSON           `db:"run_params"`
+	Upstream       JSON           `db:"upstream"`
+	Attempt        int            `db:"attempt"`
+	MaxAttempts    int            `db:"max_attempts"`
+	InitialBackoff int64          `db:"initial_backoff_ms"`
+	MaxBackoff     int64          `db:"max_backoff_ms"`
+	TimeoutMS      int64          `db:"timeout_ms"`
+	FencingToken   int64          `db:"fencing_token"`
+	IdempotencyKey sql.NullString `db:"idempotency_key"`
+	LeaseExpiresAt time.Time      `db:"lease_expires_at"`
+}
+
+// Policy returns the claimed task's retry policy.
+func (c ClaimedTask) Policy() core.RetryPolicy {
+	return core.RetryPolicy{
+		MaxAttempts:    c.MaxAttempts,
+		InitialBackoff: time.Duration(c.InitialBackoff) * time.Millisecond,
+		MaxBackoff:     time.Duration(c.MaxBackoff) * time.Millisecond,
+	}
+}
+
+// Timeout returns the handler's deadline, 0 meaning none.
+func (c ClaimedTask) Timeout() time.Duration { return time.Duration(c.TimeoutMS) * time.Millisecond }
+
+// UpstreamResults decodes Upstream into a map by task name.
+func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	if len(c.Upstream) > 0 {
+		_ = json.Unmarshal(c.Upstream, &out)
+	}
+	return out
+}
+
+// qClaim is READY -> RUNNING in one statement: it requires the fencing token
+// the dispatch message carries (so a message of an older generation can
+// never claim a newer one), bumps the token, counts the attempt, and sets the
+// lease on the database clock. The lease is measured from clock_timestamp(),
+// the moment the row is written (after any lock wait), not from now(), the
+// start of the transaction: a claim that waited behind a lock must not
+// commit a lease already partly or wholly spent.
+const qClaim = `
+WITH claimed AS (
+    UPDATE task_runs t
+       SET state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
+           lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond', heartbeat_at = clock_timestamp(),
+           worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
+      FROM workflow_runs r
+     WHERE t.id = $1 AND t.state = 'READY' AND t.fencing_token = $2 AND r.id = t.run_id
+       AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED')
+ RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
+           t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
+           t.fencing_token, t.idempotency_key, t.lease_expires_at
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
+    SELECT id, run_id, 'READY', 'RUNNING', attempt, fencing_token, $3, $3, 'claimed' FROM claimed
+)
+SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_params,
+       coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
+                   FROM task_runs p WHERE p.run_id = c.run_id AND p.task_name = ANY (c.depends_on)), '{}'::jsonb) AS upstream,
+       c.attempt, c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.timeout_ms, c.fencing_token,
+       c.idempotency_key, c.lease_expires_at
+  FROM claimed c`
+
+// Claim moves the task READY -> RUNNING for workerID if it is still READY
+// with the fencing token the dispatch carried. ok=false (nil error) means the
+// claim lost: a duplicate or stale delivery, a cancelled task or run (or a
+// failed fail_fast run), or an unknown id; the caller acks the message and runs nothing. lease is the lease
+// duration (rounded to milliseconds), measured from the write. The claim
+// waits at most LockWaitFor(lease) for a lock, then fails with an error
+// wrapping ErrLockTimeout (nothing written). Any other error may have come
+// after the claim committed: see ClaimedBy.
+func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
+	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {
+		return ClaimedTask{}, false, err
+	}
+	var c ClaimedTask
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := setLockTimeout(ctx, tx, LockWaitFor(lease)); err != nil {
+			return err
+		}
+		return tx.GetContext(ctx, &c, qClaim, id, token, workerID, lease.Milliseconds())
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return ClaimedTask{}, false, nil
+	}
+	if err != nil {
+		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, asLockTimeout(err))
+	}
+	return c, true, nil
+}
+
+// qClaimedBy reads back what qClaim returns, for the attempt holding token
+// on workerID: the claim committed when this matches.
+const qClaimedBy = `
+SELECT t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
+       coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
+                   FROM task_runs p WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on)), '{}'::jsonb) AS upstream,
+       t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms, t.fencing_token,
+       t.idempotency_key, t.lease_expires_at
+  FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+ WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND t.worker_id = $3`
+
+// ClaimedBy reads back a claim whose reply was lost (an error after the
+// statement was sent: it may have committed). ok=true means the task is
+// RUNNING for workerID with token, the token the claim of a dispatch
+// carrying token-1 produces: the claim committed and the caller owns the
+// attempt, exactly as if Claim had returned it. ok=false (nil error) means
+// it did not commit (or was since lost). The error is the read's own.
+func (s *Store) ClaimedBy(ctx context.Context, id uuid.UUID, token int64, workerID string) (ClaimedTask, bool, error) {
+	var c ClaimedTask
+	err := s.db.GetContext(ctx, &c, qClaimedBy, id, token, workerID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ClaimedTask{}, false, nil
+	}
+	if err != nil {
+		return ClaimedTask{}, false, fmt.Errorf("read back the claim of task %s: %w", id, err)
+	}
+	return c, true, nil
+}

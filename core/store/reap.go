@@ -1,0 +1,196 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// BackoffFunc returns the delay before the retry that follows attempt under
+// policy p. The scheduler passes core.RetryPolicy.Backoff.
+type BackoffFunc func(p core.RetryPolicy, attempt int) time.Duration
+
+type expiredLease struct {
+	ID             uuid.UUID `db:"id"`
+	Token          int64     `db:"fencing_token"`
+	Attempt        int       `db:"attempt"`
+	MaxAttempts    int       `db:"max_attempts"`
+	InitialBackoff int64     `db:"initial_backoff_ms"`
+	MaxBackoff     int64     `db:"max_backoff_ms"`
+	Refund         bool      `db:"refund"`
+}
+
+// leaseGrace is the SQL condition, shared by the candidate query and the
+// reap itself, that holds back a lapsed lease for one lease (its own
+// length, lease_expires_at - heartbeat_at) after the reaper reached the
+// database again ($2, NULL when it saw no outage). leaseRefund says the
+// lease lapsed while the reaper could not see the database: after $3 (the
+// last pass before the outage; NULL: no lower bound) and no later than $2.
+// $4 (NULL: none) is the latest database time (clock_timestamp(), the
+// moment the row is examined, after any lock wait) at which the reap may
+// run: a reap that ran later stalled (an outage the reaper has not seen
+// yet) and reaps nothing.
+const (
+	leaseGrace = `($2::timestamptz IS NULL OR now() >= $2::timestamptz + coalesce(t.lease_expires_at - t.heartbeat_at, interval '0'))
+       AND ($4::timestamptz IS NULL OR clock_timestamp() <= $4::timestamptz)`
+	leaseRefund = `($2::timestamptz IS NOT NULL AND t.lease_expires_at <= $2::timestamptz AND ($3::timestamptz IS NULL OR t.lease_expires_at > $3::timestamptz))`
+)
+
+const qExpiredLeases = `
+SELECT t.id, t.fencing_token, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
+       ` + leaseRefund + ` AS refund
+  FROM task_runs t
+ WHERE t.state = 'RUNNING' AND t.lease_expires_at < now() AND ` + leaseGrace + `
+ ORDER BY t.lease_expires_at
+ LIMIT $1`
+
+// qReap is RUNNING -> RETRYING | DEAD for expired leases, in one statement
+// guarded by state, fencing token, the (database-clock) expiry and the
+// outage grace, bumping the token so the lost worker's later writes match
+// nothing. A refunded reap (the lease lapsed during an outage the reaper
+// saw) does not use up the attempt: max_attempts grows by one and the task
+// goes RETRYING even on its last attempt. A task it makes DEAD takes its
+// PENDING descendants to UPSTREAM_FAILED (buryDownstream).
+const qReap = `
+WITH RECURSIVE reaped AS (
+    UPDATE task_runs t
+       SET state = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN 'DEAD' ELSE 'RETRYING' END,
+           max_attempts = CASE WHEN u.refund THEN t.max_attempts + 1 ELSE t.max_attempts END,
+           fencing_token = t.fencing_token + 1,
+           lease_expires_at = NULL,
+           next_attempt_at = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN NULL
+                                  ELSE now() + u.delay_ms * interval '1 millisecond' END,
+           finished_at = CASE WHEN NOT u.refund AND t.attempt >= t.max_attempts THEN now() END,
+           error = CASE WHEN u.refund
+                        THEN 'lease expired during a database outage: worker ' || coalesce(t.worker_id, '?') ||
+                             ' did not renew it within one lease after the database returned (attempt ' || t.attempt || ' not counted)'
+                        ELSE 'lease expired: worker ' || coalesce(t.worker_id, '?') || ' stopped renewing it (attempt ' || t.attempt || ')' END
+      FROM unnest($1::uuid[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(id, tok, delay_ms, refund)
+     WHERE t.id = u.id AND t.state = 'RUNNING' AND t.fencing_token = u.tok AND t.lease_expires_at < now()
+       AND ` + leaseGrace + ` AND (NOT u.refund OR ` + leaseRefund + `)
+ RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.error, t.worker_id, u.refund
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
+    SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker_id, $8, error FROM reaped
+), buried (id, actor) AS (
+    SELECT id, $8::text FROM reaped WHERE state = 'DEAD'
+), ` + buryDownstream + `
+SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded FROM reaped`
+
+// qLockRunsOfTasks locks the run rows of the tasks $1, in run id order.
+const qLockRunsOfTasks = `
+SELECT 1 FROM workflow_runs r
+ WHERE r.id IN (SELECT t.run_id FROM task_runs t WHERE t.id = ANY ($1::uuid[]))
+ ORDER BY r.id
+   FOR UPDATE`
+
+// Outage is what a reaper saw of its own loss of the database, on the
+// database's clock: Since is the start of its last pass before the outage
+// (zero: unknown), Until the first moment it reached the database again.
+type Outage struct {
+	Since, Until time.Time
+}
+
+// ReapRequest configures one Reap.
+type ReapRequest struct {
+	Limit   int // at most this many leases reaped
+	Backoff BackoffFunc
+	Actor   string // recorded in task history
+	// Outage, when not nil, is the reaper's latest outage: a lease is then
+	// reaped no earlier than Outage.Until plus its own length (one lease of
+	// grace for the worker to renew once the database answers), and a
+	// lease that lapsed during the outage (after Since, no later than
+	// Until) is reaped without using up its attempt.
+	Outage *Outage
+	// NotAfter, when not zero, is a database time past which this Reap
+	// reaps nothing: its statements ran so late that the database was
+	// stalled or unreachable in between (an outage the caller will only
+	// see at its next pass, and grant grace for then).
+	NotAfter time.Time
+}
+
+// ReapResult says what one Reap did.
+type ReapResult struct {
+	Reaped   int // RUNNING -> RETRYING | DEAD
+	Refunded int // of which reaped without using up the attempt (outage)
+}
+
+// Reap routes up to req.Limit RUNNING tasks whose lease has expired (on
+// the database clock), and whose outage grace (see ReapRequest.Outage) has
+// passed, to RETRYING with a backoff, or to DEAD when their attempts are
+// used up. A task renewed or finished meanwhile is left alone.
+func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
+	if err := mustEdge(core.TaskRunning, core.TaskRetrying, core.TaskDead); err != nil {
+		return ReapResult{}, err
+	}
+	if err := mustEdge(core.TaskPending, core.TaskUpstreamFailed); err != nil {
+		return ReapResult{}, err
+	}
+	var until, since *time.Time
+	if req.Outage != nil {
+		until = &req.Outage.Until
+		if !req.Outage.Since.IsZero() {
+			since = &req.Outage.Since
+		}
+	}
+	var notAfter *time.Time
+	if !req.NotAfter.IsZero() {
+		notAfter = &req.NotAfter
+	}
+	var rows []expiredLease
+	if err := s.db.SelectContext(ctx, &rows, qExpiredLeases, req.Limit, until, since, notAfter); err != nil {
+		return ReapResult{}, fmt.Errorf("find expired leases: %w", err)
+	}
+	if len(rows) == 0 {
+		return ReapResult{}, nil
+	}
+	ids := make([]uuid.UUID, len(rows))
+	toks := make([]int64, len(rows))
+	delays := make([]int64, len(rows))
+	refunds := make([]bool, len(rows))
+	var dying []uuid.UUID
+	for i, r := range rows {
+		ids[i], toks[i], refunds[i] = r.ID, r.Token, r.Refund
+		if !r.Refund && r.Attempt >= r.MaxAttempts {
+			dying = append(dying, r.ID)
+		}
+		p := core.RetryPolicy{MaxAttempts: r.MaxAttempts, InitialBackoff: time.Duration(r.InitialBackoff) * time.Millisecond, MaxBackoff: time.Duration(r.MaxBackoff) * time.Millisecond}
+		delays[i] = req.Backoff(p, r.Attempt).Milliseconds()
+	}
+	var res struct {
+		Reaped   int `db:"reaped"`
+		Refunded int `db:"refunded"`
+	}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if len(dying) > 0 {
+			// A reap that buries a task buries its descendants too: lock
+			// their runs first (in id order, so two reapers cannot deadlock),
+			// as every writer of several task rows of a run does.
+			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, dying); err != nil {
+				return fmt.Errorf("reap expired leases: lock runs: %w", err)
+			}
+		}
+		if err := tx.GetContext(ctx, &res, qReap, ids, until, since, notAfter, toks, delays, refunds, req.Actor); err != nil {
+			return fmt.Errorf("reap expired leases: %w", err)
+		}
+		if res.Reaped > 0 {
+			return notify(ctx, tx, TopicTasks)
+		}
+		return nil
+	})
+	return ReapResult{Reaped: res.Reaped, Refunded: res.Refunded}, err
+}
+
+// ReapExpired is Reap without an outage: it routes up to limit RUNNING
+// tasks whose lease has expired (on the database clock) to RETRYING, with a
+// backoff, or to DEAD when their attempts are used up, and returns how many
+// it reaped.
+func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc, actor string) (int, error) {
+	res, err := s.Reap(ctx, ReapRequest{Limit: limit, Backoff: backoff, Actor: actor})
+	return res.Reaped, err
+}
