@@ -12,6 +12,7 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"net/url"
@@ -83,6 +84,15 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 	return u.String()
 }
 
+// MaxConnsDefault bounds the pool of a store from New or Open. Tests share
+// one PostgreSQL (max_connections=100) and run in parallel (t.Parallel,
+// -parallel GOMAXPROCS), so each test's store stays small: ten connections
+// still let ten statements race, which is what the concurrency tests need.
+const MaxConnsDefault = 10
+
+// RawConnsDefault bounds the pool DB opens for a test's own queries.
+const RawConnsDefault = 4
+
 // New returns a migrated store on a throwaway database and its URL.
 func New(t testing.TB) (*store.Store, string) {
 	t.Helper()
@@ -90,13 +100,36 @@ func New(t testing.TB) (*store.Store, string) {
 	return Open(t, dbURL)
 }
 
-// Open opens and migrates the database at dbURL; the store is closed in
-// t.Cleanup.
+// NewWithDB is New plus DB on the same database: the store under test, a
+// raw pool for the checks the store's API does not expose (row counts, the
+// database clock, locks held from outside), and the database's URL.
+func NewWithDB(t testing.TB) (*store.Store, *sql.DB, string) {
+	t.Helper()
+	s, dbURL := New(t)
+	return s, DB(t, dbURL), dbURL
+}
+
+// DB opens a database/sql pool ("pgx" driver, at most RawConnsDefault
+// connections) on dbURL; it is closed in t.Cleanup. Opening does not
+// connect: a bad URL fails at the first query.
+func DB(t testing.TB, dbURL string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatalf("open raw connection: %v", err)
+	}
+	db.SetMaxOpenConns(RawConnsDefault)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Open opens (with at most MaxConnsDefault connections) and migrates the
+// database at dbURL; the store is closed in t.Cleanup.
 func Open(t testing.TB, dbURL string) (*store.Store, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, dbURL, store.Options{MaxConns: 40})
+	s, err := store.Open(ctx, dbURL, store.Options{MaxConns: MaxConnsDefault})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
