@@ -31,18 +31,8 @@ func deadTask(t *testing.T) (string, *store.Store, uuid.UUID) {
 	t.Helper()
 	ctx := t.Context()
 	s, url := storetest.New(t)
-	def, err := core.ParseDefinition([]byte("name: solo\ntasks:\n  - {name: only, handler: fail}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "solo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := s.GetRun(ctx, res.RunID)
+	storetest.Apply(t, s, "name: solo\ntasks:\n  - {name: only, handler: fail}\n")
+	run, err := s.GetRun(ctx, storetest.Trigger(t, s, "solo", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +138,7 @@ func stripANSI(s string) string {
 }
 
 func TestUseColor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		tty     bool
 		noColor string
@@ -160,6 +151,7 @@ func TestUseColor(t *testing.T) {
 }
 
 func TestTableAlignsWideAndColouredCells(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	tb := newTable(&b, newPalette(true), "NAME", "STATE", "NOTE")
 	tb.row("日本", "RUNNING", "x")

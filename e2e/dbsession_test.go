@@ -7,18 +7,14 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
-	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pressly/goose/v3"
 
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/e2e/harness"
-	migrations "github.com/flowforge/flowforge/sql"
 )
 
 // TestHeldSnapshotIsReportedByTheDaemon holds a REPEATABLE READ transaction
@@ -104,24 +100,12 @@ func TestMigrateRetriesWhileALockIsHeld(t *testing.T) {
 		release bool
 	}{{"released", true}, {"held", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			dbURL := storetest.NewDatabase(t)
-			db, err := sql.Open("pgx", dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			fsys, err := fs.Sub(migrations.Migrations, migrations.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// A database of its own: the migration under test holds
+			// goose's advisory lock, which every schema of the shared
+			// database would wait for.
+			dbURL := storetest.NewPrivateDatabase(t)
+			db := storetest.MigrateTo(t, dbURL, 1)
 			ctx := t.Context()
-			if _, err := p.UpTo(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 )
 
 func TestSanitize(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"plain text", "plain text"},
 		{"héllo wörld ✓", "héllo wörld ✓"},
@@ -32,6 +33,7 @@ func TestSanitize(t *testing.T) {
 }
 
 func TestFirstLine(t *testing.T) {
+	t.Parallel()
 	s := "boom: \x1b[2Jcleared\r\nsecond line"
 	if got, want := firstLine(&s), `boom: \x1b[2Jcleared`; got != want {
 		t.Errorf("firstLine = %q, want %q", got, want)

@@ -25,6 +25,7 @@ func (f *fixture) waitBlocked(n int) {
 // statement would have taken its snapshot before the pass committed and
 // missed them: the bug this test was written for.)
 func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", "")

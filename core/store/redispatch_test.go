@@ -17,6 +17,7 @@ import (
 // confirmed message never led to a claim gets a second outbox row with the
 // same token; either copy can claim, and only one claim wins.
 func TestALostDispatchIsRedispatchedWithTheSameToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := storetest.New(t)
 	def, err := core.ParseDefinition([]byte("name: lost\ntasks:\n  - {name: a, handler: noop}\n"))

@@ -41,6 +41,7 @@ func (f *fixture) deadRun() (runID, b uuid.UUID) {
 }
 
 func TestRequeueReopensAFailedRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, b := f.deadRun()
 	before := f.task(b)
@@ -75,6 +76,7 @@ func TestRequeueReopensAFailedRun(t *testing.T) {
 }
 
 func TestRequeueRefusesWhatIsNotDead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: mix
@@ -105,6 +107,7 @@ tasks:
 }
 
 func TestRequeueOfACancelledRunsTaskIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, b := f.deadRun()
 	if _, err := f.s.CancelRun(f.ctx, runID, "alice", "give up"); err != nil {
@@ -117,6 +120,7 @@ func TestRequeueOfACancelledRunsTaskIsRefused(t *testing.T) {
 }
 
 func TestConcurrentRequeuesOfOneTaskOnlyOneWins(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	_, b := f.deadRun()
 	_, tok := f.state(b)
@@ -142,6 +146,7 @@ func TestConcurrentRequeuesOfOneTaskOnlyOneWins(t *testing.T) {
 }
 
 func TestCancelRunCancelsWhatHasNotStarted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: cancel
@@ -183,6 +188,7 @@ tasks:
 }
 
 func TestCancelRunRefusesFinishedAndUnknownRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	runID := f.trigger("one", "")
@@ -209,6 +215,7 @@ func TestCancelRunRefusesFinishedAndUnknownRuns(t *testing.T) {
 // cancels only runs without a cancel request, so the run stays open
 // (finished_at NULL) and is re-examined by every scheduler pass forever.
 func TestCancelledRunSettlesWhenItsRunningTaskFails(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"finish", "reap"} {
 		t.Run(how, func(t *testing.T) {
 			f := newFixture(t)
@@ -282,6 +289,7 @@ func (f *fixture) failFastPairRun() (uuid.UUID, map[string]store.TaskRun) {
 // be requeued): the requeue moves both DEAD tasks and the tasks fail_fast
 // cancelled back to PENDING, and the run can then succeed.
 func TestARequeueInAFailFastRunRequeuesTheWholeRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, ts := f.failFastPairRun()
 	if err := f.s.Requeue(f.ctx, ts["x"].ID, "alice", "fixed"); err != nil {
@@ -322,6 +330,7 @@ func TestARequeueInAFailFastRunRequeuesTheWholeRun(t *testing.T) {
 // CANCELLED after the requeue. The next scheduler pass returns it to
 // PENDING (the run has no DEAD task any more), and the run can succeed.
 func TestAFailFastSiblingCancelledAfterTheRequeueIsRevived(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: fflate
@@ -359,6 +368,7 @@ tasks:
 // happens (it moves both), the other gets ErrNotDead, and every task has
 // exactly one audit row back to PENDING.
 func TestConcurrentRequeuesOfAFailFastRunRequeueItOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, ts := f.failFastPairRun()
 	var wins atomic.Int32

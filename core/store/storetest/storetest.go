@@ -15,15 +15,19 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
 
 	"github.com/flowforge/flowforge/core/store"
+	migrations "github.com/flowforge/flowforge/sql"
 )
 
 // DefaultAdminURL is used when FLOWFORGE_TEST_DATABASE_URL is unset.
@@ -127,6 +131,8 @@ func DB(t testing.TB, dbURL string) *sql.DB {
 // database at dbURL; the store is closed in t.Cleanup.
 func Open(t testing.TB, dbURL string) (*store.Store, string) {
 	t.Helper()
+	migrating.Lock()
+	defer migrating.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := store.Open(ctx, dbURL, store.Options{MaxConns: MaxConnsDefault})
@@ -139,6 +145,13 @@ func Open(t testing.TB, dbURL string) (*store.Store, string) {
 	}
 	return s, dbURL
 }
+
+// migrating serialises Open's migrations within the test binary: every
+// schema of TestDatabase shares goose's session advisory lock (advisory
+// locks are per database), and a migration that finds it taken polls again
+// only after 5 s. Parallel tests wait here for each other's few hundred
+// milliseconds instead. It is the package's only state.
+var migrating sync.Mutex
 
 // NewPrivateDatabase creates a real database of its own (CREATE DATABASE,
 // about a second) on the test server and returns its URL; it is dropped
@@ -204,4 +217,29 @@ func randomName(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// MigrateTo migrates the empty database at dbURL to schema version only
+// (goose's UpTo over the embedded migrations, without the store), for
+// tests of what meets an older schema: a migration, an upgrade. It returns
+// a DB pool on it (closed in t.Cleanup). A test that then holds a lock a
+// migration needs should use NewPrivateDatabase: goose's migration lock is
+// an advisory lock, shared by every schema of one database.
+func MigrateTo(t testing.TB, dbURL string, version int64) *sql.DB {
+	t.Helper()
+	db := DB(t, dbURL)
+	fsys, err := fs.Sub(migrations.Migrations, migrations.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrate to version %d: %v", version, err)
+	}
+	return db
 }
