@@ -194,29 +194,20 @@ func TestRunCancelPromptsForTheReasonOnATerminal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s, url := storetest.New(t)
-	def, err := core.ParseDefinition([]byte("name: two\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "two"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, out, errOut := ttyRun(t, url, "", false, nil, "run", "cancel", res.RunID.String())
+	storetest.Apply(t, s, "name: two\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n")
+	runID := storetest.Trigger(t, s, "two", "")
+	code, out, errOut := ttyRun(t, url, "", false, nil, "run", "cancel", runID.String())
 	if code != ExitBadUsage || out != "" || !strings.Contains(errOut, "--reason is required: say why the run is cancelled") {
 		t.Fatalf("cancel without a reason off a terminal: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if r, err := s.GetRun(ctx, res.RunID); err != nil || r.CancelRequestedAt != nil {
+	if r, err := s.GetRun(ctx, runID); err != nil || r.CancelRequestedAt != nil {
 		t.Fatalf("a refused cancel touched the run: %+v %v", r, err)
 	}
-	code, out, errOut = ttyRun(t, url, "wrong input file\n", true, nil, "run", "cancel", res.RunID.String()[:8])
+	code, out, errOut = ttyRun(t, url, "wrong input file\n", true, nil, "run", "cancel", runID.String()[:8])
 	if code != 0 || !strings.Contains(out, "cancellation requested") || !strings.Contains(errOut, "Reason for the cancel (recorded in the audit trail): ") {
 		t.Fatalf("cancel on a terminal: exit %d\n%s\n%s", code, out, errOut)
 	}
-	r, err := s.GetRun(ctx, res.RunID)
+	r, err := s.GetRun(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
 	}

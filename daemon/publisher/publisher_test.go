@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/broker/brokertest"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/metrics"
@@ -28,19 +28,7 @@ import (
 
 func publisherAMQPURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
-	if u == "" {
-		u = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("broker not reachable: %v", err)
-		}
-		t.Skipf("broker not reachable: %v", err)
-	}
-	_ = conn.Close()
-	return u
+	return brokertest.URL(t)
 }
 
 // publisherChannel opens a raw channel for the test's own observations.

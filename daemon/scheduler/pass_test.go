@@ -63,21 +63,7 @@ func (r *passRig) pass() {
 // task returns the run's task called name.
 func (r *passRig) task(run uuid.UUID, name string) store.TaskDetail {
 	r.t.Helper()
-	got, err := r.st.GetRun(context.Background(), run)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for _, tr := range got.Tasks {
-		if tr.Name == name {
-			d, err := r.st.GetTask(context.Background(), tr.ID)
-			if err != nil {
-				r.t.Fatal(err)
-			}
-			return d
-		}
-	}
-	r.t.Fatalf("run %s has no task %q", run, name)
-	return store.TaskDetail{}
+	return storetest.Task(r.t, r.st, run, name)
 }
 
 // claim claims the run's READY task name for worker "w1" with lease.
@@ -148,10 +134,14 @@ func TestAPassPromotesADownstreamTaskOnceItsUpstreamSucceeded(t *testing.T) {
 func TestAPassReapsAnExpiredLease(t *testing.T) {
 	r := newPassRig(t, nil)
 	run := storetest.Trigger(t, r.st, "chain", "")
-	c := r.claim(run, "a", 100*time.Millisecond)
+	c := r.claim(run, "a", time.Second)
 	r.pass()
-	if a := r.task(run, "a"); a.State != "RUNNING" {
-		t.Fatalf("a is %s before its lease lapsed, want RUNNING", a.State)
+	var live bool
+	if err := r.db.QueryRow(`SELECT lease_expires_at > now() FROM task_runs WHERE id = $1`, c.ID).Scan(&live); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.task(run, "a"); live && a.State != "RUNNING" {
+		t.Fatalf("a is %s while its lease is live, want RUNNING", a.State)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -2,42 +2,20 @@ package worker
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/broker/brokertest"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
-
-// testAMQPURL is the broker of these tests (FLOWFORGE_TEST_AMQP_URL); the
-// test is skipped when it does not answer, unless CI is set.
-func testAMQPURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
-	if u == "" {
-		u = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("broker not reachable: %v", err)
-		}
-		t.Skipf("broker not reachable: %v", err)
-	}
-	_ = conn.Close()
-	return u
-}
 
 // rig is a real worker on a throwaway database and a dispatch queue of its
 // own on the test broker. Tests dispatch with publish (the outbox rows the
@@ -54,17 +32,13 @@ type rig struct {
 }
 
 // newRig builds (but does not start) a worker with reg and the settings
-// edit makes to its Config (may be nil); the queue and its dead-letter
-// queue are deleted in t.Cleanup.
+// edit makes to its Config (may be nil), on a queue of its own.
 func newRig(t *testing.T, reg *core.Registry, edit func(*Config)) *rig {
 	t.Helper()
-	url := testAMQPURL(t)
+	url := brokertest.URL(t)
 	st, db, _ := storetest.NewWithDB(t)
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
 	r := &rig{t: t, st: st, db: db, metrics: metrics.New(),
-		broker: broker.Config{URLs: []string{url}, Queue: "fftest." + hex.EncodeToString(b)}}
-	t.Cleanup(func() { deleteQueues(url, r.broker.Queue) })
+		broker: broker.Config{URLs: []string{url}, Queue: brokertest.Queue(t, url)}}
 	cfg := Config{Store: st, Broker: r.broker, Registry: reg, Concurrency: 2, Lease: 5 * time.Second,
 		ID: "rig-worker", Metrics: r.metrics}
 	if edit != nil {
@@ -78,19 +52,6 @@ func newRig(t *testing.T, reg *core.Registry, edit func(*Config)) *rig {
 	w.signals = r.signals
 	r.w = w
 	return r
-}
-
-// deleteQueues removes queue and its dead-letter queue from the broker.
-func deleteQueues(url, queue string) {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	if ch, err := conn.Channel(); err == nil {
-		_, _ = ch.QueueDelete(queue, false, false, false)
-		_, _ = ch.QueueDelete(broker.DeadLetterQueue(queue), false, false, false)
-	}
 }
 
 // start runs the worker (Start, then Run in a goroutine) until the test
@@ -189,19 +150,5 @@ func (r *rig) awaitHandedBack(within time.Duration) uuid.UUID {
 // taskOf returns the task called name of run.
 func (r *rig) taskOf(run uuid.UUID, name string) store.TaskDetail {
 	r.t.Helper()
-	got, err := r.st.GetRun(context.Background(), run)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for _, tr := range got.Tasks {
-		if tr.Name == name {
-			d, err := r.st.GetTask(context.Background(), tr.ID)
-			if err != nil {
-				r.t.Fatal(err)
-			}
-			return d
-		}
-	}
-	r.t.Fatalf("run %s has no task %q", run, name)
-	return store.TaskDetail{}
+	return storetest.Task(r.t, r.st, run, name)
 }

@@ -42,3 +42,25 @@ func Trigger(t testing.TB, s *store.Store, workflow, params string) uuid.UUID {
 	}
 	return res.RunID
 }
+
+// Task returns the task called name of run, with its history, failing the
+// test if the run cannot be read or has no such task.
+func Task(t testing.TB, s *store.Store, run uuid.UUID, name string) store.TaskDetail {
+	t.Helper()
+	ctx := context.Background()
+	r, err := s.GetRun(ctx, run)
+	if err != nil {
+		t.Fatalf("get run %s: %v", run, err)
+	}
+	for _, tr := range r.Tasks {
+		if tr.Name == name {
+			d, err := s.GetTask(ctx, tr.ID)
+			if err != nil {
+				t.Fatalf("get task %s: %v", tr.ID, err)
+			}
+			return d
+		}
+	}
+	t.Fatalf("run %s has no task %q", run, name)
+	return store.TaskDetail{}
+}
