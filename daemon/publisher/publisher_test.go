@@ -94,12 +94,7 @@ func readOutboxRow(t *testing.T, db *sql.DB) outboxRow {
 // the queue, and publish the row for real.
 func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *testing.T) {
 	amqpURL := publisherAMQPURL(t)
-	st, dbURL := storetest.New(t)
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	st, db, _ := storetest.NewWithDB(t)
 	ctx := t.Context()
 
 	b := make([]byte, 5)
@@ -219,12 +214,7 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 func publisherFixture(t *testing.T) (*store.Store, *sql.DB, string, string) {
 	t.Helper()
 	amqpURL := publisherAMQPURL(t)
-	st, dbURL := storetest.New(t)
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	st, db, _ := storetest.NewWithDB(t)
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	queue := "fftest." + hex.EncodeToString(b)
