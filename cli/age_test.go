@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseAge(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want time.Duration // 0: an error is wanted

@@ -10,6 +10,7 @@ import (
 )
 
 func TestInterspersedMovesFlagsWhereUrfaveLooksForThem(t *testing.T) {
+	t.Parallel()
 	app := NewApp(&Env{Registry: core.NewRegistry(), Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard})
 	cases := []struct {
 		name string

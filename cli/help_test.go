@@ -25,6 +25,7 @@ func ffNoDB(args ...string) result {
 // TestEveryCommandHasASummaryAndAnExample walks the whole command tree and
 // reads each command's --help.
 func TestEveryCommandHasASummaryAndAnExample(t *testing.T) {
+	t.Parallel()
 	app := ffcli.NewApp(&ffcli.Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
 	var walk func(path []string, cmds []*cli.Command)
 	seen := 0
@@ -63,6 +64,7 @@ func TestEveryCommandHasASummaryAndAnExample(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	// A test binary has no linker stamp and no VCS stamp.
 	if r := ffNoDB("version"); r.code != 0 || !strings.HasPrefix(r.stdout, "ffctl dev\ncommit: unknown") || !strings.Contains(r.stdout, "\nschema: runs on versions ") {
 		t.Fatal(r)
@@ -87,6 +89,7 @@ func TestVersion(t *testing.T) {
 // checks that `ffctl version` reports the stamped version and build date
 // and the commit it was built from (issue 11: it printed "dev").
 func TestVersionOfABuiltBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds ffctl")
 	}
@@ -128,6 +131,7 @@ func TestVersionOfABuiltBinary(t *testing.T) {
 }
 
 func TestCompletionScripts(t *testing.T) {
+	t.Parallel()
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		t.Run(sh, func(t *testing.T) {
 			r := ffNoDB("completion", sh)
@@ -148,6 +152,7 @@ func TestCompletionScripts(t *testing.T) {
 // TestCompletionCandidates checks what the scripts ask for: subcommands,
 // and flags after a "-", also once a positional argument was typed.
 func TestCompletionCandidates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want []string
@@ -172,6 +177,7 @@ func TestCompletionCandidates(t *testing.T) {
 // TestBashCompletionScriptRuns loads the bash script into a real bash and
 // completes "ffctl ru" with a stub ffctl that answers like the real one.
 func TestBashCompletionScriptRuns(t *testing.T) {
+	t.Parallel()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")

@@ -30,13 +30,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	s, url := storetest.New(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatalf("open raw connection: %v", err)
-	}
-	db.SetMaxOpenConns(2)
-	t.Cleanup(func() { db.Close() })
+	s, db, url := storetest.NewWithDB(t)
 	return &harness{t: t, ctx: t.Context(), url: url, s: s, db: db}
 }
 
@@ -129,11 +123,7 @@ func (h *harness) apply(src string) {
 // trigger starts a run through the store.
 func (h *harness) trigger(workflow string) uuid.UUID {
 	h.t.Helper()
-	res, err := h.s.Trigger(h.ctx, store.TriggerRequest{Workflow: workflow, Actor: "test"})
-	if err != nil {
-		h.t.Fatalf("trigger %s: %v", workflow, err)
-	}
-	return res.RunID
+	return storetest.Trigger(h.t, h.s, workflow, "")
 }
 
 func (h *harness) run(id uuid.UUID) store.Run {

@@ -31,18 +31,8 @@ func deadTask(t *testing.T) (string, *store.Store, uuid.UUID) {
 	t.Helper()
 	ctx := t.Context()
 	s, url := storetest.New(t)
-	def, err := core.ParseDefinition([]byte("name: solo\ntasks:\n  - {name: only, handler: fail}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "solo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := s.GetRun(ctx, res.RunID)
+	storetest.Apply(t, s, "name: solo\ntasks:\n  - {name: only, handler: fail}\n")
+	run, err := s.GetRun(ctx, storetest.Trigger(t, s, "solo", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +138,7 @@ func stripANSI(s string) string {
 }
 
 func TestUseColor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		tty     bool
 		noColor string
@@ -160,6 +151,7 @@ func TestUseColor(t *testing.T) {
 }
 
 func TestTableAlignsWideAndColouredCells(t *testing.T) {
+	t.Parallel()
 	var b bytes.Buffer
 	tb := newTable(&b, newColours(true), "NAME", "STATE", "NOTE")
 	tb.row("日本", "RUNNING", "x")
@@ -202,29 +194,20 @@ func TestRunCancelPromptsForTheReasonOnATerminal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s, url := storetest.New(t)
-	def, err := core.ParseDefinition([]byte("name: two\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	res, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "two"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, out, errOut := ttyRun(t, url, "", false, nil, "run", "cancel", res.RunID.String())
+	storetest.Apply(t, s, "name: two\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n")
+	runID := storetest.Trigger(t, s, "two", "")
+	code, out, errOut := ttyRun(t, url, "", false, nil, "run", "cancel", runID.String())
 	if code != ExitBadUsage || out != "" || !strings.Contains(errOut, "--reason is required: say why the run is cancelled") {
 		t.Fatalf("cancel without a reason off a terminal: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if r, err := s.GetRun(ctx, res.RunID); err != nil || r.CancelRequestedAt != nil {
+	if r, err := s.GetRun(ctx, runID); err != nil || r.CancelRequestedAt != nil {
 		t.Fatalf("a refused cancel touched the run: %+v %v", r, err)
 	}
-	code, out, errOut = ttyRun(t, url, "wrong input file\n", true, nil, "run", "cancel", res.RunID.String()[:8])
+	code, out, errOut = ttyRun(t, url, "wrong input file\n", true, nil, "run", "cancel", runID.String()[:8])
 	if code != 0 || !strings.Contains(out, "cancellation requested") || !strings.Contains(errOut, "Reason for the cancel (recorded in the audit trail): ") {
 		t.Fatalf("cancel on a terminal: exit %d\n%s\n%s", code, out, errOut)
 	}
-	r, err := s.GetRun(ctx, res.RunID)
+	r, err := s.GetRun(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,14 +27,14 @@ import (
 func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	rabbit := harness.StartRabbit(t, harness.RabbitOptions{})
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
-	sched := recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	pub := recoveryStartDaemon(t, s, "publisher", "publisher")
-	w := recoveryStartDaemon(t, s, "worker", "worker")
+	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher")
+	w := s.DaemonWithHealth(t, "worker", "worker")
 	recoveryReadyOK(t, pub, 20*time.Second, "postgres", "rabbitmq")
 	recoveryReadyOK(t, w, 20*time.Second, "postgres", "rabbitmq")
 	s.Apply(t, recoveryChainYAML)
 	runs := []string{s.Trigger(t, "recovery-chain")}
-	recoveryWaitSucceeded(t, s, runs[0], 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, runs[0])
 
 	rabbit.SetMemoryAlarm(t, true)
 	alarm := time.Now()
@@ -58,7 +58,7 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 			t.Fatalf("publisher readiness went green during the memory alarm: %v", r.Checks)
 		}
 	}
-	if v, _ := recoveryMetric(t, pub, `flowforge_publish_total{outcome="confirmed"}`); v < 2 {
+	if v := harness.Metric(t, pub.Health, "flowforge_publish_total", `outcome="confirmed"`); v < 2 {
 		t.Errorf("flowforge_publish_total{outcome=\"confirmed\"} = %v before the alarm cleared, want >= 2 (the first run)", v)
 	}
 	recoveryReadyOK(t, sched, 5*time.Second, "postgres")
@@ -69,7 +69,7 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 
 	rabbit.SetMemoryAlarm(t, false)
 	recoveryReadyOK(t, pub, 40*time.Second, "postgres", "rabbitmq")
-	recoveryWaitSucceeded(t, s, id, 60*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, id)
 	t.Logf("alarm raised to run completed: %v", time.Since(alarm).Round(time.Millisecond))
 	recoveryAssertAlive(t, sched, pub, w)
 	recoveryAssertRanOnce(t, s, runs, w)
@@ -100,13 +100,13 @@ func recoveryAMQP(t *testing.T, s *harness.Stack, fn func(ch *amqp.Channel) erro
 // touched.
 func TestDispatchQueueDeletedWorkerReDeclaresAndResubscribes(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	recoveryStartDaemon(t, s, "publisher", "publisher")
-	w := recoveryStartDaemon(t, s, "worker", "worker")
+	s.DaemonWithHealth(t, "scheduler", "scheduler")
+	s.DaemonWithHealth(t, "publisher", "publisher")
+	w := s.DaemonWithHealth(t, "worker", "worker")
 	recoveryReadyOK(t, w, 20*time.Second, "postgres", "rabbitmq")
 	s.Apply(t, recoveryChainYAML)
 	runs := []string{s.Trigger(t, "recovery-chain")}
-	recoveryWaitSucceeded(t, s, runs[0], 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, runs[0])
 
 	for round := 1; round <= 2; round++ {
 		err := recoveryAMQP(t, s, func(ch *amqp.Channel) error {
@@ -119,13 +119,13 @@ func TestDispatchQueueDeletedWorkerReDeclaresAndResubscribes(t *testing.T) {
 		recoveryWaitLogCount(t, w.Process, 15*time.Second, round, "worker: the broker cancelled the consumer (queue deleted?); re-declaring and re-subscribing")
 		recoveryWaitLogCount(t, w.Process, 15*time.Second, round, "worker: recovered", "dependency", "rabbitmq")
 		harness.Eventually(t, 15*time.Second, "the re-declared queue to have the worker as consumer", func() (bool, error) {
-			_, consumers, err := recoveryQueueDepth(s)
+			_, consumers, err := s.QueueDepth(s.Queue)
 			return err == nil && consumers == 1, fmt.Errorf("consumers %d err %v", consumers, err)
 		})
 		recoveryReadyOK(t, w, 15*time.Second, "postgres", "rabbitmq")
 		id := s.Trigger(t, "recovery-chain")
 		runs = append(runs, id)
-		recoveryWaitSucceeded(t, s, id, 30*time.Second)
+		s.WaitRuns(t, "SUCCEEDED", 30*time.Second, id)
 	}
 	recoveryAssertRanOnce(t, s, runs, w)
 }

@@ -39,7 +39,7 @@ func TestRunCancelStopsARunningHandlerPromptly(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	w := s.Daemon(t, "worker", "worker", "--concurrency", "3", "--lease", "30s")
 	s.Apply(t, `
 name: cancel-prompt
@@ -85,7 +85,7 @@ func TestFailFastStopsARunningSiblingPromptly(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Daemon(t, "worker", "worker", "--concurrency", "2", "--lease", "30s")
 	s.Apply(t, `
 name: failfast-prompt

@@ -18,7 +18,7 @@ func cancelHeldByWorker(t *testing.T, s *harness.Stack, runID string) {
 	db := s.DB(t)
 	bcfg := broker.Config{URLs: s.AMQPURLs, Queue: s.Queue}
 	harness.Eventually(t, 30*time.Second, "a worker to hold the delivery of run "+runID, func() (bool, error) {
-		if n := crashInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
+		if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
 		                          WHERE t.run_id = $1 AND o.published_at IS NULL`, runID); n != 0 {
 			return false, fmt.Errorf("%d dispatches not published yet", n)
 		}
@@ -39,7 +39,7 @@ func TestRunCancelStopsInFlightTaskAndCancelsUnstarted(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	w := s.Daemon(t, "worker", "worker", "--concurrency", "1", "--lease", "1s")
 	s.Apply(t, `
 name: cancel-run
@@ -69,7 +69,7 @@ tasks:
 	if !strings.Contains(out, "1 unstarted") && !strings.Contains(out, "2 unstarted") {
 		t.Logf("run cancel said: %s", out)
 	}
-	crashWaitRun(t, db, run, "CANCELLED", 20*time.Second)
+	s.WaitRuns(t, "CANCELLED", 20*time.Second, run)
 	harness.Eventually(t, 20*time.Second, running+" to end", func() (bool, error) {
 		return crashTaskOf(t, db, run, running).State != "RUNNING", nil
 	})
@@ -111,7 +111,7 @@ func TestFailFastRunCancelsRunningAndPendingSiblingsWhenATaskDies(t *testing.T) 
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Daemon(t, "worker", "worker", "--concurrency", "3", "--lease", "1s")
 	s.Apply(t, `
 name: cancel-failfast

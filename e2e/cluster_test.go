@@ -42,11 +42,11 @@ func TestClusterLeaderNodeKilledWhileRunsFlowNothingLost(t *testing.T) {
 		byName[n.Node] = n
 	}
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: urls})
-	sched := recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	pub := recoveryStartDaemon(t, s, "publisher", "publisher")
-	wa := recoveryStartDaemon(t, s, "worker-a", "worker", "--concurrency", "2")
-	wb := recoveryStartDaemon(t, s, "worker-b", "worker", "--concurrency", "2")
-	for _, d := range []*recoveryDaemon{pub, wa, wb} {
+	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher")
+	wa := s.DaemonWithHealth(t, "worker-a", "worker", "--concurrency", "2")
+	wb := s.DaemonWithHealth(t, "worker-b", "worker", "--concurrency", "2")
+	for _, d := range []*harness.HealthDaemon{pub, wa, wb} {
 		recoveryReadyOK(t, d, 30*time.Second, "postgres", "rabbitmq")
 	}
 	s.Apply(t, `
@@ -60,7 +60,7 @@ tasks:
 	var runs []string
 	warm := s.Trigger(t, "cluster-flow")
 	runs = append(runs, warm)
-	recoveryWaitSucceeded(t, s, warm, 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, warm)
 
 	leaderName, err := recoveryQueueLeader(t, nodes[0], s.Queue)
 	if err != nil {
@@ -94,20 +94,20 @@ tasks:
 		return err == nil && l != leaderName && byName[l] != nil, fmt.Errorf("leader %q err %v", l, err)
 	})
 	for _, id := range runs {
-		recoveryWaitSucceeded(t, s, id, 90*time.Second)
+		s.WaitRuns(t, "SUCCEEDED", 90*time.Second, id)
 	}
 	t.Logf("leader killed to all %d runs completed: %v", len(runs), time.Since(killed).Round(time.Millisecond))
 	recoveryAssertAlive(t, sched, pub, wa, wb)
-	for _, d := range []*recoveryDaemon{pub, wa, wb} {
+	for _, d := range []*harness.HealthDaemon{pub, wa, wb} {
 		recoveryReadyOK(t, d, 30*time.Second, "postgres", "rabbitmq")
 	}
 	recoveryAssertRanOnce(t, s, runs, wa, wb)
-	nacked, _ := recoveryMetric(t, pub, `flowforge_publish_total{outcome="nacked"}`)
-	timedOut, _ := recoveryMetric(t, pub, `flowforge_publish_total{outcome="timed out"}`)
+	nacked := harness.Metric(t, pub.Health, "flowforge_publish_total", `outcome="nacked"`)
+	timedOut := harness.Metric(t, pub.Health, "flowforge_publish_total", `outcome="timed out"`)
 	t.Logf("publisher outcomes across the failover: nacked %v, timed out %v (each left its row pending and was published again)", nacked, timedOut)
 	// Every daemon that was connected to the dead node moved to a survivor.
 	deadPort := fmt.Sprintf(":%d/", leader.Port)
-	for _, d := range []*recoveryDaemon{pub, wa, wb} {
+	for _, d := range []*harness.HealthDaemon{pub, wa, wb} {
 		var last string
 		for _, l := range recoveryLogs(d.Process, "broker connected") {
 			last = l.str("url")

@@ -67,7 +67,7 @@ func TestHandlerOutlivingConsumerTimeoutCompletesOnceAndWorkerKeepsConsuming(t *
 	r.Ctl(t, "eval", "application:set_env(rabbit, channel_tick_interval, 250).")
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{r.URL()}})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	w := s.Daemon(t, "worker", "worker", "--concurrency", "1", "--slot-wait", "1s", "--lease", "2s")
 	s.Apply(t, "name: ct-long\ntasks:\n  - {name: long, handler: sleep, params: {duration: 12s}}\n")
 	s.Apply(t, "name: ct-quick\ntasks:\n  - {name: quick, handler: noop}\n")
@@ -90,12 +90,12 @@ func TestHandlerOutlivingConsumerTimeoutCompletesOnceAndWorkerKeepsConsuming(t *
 	case <-time.After(30 * time.Second):
 		t.Fatal("the broker never enforced its consumer_timeout on the control consumer; the test proves nothing")
 	}
-	crashWaitRun(t, db, long, "SUCCEEDED", 60*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, long)
 	if el := time.Since(longStart); el < 3*timeout {
 		t.Fatalf("the long task ran only %v, not well past the %v consumer_timeout", el, timeout)
 	}
 	for _, id := range append([]string{long}, queued...) {
-		crashWaitRun(t, db, id, "SUCCEEDED", 30*time.Second)
+		s.WaitRuns(t, "SUCCEEDED", 30*time.Second, id)
 		var claims int
 		if err := db.QueryRow(`SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, id).Scan(&claims); err != nil {
 			t.Fatal(err)
@@ -105,7 +105,7 @@ func TestHandlerOutlivingConsumerTimeoutCompletesOnceAndWorkerKeepsConsuming(t *
 		}
 	}
 	after := s.Trigger(t, "ct-quick")
-	crashWaitRun(t, db, after, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, after)
 	if w.Exited() {
 		t.Fatal("the worker exited")
 	}

@@ -55,16 +55,6 @@ func crashWaitTask(t *testing.T, db *sql.DB, runID, name string, timeout time.Du
 	return last
 }
 
-// crashInt runs a query returning one integer.
-func crashInt(t *testing.T, db *sql.DB, q string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
-}
-
 // crashEvent is one task_events row.
 type crashEvent struct {
 	From    sql.NullString
@@ -101,7 +91,7 @@ func crashEvents(t *testing.T, db *sql.DB, taskID string) []crashEvent {
 // crashClaims counts the claims (READY -> RUNNING) recorded for a task.
 func crashClaims(t *testing.T, db *sql.DB, taskID string) int {
 	t.Helper()
-	return crashInt(t, db, `SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'RUNNING' AND reason = 'claimed'`, taskID)
+	return harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'RUNNING' AND reason = 'claimed'`, taskID)
 }
 
 // crashRunState reads a run's state.
@@ -112,25 +102,6 @@ func crashRunState(t *testing.T, db *sql.DB, runID string) string {
 		t.Fatal(err)
 	}
 	return st
-}
-
-// crashWaitRun polls until the run is in state want (failing on another
-// terminal state).
-func crashWaitRun(t *testing.T, db *sql.DB, runID, want string, timeout time.Duration) {
-	t.Helper()
-	harness.Eventually(t, timeout, "run "+runID+" to be "+want, func() (bool, error) {
-		st := crashRunState(t, db, runID)
-		return st == want, fmt.Errorf("run is %s", st)
-	})
-}
-
-// crashControlPlane starts a scheduler (fast sweep, so reaps follow lease
-// expiry closely) and a publisher.
-func crashControlPlane(t *testing.T, s *harness.Stack) *harness.Process {
-	t.Helper()
-	sched := s.Daemon(t, "scheduler", "scheduler", "--sweep-interval", "200ms")
-	s.Daemon(t, "publisher", "publisher")
-	return sched
 }
 
 // crashWaitExit waits for a process to exit and returns its status.
@@ -152,7 +123,7 @@ func TestWorkerKilledMidTaskIsReapedAndFinishedByAnotherWorker(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	victim := s.Daemon(t, "worker-victim", "worker", "--lease", "1s", "--id", "victim")
 	s.Apply(t, `
 name: crash-worker
@@ -184,7 +155,7 @@ tasks:
 		t.Fatalf("reap error = %q, want it to say the lease expired", reaped.Error.String)
 	}
 	s.Daemon(t, "worker-rescuer", "worker", "--lease", "1s", "--id", "rescuer")
-	crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, run)
 	final := crashTaskOf(t, db, run, "slow")
 	if final.State != "SUCCEEDED" || final.Attempt != 2 || final.Worker.String != "rescuer" {
 		t.Fatalf("final task %+v; want SUCCEEDED on attempt 2 by the rescuer", final)
@@ -219,7 +190,7 @@ tasks:
 	// as it is seen promoting (its next pass is then in flight, or about
 	// to be).
 	const rounds, perRound = 8, 3
-	outbox := func() int { return crashInt(t, db, `SELECT count(*) FROM outbox`) }
+	outbox := func() int { return harness.QueryInt(t, db, `SELECT count(*) FROM outbox`) }
 	var ids []string
 	for i := 0; i < rounds; i++ {
 		for j := 0; j < perRound; j++ {
@@ -235,25 +206,25 @@ tasks:
 	runs := len(ids)
 	s.Daemon(t, "scheduler-final", "scheduler", "--sweep-interval", "100ms")
 	for _, id := range ids {
-		crashWaitRun(t, db, id, "SUCCEEDED", 60*time.Second)
+		s.WaitRuns(t, "SUCCEEDED", 60*time.Second, id)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = ANY($1::uuid[])`, "{"+strings.Join(ids, ",")+"}"); n != runs*4 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = ANY($1::uuid[])`, "{"+strings.Join(ids, ",")+"}"); n != runs*4 {
 		t.Fatalf("task rows = %d, want %d", n, runs*4)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE state <> 'SUCCEEDED' OR attempt <> 1`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE state <> 'SUCCEEDED' OR attempt <> 1`); n != 0 {
 		t.Fatalf("%d tasks did not succeed on their first attempt", n)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM task_events WHERE reason = 'claimed'
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM task_events WHERE reason = 'claimed'
 	                          GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
 		t.Fatalf("%d tasks were claimed more than once", n)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE reason = 'claimed'`); n != runs*4 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE reason = 'claimed'`); n != runs*4 {
 		t.Fatalf("claims = %d, want %d (one per task)", n, runs*4)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM outbox GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM outbox GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
 		t.Fatalf("%d tasks have more than one outbox row (double dispatch)", n)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n != 0 {
 		t.Fatalf("%d outbox rows still pending", n)
 	}
 }
@@ -268,7 +239,7 @@ func TestTaskThatKillsItsWorkerEveryAttemptEndsDead(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Apply(t, `
 name: crash-suicide
 tasks:
@@ -308,7 +279,7 @@ tasks:
 	if deaths != 3 {
 		t.Fatalf("worker deaths = %d, want 3 (one per attempt)", deaths)
 	}
-	crashWaitRun(t, db, run, "FAILED", 10*time.Second)
+	s.WaitRuns(t, "FAILED", 10*time.Second, run)
 	if w := workers[len(workers)-1]; w.Exited() {
 		t.Fatalf("the last worker died too: %s", w.Logs())
 	}
@@ -324,7 +295,7 @@ func TestExhaustedTaskIsRequeuedByOperatorAndSucceeds(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Daemon(t, "worker", "worker", "--allow-shell")
 	marker := filepath.Join(t.TempDir(), "ready")
 	s.Apply(t, fmt.Sprintf(`
@@ -337,7 +308,7 @@ tasks:
   - {name: after, handler: noop, depends_on: [needs-marker]}
 `, marker))
 	run := s.Trigger(t, "crash-requeue")
-	crashWaitRun(t, db, run, "FAILED", 30*time.Second)
+	s.WaitRuns(t, "FAILED", 30*time.Second, run)
 	dead := crashTaskOf(t, db, run, "needs-marker")
 	if dead.State != "DEAD" || dead.Attempt != 2 || !strings.Contains(dead.Error.String, "marker missing") {
 		t.Fatalf("task %+v; want DEAD after 2 attempts with the command's stderr", dead)
@@ -356,7 +327,7 @@ tasks:
 		t.Fatal(err)
 	}
 	s.MustCLI(t, "dead", "requeue", dead.ID, "--reason", "marker created")
-	crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, run)
 	final := crashTaskOf(t, db, run, "needs-marker")
 	if final.State != "SUCCEEDED" || final.Attempt != 1 {
 		t.Fatalf("task %+v; want SUCCEEDED on the first attempt of its fresh budget", final)

@@ -7,19 +7,14 @@ package e2e
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
-	"io/fs"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/pressly/goose/v3"
 
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/e2e/harness"
-	migrations "github.com/flowforge/flowforge/sql"
 )
 
 // TestHeldSnapshotIsReportedByTheDaemon holds a REPEATABLE READ transaction
@@ -30,12 +25,12 @@ import (
 // passes, and both clear when the transaction ends.
 func TestHeldSnapshotIsReportedByTheDaemon(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{DatabaseURL: storetest.NewPrivateDatabase(t)})
-	addr := dispatchHealthAddr(t)
-	d := s.Daemon(t, "scheduler", "scheduler", "--health-addr", addr, "--db-health-interval", "200ms", "--xmin-horizon-warn", "3s")
+	d := s.DaemonWithHealth(t, "scheduler", "scheduler", "--db-health-interval", "200ms", "--xmin-horizon-warn", "3s")
+	addr := d.Health
 	d.WaitForLog(t, "daemon: started", 20*time.Second)
 	const horizon = "flowforge_db_xmin_horizon_seconds"
 	harness.Eventually(t, 10*time.Second, "horizon metric exported", func() (bool, error) {
-		body, err := dbsessionMetrics(addr)
+		body, err := harness.MetricsText(addr)
 		return strings.Contains(body, horizon+" "), err
 	})
 
@@ -60,7 +55,7 @@ func TestHeldSnapshotIsReportedByTheDaemon(t *testing.T) {
 
 	var first float64
 	harness.Eventually(t, 10*time.Second, "the held snapshot's age on /metrics", func() (bool, error) {
-		v, err := dispatchScrape(addr, horizon)
+		v, _, err := harness.Scrape(addr, horizon)
 		first = v
 		return v >= 0.5, err
 	})
@@ -68,10 +63,10 @@ func TestHeldSnapshotIsReportedByTheDaemon(t *testing.T) {
 		t.Fatalf("warned before the %s threshold (age %.1fs)", "3s", first)
 	}
 	harness.Eventually(t, 10*time.Second, "the age rises", func() (bool, error) {
-		v, err := dispatchScrape(addr, horizon)
+		v, _, err := harness.Scrape(addr, horizon)
 		return v >= first+1, err
 	})
-	if v := dispatchMetric(t, addr, "flowforge_db_oldest_transaction_seconds"); v < first {
+	if v := harness.Metric(t, addr, "flowforge_db_oldest_transaction_seconds"); v < first {
 		t.Errorf("flowforge_db_oldest_transaction_seconds %.1f below the horizon's %.1f", v, first)
 	}
 	d.WaitForLog(t, "dbhealth: xmin horizon held back", 15*time.Second)
@@ -86,17 +81,9 @@ func TestHeldSnapshotIsReportedByTheDaemon(t *testing.T) {
 	}
 	d.WaitForLog(t, "dbhealth: xmin horizon released", 10*time.Second)
 	harness.Eventually(t, 10*time.Second, "the horizon metric falls back", func() (bool, error) {
-		v, err := dispatchScrape(addr, horizon)
+		v, _, err := harness.Scrape(addr, horizon)
 		return v < 1, err
 	})
-}
-
-func dbsessionMetrics(addr string) (string, error) {
-	code, body, err := recoveryGet(addr, "/metrics")
-	if err == nil && code != 200 {
-		err = fmt.Errorf("/metrics: %d", code)
-	}
-	return body, err
 }
 
 // TestMigrateRetriesWhileALockIsHeld: a database at schema version 1 and a
@@ -113,24 +100,12 @@ func TestMigrateRetriesWhileALockIsHeld(t *testing.T) {
 		release bool
 	}{{"released", true}, {"held", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			dbURL := storetest.NewDatabase(t)
-			db, err := sql.Open("pgx", dbURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			fsys, err := fs.Sub(migrations.Migrations, migrations.Dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// A database of its own: the migration under test holds
+			// goose's advisory lock, which every schema of the shared
+			// database would wait for.
+			dbURL := storetest.NewPrivateDatabase(t)
+			db := storetest.MigrateTo(t, dbURL, 1)
 			ctx := t.Context()
-			if _, err := p.UpTo(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
 			tx, err := db.BeginTx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)

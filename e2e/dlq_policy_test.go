@@ -60,8 +60,8 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 	t.Logf("rabbitmqctl %v", spec.RabbitmqctlArgs(printed.Vhost))
 	r.Ctl(t, spec.RabbitmqctlArgs(printed.Vhost)...)
 
-	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	w := s.Daemon(t, "worker", "worker", "--health-addr", addr)
+	w := s.DaemonWithHealth(t, "worker", "worker")
+	addr := w.Health
 	w.WaitForLog(t, "worker: started", 60*time.Second)
 
 	conn, err := amqp.Dial(r.URL())
@@ -85,7 +85,7 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 			t.Fatalf("publish %d: confirmed %v err %v", i, ok, err)
 		}
 	}
-	dispatchWaitMetric(t, addr, limit+extra, "flowforge_poison_messages_total")
+	harness.WaitMetric(t, addr, limit+extra, "flowforge_poison_messages_total")
 	depth := func(queue string) int {
 		c, err := conn.Channel()
 		if err != nil {
@@ -108,7 +108,7 @@ func TestDeadLetterPolicyBoundsTheQueueAndCountsDrops(t *testing.T) {
 	if c := droppedCounters(t, r).maxlen; c != extra {
 		t.Fatalf("broker counted %d drops, want %d", c, extra)
 	}
-	dispatchWaitMetric(t, addr, limit, "flowforge_dead_letter_queue_messages")
+	harness.WaitMetric(t, addr, limit, "flowforge_dead_letter_queue_messages")
 
 	// A short message-ttl, on a second queue: a quorum queue computes a
 	// message's expiry when it is enqueued, so a new TTL applies to new

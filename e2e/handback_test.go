@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
 
@@ -21,7 +19,8 @@ import (
 func TestATaskNoWorkerCanRunBacksOffAndSaysWhatItWaitsFor(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	const grace = 4 * time.Second
-	m := handlerFaultsWorker(t, s, core.NewRegistry(), grace)
+	s.ControlPlane(t)
+	w := s.DaemonWithHealth(t, "worker", "worker", "--concurrency", "2", "--lease", "5s", "--unknown-handler-grace", grace.String())
 	s.Apply(t, "name: mail\ntasks:\n  - {name: send, handler: sendmail}\n")
 	id := s.Trigger(t, "mail")
 	runID := uuid.MustParse(id)
@@ -37,7 +36,7 @@ func TestATaskNoWorkerCanRunBacksOffAndSaysWhatItWaitsFor(t *testing.T) {
 	if _, state, _ := r.Task(t, "send"); state != "DEAD" {
 		t.Fatalf("task %s after the grace, want DEAD", state)
 	}
-	handedBack := testutil.ToFloat64(m.HandedBack.WithLabelValues("unknown_handler"))
+	handedBack := harness.Metric(t, w.Health, "flowforge_deliveries_handed_back_total", `reason="unknown_handler"`)
 	if handedBack < 1 || handedBack > 30 {
 		t.Fatalf("the task was handed back %v times over a %s grace, want 1..30 (backed off)", handedBack, grace)
 	}

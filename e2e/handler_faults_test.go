@@ -2,60 +2,27 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/daemon/handlers"
-	"github.com/flowforge/flowforge/daemon/metrics"
-	"github.com/flowforge/flowforge/daemon/worker"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
 
-// handlerFaultsWorker runs the real worker in this process with reg, so a
-// test can register handlers that misbehave; scheduler and publisher run as
-// ffctl processes.
-func handlerFaultsWorker(t *testing.T, s *harness.Stack, reg *core.Registry, unknownHandlerGrace time.Duration) *metrics.Metrics {
-	t.Helper()
-	s.Daemon(t, "scheduler", "scheduler")
-	s.Daemon(t, "publisher", "publisher")
-	m := metrics.New()
-	w, err := worker.New(worker.Config{Store: s.Store, Broker: dispatchBrokerConfig(s), Registry: reg,
-		Concurrency: 2, Lease: 5 * time.Second, ID: "in-process-worker", Metrics: m, UnknownHandlerGrace: unknownHandlerGrace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = w.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-done
-	})
-	return m
-}
+// The handlers these tests need beyond the built-ins ("boom", which panics
+// on its first attempt, and "special") live in the testbin binary
+// (e2e/harness/testbin: ffctl built with cli.Main and a registry of its
+// own); the daemons run as processes like every other e2e test's.
 
+// TestAPanickingHandlerFailsItsAttemptAndTheWorkerCarriesOn: mode 33. A
+// testbin worker runs a handler that panics on its first attempt: the
+// attempt fails with "handler panicked" in its history and is retried, the
+// panic is counted, and the same worker process carries on and runs the
+// retry and the downstream task (which panics once too).
 func TestAPanickingHandlerFailsItsAttemptAndTheWorkerCarriesOn(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	reg := core.NewRegistry()
-	reg.MustRegister("boom", func(ctx context.Context, task core.Task) (json.RawMessage, error) {
-		if task.Attempt == 1 {
-			var m map[string]int
-			m["nil map"] = 1 // panics: assignment to entry in nil map
-		}
-		return json.RawMessage(`{"survived": true}`), nil
-	})
-	m := handlerFaultsWorker(t, s, reg, 0)
+	s.ControlPlane(t)
+	w := s.WithBin(harness.BuildTestBin(t)).DaemonWithHealth(t, "testbin-worker", "worker", "--concurrency", "2", "--lease", "5s")
 	s.Apply(t, `
 name: panics
 tasks:
@@ -73,9 +40,12 @@ tasks:
 	if attempt != 2 {
 		t.Fatalf("boom attempts = %d, want 2 (the first panicked)", attempt)
 	}
-	if n := testutil.ToFloat64(m.HandlerPanics); n != 2 {
+	if n := harness.Metric(t, w.Health, "flowforge_handler_panics_total"); n != 2 {
 		// "after" panics on its own first attempt too.
 		t.Fatalf("flowforge_handler_panics_total = %v, want 2", n)
+	}
+	if w.Exited() {
+		t.Fatalf("the worker exited:\n%s", w.Logs())
 	}
 	d, err := s.Store.GetTask(context.Background(), mustUUID(t, taskID))
 	if err != nil {
@@ -83,7 +53,7 @@ tasks:
 	}
 	var found bool
 	for _, e := range d.Events {
-		if e.ToState == "RETRYING" && e.Reason != nil && strings.Contains(*e.Reason, "handler panicked") {
+		if e.ToState == "RETRYING" && e.Reason != nil && strings.Contains(*e.Reason, "handler panicked: assignment to entry in nil map") {
 			found = true
 		}
 	}
@@ -92,9 +62,14 @@ tasks:
 	}
 }
 
+// TestAnUnknownHandlerIsDeadAtOnceWithAClearError: mode 32, past the
+// grace. With --unknown-handler-grace 1s, a task whose handler no worker
+// registers is handed back for a second, then claimed and DEAD after one
+// attempt, with an error naming the handler.
 func TestAnUnknownHandlerIsDeadAtOnceWithAClearError(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	m := handlerFaultsWorker(t, s, core.NewRegistry(), time.Second) // hand back for a second, then fail
+	s.ControlPlane(t)
+	w := s.DaemonWithHealth(t, "worker", "worker", "--concurrency", "2", "--lease", "5s", "--unknown-handler-grace", "1s")
 	s.Apply(t, `
 name: typo
 tasks:
@@ -115,24 +90,20 @@ tasks:
 			t.Fatalf("error %v does not name the unknown handler", task.Error)
 		}
 	}
-	if n := testutil.ToFloat64(m.TasksFinished.WithLabelValues("DEAD")); n != 1 {
+	if n := harness.Metric(t, w.Health, "flowforge_tasks_finished_total", `state="DEAD"`); n != 1 {
 		t.Fatalf("flowforge_tasks_finished_total{state=DEAD} = %v, want 1", n)
 	}
 }
 
-// TestWorkersWithDifferentHandlerSetsShareAQueue: a worker that does not
-// register a task's handler hands the delivery back instead of failing it,
-// so a worker that does runs it, on its first attempt.
+// TestWorkersWithDifferentHandlerSetsShareAQueue: mode 32, within the
+// grace. A worker that does not register a task's handler (plain ffctl)
+// hands the delivery back instead of failing it, so the worker that does
+// (testbin, with "special") runs it, on its first attempt.
 func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	reg := core.NewRegistry()
-	reg.MustRegister("special", func(ctx context.Context, task core.Task) (json.RawMessage, error) {
-		return json.RawMessage(`{"ran": "in-process"}`), nil
-	})
-	// Like a program built with cli.Main: the built-ins plus its own.
-	handlers.Register(reg, handlers.Options{})
-	handlerFaultsWorker(t, s, reg, 0)                           // the built-ins and "special"
-	s.Daemon(t, "plain-worker", "worker", "--concurrency", "4") // built-ins only
+	s.ControlPlane(t)
+	s.WithBin(harness.BuildTestBin(t)).Daemon(t, "testbin-worker", "worker", "--concurrency", "2") // the built-ins and "special"
+	s.Daemon(t, "plain-worker", "worker", "--concurrency", "4")                                    // built-ins only
 	yaml := "name: mixed\ntasks:\n"
 	for i := 0; i < 8; i++ {
 		yaml += "  - {name: s" + string(rune('a'+i)) + ", handler: special}\n"
@@ -148,7 +119,7 @@ func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
 		if task.Attempt != 1 {
 			t.Errorf("task %s took %d attempts, want 1", task.Name, task.Attempt)
 		}
-		if strings.HasPrefix(task.Name, "s") && !strings.Contains(string(task.Result), "in-process") {
+		if strings.HasPrefix(task.Name, "s") && !strings.Contains(string(task.Result), "testbin") {
 			t.Errorf("task %s result %s: not run by the worker that registers its handler", task.Name, task.Result)
 		}
 	}

@@ -57,7 +57,7 @@ func TestTwoDaemonsWithDefaultHealthPortsShareAHost(t *testing.T) {
 				if (addr == c.defaultAddr) == fellBack || !strings.HasPrefix(addr, "127.0.0.1:") {
 					t.Fatalf("%s listens on %s, fallback logged %v: want the default %s or a logged fallback to another loopback port", name, addr, fellBack, c.defaultAddr)
 				}
-				d := &recoveryDaemon{Process: p, Health: addr}
+				d := &harness.HealthDaemon{Process: p, Health: addr}
 				recoveryWaitReadiness(t, d, 20*time.Second, "200", func(r recoveryReadiness) bool { return r.Code == http.StatusOK })
 				addrs = append(addrs, addr)
 			}

@@ -49,7 +49,7 @@ func TestDaemonStartingWithoutDependencyIsNotReadyAndStopsPromptly(t *testing.T)
 				env = append(env, "FLOWFORGE_AMQP_URL="+deadMQ)
 			}
 			p := harness.StartProcess(t, tc.role, s.Bin, []string{"daemon", tc.role, "--health-addr", addr}, env)
-			d := &recoveryDaemon{Process: p, Health: addr}
+			d := &harness.HealthDaemon{Process: p, Health: addr}
 			p.WaitForLog(t, tc.waitLog, 20*time.Second)
 			if code, _, err := recoveryGet(addr, "/health/live"); err != nil || code != http.StatusOK {
 				t.Fatalf("/health/live = %d %v, want 200 while connecting", code, err)
@@ -76,9 +76,9 @@ func TestDaemonStartingWithoutDependencyIsNotReadyAndStopsPromptly(t *testing.T)
 // The scheduler exports no broker series.
 func TestMetricsExportFailureModelCounters(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
-	sched := recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	pub := recoveryStartDaemon(t, s, "publisher", "publisher")
-	w := recoveryStartDaemon(t, s, "worker", "worker")
+	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher")
+	w := s.DaemonWithHealth(t, "worker", "worker")
 	s.Apply(t, `
 name: metrics-mix
 fail_fast: false
@@ -94,45 +94,49 @@ tasks:
 		return r.State == "FAILED", fmt.Errorf("state %s", r.State)
 	})
 	type want struct {
-		d      *recoveryDaemon
-		series string
-		min    float64
+		d     *harness.HealthDaemon
+		name  string
+		label string // `k="v"`, or empty
+		min   float64
 	}
 	wants := []want{
-		{w, "flowforge_tasks_claimed_total", 3},
-		{w, `flowforge_tasks_finished_total{state="SUCCEEDED"}`, 1},
-		{w, `flowforge_tasks_finished_total{state="RETRYING"}`, 1},
-		{w, `flowforge_tasks_finished_total{state="DEAD"}`, 1},
-		{w, `flowforge_stale_writes_rejected_total{op="finish"}`, 0},
-		{w, `flowforge_stale_writes_rejected_total{op="renew"}`, 0},
-		{w, `flowforge_reconnects_total{dependency="postgres"}`, 0},
-		{w, `flowforge_reconnects_total{dependency="rabbitmq"}`, 0},
-		{w, `flowforge_dependency_up{dependency="rabbitmq"}`, 1},
-		{pub, "flowforge_outbox_pending", 0},
-		{pub, "flowforge_outbox_oldest_pending_seconds", 0},
-		{pub, `flowforge_publish_total{outcome="confirmed"}`, 3},
-		{pub, `flowforge_publish_total{outcome="nacked"}`, 0},
-		{pub, `flowforge_publish_total{outcome="returned"}`, 0},
-		{pub, `flowforge_publish_total{outcome="timed out"}`, 0},
-		{pub, `flowforge_reconnects_total{dependency="rabbitmq"}`, 0},
-		{pub, `flowforge_dependency_up{dependency="postgres"}`, 1},
-		{sched, `flowforge_reconnects_total{dependency="postgres"}`, 0},
-		{sched, `flowforge_dependency_up{dependency="postgres"}`, 1},
-		{sched, "flowforge_tasks_promoted_total", 1},
+		{w, "flowforge_tasks_claimed_total", ``, 3},
+		{w, "flowforge_tasks_finished_total", `state="SUCCEEDED"`, 1},
+		{w, "flowforge_tasks_finished_total", `state="RETRYING"`, 1},
+		{w, "flowforge_tasks_finished_total", `state="DEAD"`, 1},
+		{w, "flowforge_stale_writes_rejected_total", `op="finish"`, 0},
+		{w, "flowforge_stale_writes_rejected_total", `op="renew"`, 0},
+		{w, "flowforge_reconnects_total", `dependency="postgres"`, 0},
+		{w, "flowforge_reconnects_total", `dependency="rabbitmq"`, 0},
+		{w, "flowforge_dependency_up", `dependency="rabbitmq"`, 1},
+		{pub, "flowforge_outbox_pending", ``, 0},
+		{pub, "flowforge_outbox_oldest_pending_seconds", ``, 0},
+		{pub, "flowforge_publish_total", `outcome="confirmed"`, 3},
+		{pub, "flowforge_publish_total", `outcome="nacked"`, 0},
+		{pub, "flowforge_publish_total", `outcome="returned"`, 0},
+		{pub, "flowforge_publish_total", `outcome="timed out"`, 0},
+		{pub, "flowforge_reconnects_total", `dependency="rabbitmq"`, 0},
+		{pub, "flowforge_dependency_up", `dependency="postgres"`, 1},
+		{sched, "flowforge_reconnects_total", `dependency="postgres"`, 0},
+		{sched, "flowforge_dependency_up", `dependency="postgres"`, 1},
+		{sched, "flowforge_tasks_promoted_total", ``, 1},
 	}
 	harness.Eventually(t, 10*time.Second, "the dependency gauges to be set", func() (bool, error) {
-		v, _ := recoveryMetric(t, sched, `flowforge_dependency_up{dependency="postgres"}`)
+		v := harness.Metric(t, sched.Health, "flowforge_dependency_up", `dependency="postgres"`)
 		return v == 1, nil
 	})
 	for _, x := range wants {
-		v, ok := recoveryMetric(t, x.d, x.series)
-		if !ok {
-			t.Errorf("%s does not export %s", x.d.Name, x.series)
-		} else if v < x.min {
-			t.Errorf("%s: %s = %v, want >= %v", x.d.Name, x.series, v, x.min)
+		v, ok, err := harness.Scrape(x.d.Health, x.name, x.label)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case !ok:
+			t.Errorf("%s does not export %s{%s}", x.d.Name, x.name, x.label)
+		case v < x.min:
+			t.Errorf("%s: %s{%s} = %v, want >= %v", x.d.Name, x.name, x.label, v, x.min)
 		}
 	}
-	_, body, err := recoveryGet(sched.Health, "/metrics")
+	body, err := harness.MetricsText(sched.Health)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,7 @@ tasks:
     params: {command: ["sh", "-c", "echo $FLOWFORGE_RUN_ID >> %s; echo extracted-by-$FLOWFORGE_RUN_ID"]}
     idempotency_key: "extract-{{ .Params.date }}"
 `, count))
-	s.Daemon(t, "scheduler", "scheduler")
-	s.Daemon(t, "publisher", "publisher")
+	s.ControlPlane(t)
 	s.Daemon(t, "worker", "worker", "--allow-shell")
 	runOnce := func() string {
 		t.Helper()
@@ -84,7 +83,7 @@ tasks:
 			t.Fatalf("ffctl %s does not say %q:\n%s", strings.Join(args, " "), note, out)
 		}
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'SUCCEEDED' AND reason LIKE $2`, got.ID, note+"%"); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'SUCCEEDED' AND reason LIKE $2`, got.ID, note+"%"); n != 1 {
 		t.Fatalf("%d history rows record the reuse, want 1", n)
 	}
 
@@ -99,7 +98,7 @@ tasks:
 	if err := json.Unmarshal([]byte(out), &fk); err != nil || !fk.Forgotten || fk.Key != "extract-2026-11-30" || fk.Owner.TaskRunID != src.ID {
 		t.Fatalf("forget-key: %v\n%s", err, out)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM idempotency_key_events WHERE key = 'extract-2026-11-30' AND actor LIKE 'cli:%@%' AND reason = 'extract bug fixed'`); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM idempotency_key_events WHERE key = 'extract-2026-11-30' AND actor LIKE 'cli:%@%' AND reason = 'extract bug fixed'`); n != 1 {
 		t.Fatalf("%d audit rows of the forget, want 1", n)
 	}
 	third := runOnce()

@@ -31,14 +31,13 @@ tasks:
     params: {command: ["sh", "-c", "echo $FLOWFORGE_RUN_ID >> %s; sleep 0.5; echo charged-by-$$"]}
     idempotency_key: "k-{{ .Params.day }}"
 `, count))
-	s.Daemon(t, "scheduler", "scheduler")
-	s.Daemon(t, "publisher", "publisher")
+	s.ControlPlane(t)
 	ids := dispatchTriggerMany(t, s, "charge", 20, "day=2026-03-01")
 	dispatchWaitPublished(t, db, 20)
 	for _, name := range []string{"worker-a", "worker-b"} {
 		s.Daemon(t, name, "worker", "--allow-shell", "--concurrency", "10")
 	}
-	dispatchWaitRuns(t, s, ids, 60*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, ids...)
 
 	ex := dispatchExecutions(t, count)
 	total := 0
@@ -78,7 +77,7 @@ tasks:
 		t.Fatalf("%d task runs, want %d", seen, len(ids))
 	}
 	dispatchAssertClaimedOnce(t, db)
-	if n := dispatchInt(t, db, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-2026-03-01' AND completed_at IS NOT NULL`); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM idempotency_keys WHERE key = 'k-2026-03-01' AND completed_at IS NOT NULL`); n != 1 {
 		t.Fatalf("completed key rows: %d, want 1", n)
 	}
 }

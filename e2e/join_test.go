@@ -39,15 +39,15 @@ func TestAJoinOfEightSimultaneousParentsIsDispatchedOnce(t *testing.T) {
 	s.Daemon(t, "scheduler-b", "scheduler")
 	s.Daemon(t, "worker-a", "worker", "--allow-shell", "--concurrency", "16")
 	s.Daemon(t, "worker-b", "worker", "--allow-shell", "--concurrency", "16")
-	dispatchWaitRuns(t, s, ids, 90*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 90*time.Second, ids...)
 
-	if n := dispatchInt(t, db, `
+	if n := harness.QueryInt(t, db, `
 SELECT count(*) FROM task_runs t
  WHERE t.task_name = 'join'
    AND (SELECT count(*) FROM outbox o WHERE o.task_run_id = t.id) <> 1`); n != 0 {
 		t.Fatalf("%d joins do not have exactly one outbox row", n)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox`); n != 30*9 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox`); n != 30*9 {
 		t.Fatalf("%d outbox rows, want %d", n, 30*9)
 	}
 	dispatchAssertClaimedOnce(t, db)

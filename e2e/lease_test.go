@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,10 +18,10 @@ import (
 // (a RETRYING or DEAD transition, or an attempt past 1).
 func leaseNoReap(t *testing.T, db *sql.DB, runID string) error {
 	t.Helper()
-	if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state IN ('RETRYING', 'DEAD')`, runID); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state IN ('RETRYING', 'DEAD')`, runID); n != 0 {
 		return fmt.Errorf("%d tasks of run %s were reaped or failed", n, runID)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND attempt > 1`, runID); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND attempt > 1`, runID); n != 0 {
 		return fmt.Errorf("%d tasks of run %s are past attempt 1", n, runID)
 	}
 	return nil
@@ -43,30 +40,6 @@ func leaseHold(t *testing.T, d time.Duration, check func() error) {
 	}
 }
 
-// leaseMetric reads one sample of a Prometheus text exposition from url.
-func leaseMetric(t *testing.T, url, sample string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("metric %s: %v", line, err)
-			}
-			return v
-		}
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return 0
-}
-
 // TestHeartbeatKeepsALiveLeasePastThreeLeases: mode 7, the live side. A
 // task running 3.5 times its worker's --lease is renewed by the heartbeat
 // (the lease expiry moves forward on the database clock) and never reaped:
@@ -75,7 +48,7 @@ func TestHeartbeatKeepsALiveLeasePastThreeLeases(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Daemon(t, "worker", "worker", "--lease", "2s")
 	s.Apply(t, `
 name: lease-live
@@ -124,7 +97,7 @@ func TestFrozenWorkerThawedAfterReapHasItsWritesRejected(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	port := harness.FreePort(t)
 	frozen := s.Daemon(t, "worker-frozen", "worker", "--id", "frozen", "--lease", "1s", "--allow-shell",
 		"--concurrency", "1", "--slot-wait", "1m", "--health-addr", fmt.Sprintf("127.0.0.1:%d", port))
@@ -144,7 +117,7 @@ tasks:
 	filler := s.Trigger(t, "lease-filler")
 	bcfg := broker.Config{URLs: s.AMQPURLs, Queue: s.Queue}
 	harness.Eventually(t, 30*time.Second, "the frozen worker to hold the filler delivery", func() (bool, error) {
-		if n := crashInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
+		if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
 		                          WHERE t.run_id = $1 AND o.published_at IS NOT NULL`, filler); n != 1 {
 			return false, fmt.Errorf("filler not published yet")
 		}
@@ -186,22 +159,22 @@ tasks:
 	if mid := crashTaskOf(t, db, run, "long"); mid.State == "RUNNING" && (mid.Worker.String != "rescuer" || mid.Token != rescue.Token) {
 		t.Fatalf("the thawed worker's writes changed the running attempt: %+v, was %+v", mid, rescue)
 	}
-	crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, run)
 	won := crashTaskOf(t, db, run, "long")
 	if won.Worker.String != "rescuer" || won.Attempt != 2 || won.Token != rescue.Token || !strings.Contains(won.Result.String, "done by attempt 2") {
 		t.Fatalf("task %+v; want SUCCEEDED by the rescuer on attempt 2", won)
 	}
-	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	harness.Eventually(t, 10*time.Second, "the stale writes to be counted", func() (bool, error) {
-		renew := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="renew"}`)
-		finish := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="finish"}`)
+		renew := harness.Metric(t, addr, "flowforge_stale_writes_rejected_total", `op="renew"`)
+		finish := harness.Metric(t, addr, "flowforge_stale_writes_rejected_total", `op="finish"`)
 		return renew == 1 && finish == 1, fmt.Errorf("renew=%v finish=%v", renew, finish)
 	})
 	after := crashTaskOf(t, db, run, "long")
 	if after.State != "SUCCEEDED" || after.Worker.String != "rescuer" || after.Token != won.Token || after.Result.String != won.Result.String {
 		t.Fatalf("the thawed worker changed the task: %+v, was %+v", after, won)
 	}
-	crashWaitRun(t, db, filler, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, filler)
 	if f := crashTaskOf(t, db, filler, "filler"); f.Worker.String != "frozen" {
 		t.Logf("filler ran on %s", f.Worker.String)
 	}
@@ -241,7 +214,7 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 			t.Parallel()
 			s := harness.NewStack(t, harness.StackOptions{})
 			db := s.DB(t)
-			crashControlPlane(t, s)
+			s.ControlPlane(t, "--sweep-interval", "200ms")
 			const lease = 1500 * time.Millisecond
 			// The main pool holds exactly one connection per slot, so the
 			// stall exhausts it: only the renewals' own pool keeps leases.
@@ -264,7 +237,7 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 			run := s.Trigger(t, "lease-pool", "n=1")
 			if !tc.lockFirst {
 				harness.Eventually(t, 30*time.Second, "every task to own its key", func() (bool, error) {
-					n := crashInt(t, db, `SELECT count(*) FROM idempotency_keys k JOIN task_runs t
+					n := harness.QueryInt(t, db, `SELECT count(*) FROM idempotency_keys k JOIN task_runs t
 					                        ON t.id = k.task_run_id AND t.fencing_token = k.fencing_token
 					                       WHERE t.run_id = $1 AND t.state = 'RUNNING'`, run)
 					return n == tasks, fmt.Errorf("%d own their key", n)
@@ -272,7 +245,7 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 				lock()
 			}
 			stuck := func() int {
-				return crashInt(t, db, `SELECT count(*) FROM pg_stat_activity
+				return harness.QueryInt(t, db, `SELECT count(*) FROM pg_stat_activity
 				                         WHERE datname = current_database() AND application_name = current_setting('application_name')
 				                           AND wait_event_type = 'Lock' AND query LIKE $1`, tc.stuck)
 			}
@@ -287,7 +260,7 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 				if err := leaseNoReap(t, db, run); err != nil {
 					return err
 				}
-				if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state <> 'RUNNING'`, run); n != 0 {
+				if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state <> 'RUNNING'`, run); n != 0 {
 					return fmt.Errorf("%d tasks left RUNNING while stuck", n)
 				}
 				return nil
@@ -296,17 +269,17 @@ func TestStalledDatabaseCallsDoNotStarveHeartbeats(t *testing.T) {
 				t.Fatalf("only %d slots were still stuck at the end of the stall", n)
 			}
 			// Every lease was renewed past its value at the start of the stall.
-			if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND lease_expires_at <= $2`, run, before); n != 0 {
+			if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND lease_expires_at <= $2`, run, before); n != 0 {
 				t.Fatalf("%d leases were not renewed during the stall", n)
 			}
 			if err := tx.Rollback(); err != nil {
 				t.Fatal(err)
 			}
-			crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
+			s.WaitRuns(t, "SUCCEEDED", 30*time.Second, run)
 			if err := leaseNoReap(t, db, run); err != nil {
 				t.Fatal(err)
 			}
-			if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
+			if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
 				t.Fatalf("claims = %d, want %d", n, tasks)
 			}
 		})

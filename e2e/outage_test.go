@@ -27,8 +27,7 @@ func outageProxy(t *testing.T, s *harness.Stack) *harness.Proxy {
 // pointed at p.
 func outageDaemon(t *testing.T, s *harness.Stack, p *harness.Proxy, name, role string, args ...string) *harness.Process {
 	t.Helper()
-	env := append(s.Env(), "FLOWFORGE_DATABASE_URL="+p.URL(s.DatabaseURL))
-	return harness.StartProcess(t, name, s.Bin, append([]string{"daemon", role}, args...), env)
+	return s.DaemonEnv(t, name, role, []string{"FLOWFORGE_DATABASE_URL=" + p.URL(s.DatabaseURL)}, args...)
 }
 
 // outageWorkflow is n tasks that each run the sleep handler for d.
@@ -45,7 +44,7 @@ func outageWorkflow(name string, n int, d time.Duration, maxAttempts int) string
 func outageWaitRunning(t *testing.T, db *sql.DB, run string, n int) {
 	t.Helper()
 	harness.Eventually(t, 60*time.Second, "every task to be RUNNING", func() (bool, error) {
-		got := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state = 'RUNNING'`, run)
+		got := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state = 'RUNNING'`, run)
 		return got == n, fmt.Errorf("%d of %d RUNNING", got, n)
 	})
 }
@@ -117,11 +116,11 @@ func TestADatabaseBlipShorterThanALeaseReapsNothing(t *testing.T) {
 				// Cut off alone, the worker may be dead: its leases are
 				// reaped after one lease, and the attempt counts.
 				harness.Eventually(t, 2*lease+2*time.Second, "the cut-off worker's tasks to be reaped", func() (bool, error) {
-					n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state = 'RETRYING' AND reason LIKE 'lease expired: worker % stopped renewing it%'`, run)
+					n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state = 'RETRYING' AND reason LIKE 'lease expired: worker % stopped renewing it%'`, run)
 					return n == tasks, fmt.Errorf("%d of %d reaped", n, tasks)
 				})
 				t.Logf("reaped %v after the worker was cut off", time.Since(start).Round(time.Millisecond))
-				if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND max_attempts <> 3`, run); n != 0 {
+				if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND max_attempts <> 3`, run); n != 0 {
 					t.Fatalf("%d attempts were refunded although the scheduler saw no outage", n)
 				}
 				wp.SetMode(harness.ProxyPass)
@@ -138,7 +137,7 @@ func TestADatabaseBlipShorterThanALeaseReapsNothing(t *testing.T) {
 				st := crashRunState(t, db, run)
 				return st == "SUCCEEDED", fmt.Errorf("run is %s", st)
 			})
-			if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
+			if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
 				t.Fatalf("claims = %d, want %d: a handler ran twice", n, tasks)
 			}
 		})
@@ -192,10 +191,10 @@ tasks:
 	if c.Worker.String != "second" || c.Attempt != 2 || !strings.Contains(c.Result.String, "done by attempt 2") {
 		t.Fatalf("task %+v; want SUCCEEDED by the second worker on attempt 2", c)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'RETRYING' AND reason LIKE 'lease expired during a database outage%'`, c.ID); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'RETRYING' AND reason LIKE 'lease expired during a database outage%'`, c.ID); n != 1 {
 		t.Fatalf("%d reaps recorded as caused by the outage, want 1", n)
 	}
-	if n := crashInt(t, db, `SELECT max_attempts FROM task_runs WHERE id = $1`, c.ID); n != 2 {
+	if n := harness.QueryInt(t, db, `SELECT max_attempts FROM task_runs WHERE id = $1`, c.ID); n != 2 {
 		t.Fatalf("max_attempts = %d, want 2 (the lost attempt refunded)", n)
 	}
 }
@@ -217,11 +216,11 @@ func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
 	lockDB := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Apply(t, outageWorkflow("locked", tasks, 5*time.Second+holds[0]+holds[1]+2*time.Second, 3))
 	run := s.Trigger(t, "locked")
 	harness.Eventually(t, 30*time.Second, "every dispatch to be published", func() (bool, error) {
-		n := crashInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
+		n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
 		                       WHERE t.run_id = $1 AND o.published_at IS NOT NULL`, run)
 		return n == tasks, fmt.Errorf("%d of %d published", n, tasks)
 	})
@@ -244,7 +243,7 @@ func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 	tx := lock()
 	w := s.Daemon(t, "worker", "worker", "--lease", lease.String(), "--concurrency", strconv.Itoa(tasks))
 	harness.Eventually(t, 30*time.Second, "claims to wait for the lock", func() (bool, error) {
-		n := crashInt(t, db, `SELECT count(*) FROM pg_stat_activity
+		n := harness.QueryInt(t, db, `SELECT count(*) FROM pg_stat_activity
 		                       WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%WITH claimed AS%'`)
 		return n > 0, fmt.Errorf("%d claims waiting", n)
 	})
@@ -299,7 +298,7 @@ func TestALeaseQueuedBehindATableLockIsNeitherStaleNorBackwards(t *testing.T) {
 		st := crashRunState(t, db, run)
 		return st == "SUCCEEDED", fmt.Errorf("run is %s", st)
 	})
-	if n := crashInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND reason = 'claimed'`, run); n != tasks {
 		t.Fatalf("claims = %d, want %d", n, tasks)
 	}
 	bounded := 0
@@ -323,7 +322,7 @@ func TestALostClaimReplyIsReadBackAndTheTaskRuns(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	wp := outageProxy(t, s)
 	port := harness.FreePort(t)
 	w := outageDaemon(t, s, wp, "worker", "worker", "--id", "lossy", "--lease", "2s", "--health-addr", fmt.Sprintf("127.0.0.1:%d", port))
@@ -335,7 +334,7 @@ func TestALostClaimReplyIsReadBackAndTheTaskRuns(t *testing.T) {
 		return c.State == "RUNNING" && c.Worker.String == "lossy"
 	})
 	wp.ResetConns()
-	crashWaitRun(t, db, run, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, run)
 	c := crashTaskOf(t, db, run, "once")
 	if c.Attempt != 1 || c.Worker.String != "lossy" {
 		t.Fatalf("task %+v; want SUCCEEDED on attempt 1 by the worker whose claim reply was lost", c)
@@ -344,8 +343,8 @@ func TestALostClaimReplyIsReadBackAndTheTaskRuns(t *testing.T) {
 		t.Fatalf("claims = %d, want 1", n)
 	}
 	w.WaitForLog(t, "the claim committed although its reply was lost", 10*time.Second)
-	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
-	if v := leaseMetric(t, metrics, `flowforge_ambiguous_writes_total{op="claim",outcome="committed"}`); v != 1 {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if v := harness.Metric(t, addr, "flowforge_ambiguous_writes_total", `op="claim"`, `outcome="committed"`); v != 1 {
 		t.Fatalf("ambiguous committed claims counted = %v, want 1", v)
 	}
 }
@@ -359,7 +358,7 @@ func TestALostFinishReplyIsReportedAsFinishedNotAsAFencingRejection(t *testing.T
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	wp := outageProxy(t, s)
 	port := harness.FreePort(t)
 	w := outageDaemon(t, s, wp, "worker", "worker", "--id", "lossy", "--lease", "2s", "--health-addr", fmt.Sprintf("127.0.0.1:%d", port))
@@ -367,18 +366,18 @@ func TestALostFinishReplyIsReportedAsFinishedNotAsAFencingRejection(t *testing.T
 	wp.DropCommitReply("fin AS (")
 	run := s.Trigger(t, "lost-finish")
 	harness.Eventually(t, 30*time.Second, "the finish's reply to be lost", func() (bool, error) { return wp.Fired(), nil })
-	crashWaitRun(t, db, run, "SUCCEEDED", 10*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 10*time.Second, run)
 	wp.ResetConns()
-	metrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	harness.Eventually(t, 20*time.Second, "the worker to report the finish", func() (bool, error) {
-		done := leaseMetric(t, metrics, `flowforge_tasks_finished_total{state="SUCCEEDED"}`)
-		stale := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="finish"}`)
+		done := harness.Metric(t, addr, "flowforge_tasks_finished_total", `state="SUCCEEDED"`)
+		stale := harness.Metric(t, addr, "flowforge_stale_writes_rejected_total", `op="finish"`)
 		return done+stale > 0, fmt.Errorf("finished %v, stale %v", done, stale)
 	})
-	if v := leaseMetric(t, metrics, `flowforge_stale_writes_rejected_total{op="finish"}`); v != 0 {
+	if v := harness.Metric(t, addr, "flowforge_stale_writes_rejected_total", `op="finish"`); v != 0 {
 		t.Fatalf("stale finishes counted = %v, want 0: a committed finish was reported as a fencing rejection", v)
 	}
-	if v := leaseMetric(t, metrics, `flowforge_tasks_finished_total{state="SUCCEEDED"}`); v != 1 {
+	if v := harness.Metric(t, addr, "flowforge_tasks_finished_total", `state="SUCCEEDED"`); v != 1 {
 		t.Fatalf("finished SUCCEEDED counted = %v, want 1", v)
 	}
 	if strings.Contains(w.Logs(), "stale finish rejected") {

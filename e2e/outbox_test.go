@@ -24,8 +24,7 @@ func outboxCountWorkflow(name, path string) string {
 // outboxPublisher starts a publisher process with FLOWFORGE_FAILPOINTS set.
 func outboxPublisher(t *testing.T, s *harness.Stack, name, failpoints string, args ...string) *harness.Process {
 	t.Helper()
-	env := append(s.Env(), failpoint.EnvVar+"="+failpoints)
-	return harness.StartProcess(t, name, s.Bin, append([]string{"daemon", "publisher"}, args...), env)
+	return s.DaemonEnv(t, name, "publisher", []string{failpoint.EnvVar + "=" + failpoints}, args...)
 }
 
 // Mode 5: broker outage.
@@ -51,21 +50,21 @@ func TestBrokerOutageLeavesRowsPendingThenDrainsOnce(t *testing.T) {
 	pub.WaitForLog(t, "publisher: connect to broker", 30*time.Second)
 	// The publisher has failed at least one dial since the rows were
 	// written; they are all still pending.
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n != 5 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n != 5 {
 		t.Fatalf("%d rows pending during the outage, want 5", n)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM task_runs WHERE state <> 'READY' AND task_name = 'a'`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE state <> 'READY' AND task_name = 'a'`); n != 0 {
 		t.Fatalf("%d root tasks left READY during the outage", n)
 	}
 
 	rabbit.Start(t)
-	dispatchWaitRuns(t, s, ids, 90*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 90*time.Second, ids...)
 	pub.WaitForLog(t, "publisher: recovered", 10*time.Second)
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n != 0 {
 		t.Fatalf("%d rows still pending", n)
 	}
 	// One row per task (nothing was re-dispatched), each stamped.
-	if n := dispatchInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM outbox GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM outbox GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
 		t.Fatalf("%d tasks have more than one outbox row", n)
 	}
 	dispatchAssertClaimedOnce(t, db)
@@ -95,27 +94,26 @@ tasks:
   - {name: e, handler: noop, depends_on: [b, c, d]}
 `)
 	s.Daemon(t, "scheduler", "scheduler")
-	pubs := []string{dispatchHealthAddr(t), dispatchHealthAddr(t)}
-	for i, a := range pubs {
-		s.Daemon(t, fmt.Sprintf("publisher-%d", i), "publisher", "--health-addr", a, "--poll-interval", "50ms")
+	var pubs, workers []string
+	for i := range 2 {
+		pubs = append(pubs, s.DaemonWithHealth(t, fmt.Sprintf("publisher-%d", i), "publisher", "--poll-interval", "50ms").Health)
 	}
-	workers := []string{dispatchHealthAddr(t), dispatchHealthAddr(t)}
-	for i, a := range workers {
-		s.Daemon(t, fmt.Sprintf("worker-%d", i), "worker", "--concurrency", "8", "--health-addr", a)
+	for i := range 2 {
+		workers = append(workers, s.DaemonWithHealth(t, fmt.Sprintf("worker-%d", i), "worker", "--concurrency", "8").Health)
 	}
 	ids := dispatchTriggerMany(t, s, "fan", 30)
-	dispatchWaitRuns(t, s, ids, 60*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, ids...)
 
-	rows := dispatchInt(t, db, `SELECT count(*) FROM outbox`)
+	rows := harness.QueryInt(t, db, `SELECT count(*) FROM outbox`)
 	if rows != 150 {
 		t.Fatalf("%d outbox rows, want 150", rows)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL OR publish_attempts <> 1`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL OR publish_attempts <> 1`); n != 0 {
 		t.Fatalf("%d rows unpublished or published more than once", n)
 	}
 	confirmed := 0.0
 	for _, a := range pubs {
-		v := dispatchMetric(t, a, "flowforge_publish_total", `outcome="confirmed"`)
+		v := harness.Metric(t, a, "flowforge_publish_total", `outcome="confirmed"`)
 		t.Logf("publisher %s confirmed %v rows", a, v)
 		if v == 0 {
 			t.Fatalf("publisher %s published nothing: the test did not make the two publishers compete", a)
@@ -126,7 +124,7 @@ tasks:
 		t.Fatalf("the publishers confirmed %v messages for %d rows", confirmed, rows)
 	}
 	for _, a := range workers {
-		if v := dispatchMetric(t, a, "flowforge_claims_lost_total"); v != 0 {
+		if v := harness.Metric(t, a, "flowforge_claims_lost_total"); v != 0 {
 			t.Fatalf("worker %s lost %v claims: a row was delivered twice", a, v)
 		}
 	}
@@ -146,8 +144,8 @@ func TestADeletedDispatchQueueUnderARunningPublisherLosesNothing(t *testing.T) {
 	count := filepath.Join(t.TempDir(), "executions")
 	s.Apply(t, outboxCountWorkflow("unroutable", count))
 	s.Daemon(t, "scheduler", "scheduler")
-	pubAddr := dispatchHealthAddr(t)
-	pub := s.Daemon(t, "publisher", "publisher", "--health-addr", pubAddr, "--poll-interval", "100ms")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher", "--poll-interval", "100ms")
+	pubAddr := pub.Health
 	pub.WaitForLog(t, "publisher: started", 30*time.Second)
 
 	conn, err := amqp.Dial(s.AMQPURLs[0])
@@ -163,16 +161,16 @@ func TestADeletedDispatchQueueUnderARunningPublisherLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := s.Trigger(t, "unroutable")
-	dispatchWaitMetric(t, pubAddr, 1, "flowforge_publish_total", `outcome="returned"`)
+	harness.WaitMetric(t, pubAddr, 1, "flowforge_publish_total", `outcome="returned"`)
 	pub.WaitForLog(t, "re-declare the dispatch queue", 10*time.Second)
 	dispatchWaitPublished(t, db, 1)
-	if n := dispatchInt(t, db, `SELECT publish_attempts FROM outbox`); n < 2 {
+	if n := harness.QueryInt(t, db, `SELECT publish_attempts FROM outbox`); n < 2 {
 		t.Fatalf("publish_attempts = %d, want >= 2: the returned publish must not have stamped the row", n)
 	}
-	if v := dispatchMetric(t, pubAddr, "flowforge_publish_total", `outcome="confirmed"`); v != 1 {
+	if v := harness.Metric(t, pubAddr, "flowforge_publish_total", `outcome="confirmed"`); v != 1 {
 		t.Fatalf("confirmed publishes = %v, want 1", v)
 	}
-	if n := dispatchQueueDepth(t, s, s.Queue); n != 1 {
+	if n := s.Messages(t, s.Queue); n != 1 {
 		t.Fatalf("re-declared dispatch queue holds %d messages, want 1", n)
 	}
 	s.Daemon(t, "worker", "worker", "--allow-shell")
@@ -192,17 +190,16 @@ func TestADeletedDispatchQueueUnderARunningPublisherLosesNothing(t *testing.T) {
 func outboxAssertDuplicateIsHarmless(t *testing.T, s *harness.Stack, id, count string) {
 	t.Helper()
 	db := s.DB(t)
-	if n := dispatchQueueDepth(t, s, s.Queue); n != 2 {
+	if n := s.Messages(t, s.Queue); n != 2 {
 		t.Fatalf("dispatch queue holds %d messages, want 2 (the first publish was delivered too)", n)
 	}
 	s.Daemon(t, "scheduler", "scheduler")
-	addr := dispatchHealthAddr(t)
-	s.Daemon(t, "worker", "worker", "--allow-shell", "--health-addr", addr)
+	addr := s.DaemonWithHealth(t, "worker", "worker", "--allow-shell").Health
 	r := s.WaitRunTerminal(t, id, 30*time.Second)
 	if r.State != "SUCCEEDED" {
 		t.Fatalf("run: %s", r.State)
 	}
-	dispatchWaitMetric(t, addr, 1, "flowforge_claims_lost_total", `reason="duplicate"`)
+	harness.WaitMetric(t, addr, 1, "flowforge_claims_lost_total", `reason="duplicate"`)
 	if got := dispatchExecutions(t, count)[id]; got != 1 {
 		t.Fatalf("handler ran %d times, want 1", got)
 	}
@@ -223,7 +220,7 @@ func TestALostPublisherConfirmIsRepublishedAndTheDuplicateIsHarmless(t *testing.
 	id := s.Trigger(t, "lostconfirm")
 	pub.WaitForLog(t, "failpoint discards the confirms", 30*time.Second)
 	dispatchWaitPublished(t, db, 1)
-	if n := dispatchInt(t, db, `SELECT publish_attempts FROM outbox`); n != 2 {
+	if n := harness.QueryInt(t, db, `SELECT publish_attempts FROM outbox`); n != 2 {
 		t.Fatalf("publish_attempts = %d, want 2 (confirm lost, then confirmed)", n)
 	}
 	if !strings.Contains(pub.Logs(), "confirm lost") {
@@ -251,15 +248,15 @@ func TestAPublisherKilledBetweenConfirmAndStampIsRepublished(t *testing.T) {
 	if code != failpoint.ExitCode {
 		t.Fatalf("publisher exit code %d, want %d:\n%s", code, failpoint.ExitCode, first.Logs())
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL AND publish_attempts = 0`); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL AND publish_attempts = 0`); n != 1 {
 		t.Fatalf("%d untouched pending rows after the crash, want 1", n)
 	}
-	if n := dispatchQueueDepth(t, s, s.Queue); n != 1 {
+	if n := s.Messages(t, s.Queue); n != 1 {
 		t.Fatalf("dispatch queue holds %d messages, want 1 (confirmed before the crash)", n)
 	}
 	s.Daemon(t, "publisher-2", "publisher")
 	dispatchWaitPublished(t, db, 1)
-	if n := dispatchInt(t, db, `SELECT publish_attempts FROM outbox`); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT publish_attempts FROM outbox`); n != 1 {
 		t.Fatalf("publish_attempts = %d, want 1 (the crashed attempt left no trace)", n)
 	}
 	outboxAssertDuplicateIsHarmless(t, s, id, count)
@@ -271,7 +268,7 @@ func TestAPublisherKilledBetweenConfirmAndStampIsRepublished(t *testing.T) {
 // their current fencing token: a lost dispatch.
 func outboxReadyWithoutRow(t *testing.T, s *harness.Stack) int {
 	t.Helper()
-	return dispatchInt(t, s.DB(t), `
+	return harness.QueryInt(t, s.DB(t), `
 SELECT count(*) FROM task_runs t
  WHERE t.state = 'READY'
    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token)`)
@@ -307,7 +304,7 @@ tasks:
 	s.Daemon(t, "worker-b", "worker", "--concurrency", "8")
 	ids := dispatchTriggerMany(t, s, "wide", 20)
 	promotions := func() int {
-		return dispatchInt(t, db, `SELECT count(*) FROM task_events WHERE to_state = 'READY' AND from_state = 'PENDING'`)
+		return harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE to_state = 'READY' AND from_state = 'PENDING'`)
 	}
 	kills := 0
 	for i := 0; i < 8; i++ {
@@ -327,14 +324,14 @@ tasks:
 	}
 	t.Logf("killed the scheduler %d times; %d of %d promotions done before the last one", kills, promotions(), 20*10)
 	s.Daemon(t, "scheduler-last", "scheduler")
-	dispatchWaitRuns(t, s, ids, 60*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, ids...)
 	if n := outboxReadyWithoutRow(t, s); n != 0 {
 		t.Fatalf("%d READY tasks have no outbox row", n)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM outbox GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM (SELECT task_run_id FROM outbox GROUP BY task_run_id HAVING count(*) <> 1) x`); n != 0 {
 		t.Fatalf("%d tasks were dispatched more than once", n)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox`); n != 20*11 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox`); n != 20*11 {
 		t.Fatalf("%d outbox rows, want %d", n, 20*11)
 	}
 	dispatchAssertClaimedOnce(t, db)

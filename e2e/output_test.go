@@ -20,7 +20,7 @@ func TestHostileHandlerOutputIsStoredSafelyAndTheTaskFinishes(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	s.Daemon(t, "worker", "worker", "--allow-shell", "--concurrency", "4")
 	cases := []struct {
 		name    string
@@ -41,9 +41,9 @@ func TestHostileHandlerOutputIsStoredSafelyAndTheTaskFinishes(t *testing.T) {
 	}
 	s.Apply(t, wf.String())
 	run := s.Trigger(t, "output-hostile")
-	crashWaitRun(t, db, run, "FAILED", 30*time.Second)
+	s.WaitRuns(t, "FAILED", 30*time.Second, run)
 	harness.Eventually(t, 30*time.Second, "every task to finish", func() (bool, error) {
-		n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state NOT IN ('SUCCEEDED', 'DEAD')`, run)
+		n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state NOT IN ('SUCCEEDED', 'DEAD')`, run)
 		return n == 0, nil
 	})
 	for _, c := range cases {

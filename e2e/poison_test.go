@@ -62,8 +62,8 @@ func TestGarbageOnTheDispatchQueueIsSettledAndTheWorkerCarriesOn(t *testing.T) {
 
 	s.Daemon(t, "scheduler", "scheduler")
 	s.Daemon(t, "publisher", "publisher") // the real dispatch queues behind the garbage
-	addr := dispatchHealthAddr(t)
-	w := s.Daemon(t, "worker", "worker", "--allow-shell", "--concurrency", "1", "--health-addr", addr)
+	w := s.DaemonWithHealth(t, "worker", "worker", "--allow-shell", "--concurrency", "1")
+	addr := w.Health
 
 	if r := s.WaitRunTerminal(t, first, 30*time.Second); r.State != "SUCCEEDED" {
 		t.Fatalf("run after the garbage: %s", r.State)
@@ -75,15 +75,15 @@ func TestGarbageOnTheDispatchQueueIsSettledAndTheWorkerCarriesOn(t *testing.T) {
 	if w.Exited() {
 		t.Fatalf("the worker exited:\n%s", w.Logs())
 	}
-	if v := dispatchMetric(t, addr, "flowforge_poison_messages_total"); v != float64(len(poison)) {
+	if v := harness.Metric(t, addr, "flowforge_poison_messages_total"); v != float64(len(poison)) {
 		t.Fatalf("flowforge_poison_messages_total = %v, want %d", v, len(poison))
 	}
 	for _, reason := range []string{"unknown_task", "stale"} {
-		if v := dispatchMetric(t, addr, "flowforge_claims_lost_total", `reason="`+reason+`"`); v != 1 {
+		if v := harness.Metric(t, addr, "flowforge_claims_lost_total", `reason="`+reason+`"`); v != 1 {
 			t.Errorf("flowforge_claims_lost_total{reason=%q} = %v, want 1", reason, v)
 		}
 	}
-	if v := dispatchMetric(t, addr, "flowforge_claims_lost_total"); v != 2 {
+	if v := harness.Metric(t, addr, "flowforge_claims_lost_total"); v != 2 {
 		t.Errorf("flowforge_claims_lost_total = %v, want 2", v)
 	}
 	logs := w.Logs()
@@ -93,10 +93,10 @@ func TestGarbageOnTheDispatchQueueIsSettledAndTheWorkerCarriesOn(t *testing.T) {
 	if n := strings.Count(logs, "claim lost; acking without running"); n != 2 {
 		t.Errorf("%d lost-claim log lines, want 2", n)
 	}
-	if n := dispatchQueueDepth(t, s, broker.DeadLetterQueue(s.Queue)); n != len(poison) {
+	if n := s.Messages(t, broker.DeadLetterQueue(s.Queue)); n != len(poison) {
 		t.Errorf("dead-letter queue holds %d messages, want %d", n, len(poison))
 	}
-	if n := dispatchQueueDepth(t, s, s.Queue); n != 0 {
+	if n := s.Messages(t, s.Queue); n != 0 {
 		t.Errorf("dispatch queue holds %d messages, want 0", n)
 	}
 	ex := dispatchExecutions(t, count)

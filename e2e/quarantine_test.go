@@ -43,8 +43,8 @@ func quarantineSetup(t *testing.T, s *harness.Stack) (small []string, big string
 func quarantineLimit(t *testing.T, s *harness.Stack, big string) int {
 	t.Helper()
 	db := s.DB(t)
-	lo := dispatchInt(t, db, `SELECT max(length(payload::text)) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.task_name = 'a'`)
-	hi := dispatchInt(t, db, `SELECT length(payload::text) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id = $1`, big)
+	lo := harness.QueryInt(t, db, `SELECT max(length(payload::text)) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.task_name = 'a'`)
+	hi := harness.QueryInt(t, db, `SELECT length(payload::text) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id = $1`, big)
 	if hi <= lo {
 		t.Fatalf("the big payload (%d bytes) is not larger than the small ones (%d)", hi, lo)
 	}
@@ -79,8 +79,8 @@ func quarantineAssertIsolated(t *testing.T, s *harness.Stack, pubAddr, big, want
 	if len(rows) != 1 || rows[0].RunID != big || rows[0].TaskState != "READY" || !strings.Contains(rows[0].Reason, want) {
 		t.Fatalf("quarantined rows %+v, want the big run's READY task with a reason containing %q", rows, want)
 	}
-	dispatchWaitMetric(t, pubAddr, 1, "flowforge_outbox_quarantined")
-	if v := dispatchMetric(t, pubAddr, "flowforge_outbox_quarantined_total"); v != 1 {
+	harness.WaitMetric(t, pubAddr, 1, "flowforge_outbox_quarantined")
+	if v := harness.Metric(t, pubAddr, "flowforge_outbox_quarantined_total"); v != 1 {
 		t.Fatalf("flowforge_outbox_quarantined_total = %v, want 1", v)
 	}
 	// Readiness stays green: one bad row is an alert, not a reason for an
@@ -103,10 +103,10 @@ func TestAnOversizedOutboxRowIsQuarantinedAndTheOthersArePublished(t *testing.T)
 	s := harness.NewStack(t, harness.StackOptions{})
 	small, big, limit := quarantineSetup(t, s)
 	s.Daemon(t, "scheduler", "scheduler")
-	pubAddr := dispatchHealthAddr(t)
-	pub := s.Daemon(t, "publisher", "publisher", "--health-addr", pubAddr, "--poll-interval", "100ms", "--max-message-bytes", strconv.Itoa(limit))
+	pub := s.DaemonWithHealth(t, "publisher", "publisher", "--poll-interval", "100ms", "--max-message-bytes", strconv.Itoa(limit))
+	pubAddr := pub.Health
 	s.Daemon(t, "worker", "worker", "--concurrency", "16")
-	dispatchWaitRuns(t, s, small, 120*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 120*time.Second, small...)
 	id := quarantineAssertIsolated(t, s, pubAddr, big, fmt.Sprintf("larger than the max message size of %d bytes", limit))
 	pub.WaitForLog(t, "quarantined an outbox row", 10*time.Second)
 
@@ -119,15 +119,15 @@ func TestAnOversizedOutboxRowIsQuarantinedAndTheOthersArePublished(t *testing.T)
 		t.Fatalf("big run after the drop: %s, want FAILED", r.State)
 	}
 	db := s.DB(t)
-	if n := dispatchInt(t, db, `SELECT count(*) FROM task_events e JOIN task_runs t ON t.id = e.task_run_id WHERE t.run_id = $1 AND e.from_state = 'READY' AND e.to_state = 'DEAD' AND e.actor LIKE 'cli:%@%' AND e.reason LIKE '%e2e: cannot be sent'`, big); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events e JOIN task_runs t ON t.id = e.task_run_id WHERE t.run_id = $1 AND e.from_state = 'READY' AND e.to_state = 'DEAD' AND e.actor LIKE 'cli:%@%' AND e.reason LIKE '%e2e: cannot be sent'`, big); n != 1 {
 		t.Fatalf("%d audited READY -> DEAD transitions for the dropped dispatch, want 1", n)
 	}
 
 	// Retry: a second big row, quarantined again, then retried once the
 	// publisher allows it.
 	big2 := s.Trigger(t, "big")
-	dispatchWaitMetric(t, pubAddr, 2, "flowforge_outbox_quarantined_total")
-	id2 := dispatchInt(t, db, `SELECT o.id FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id = $1`, big2)
+	harness.WaitMetric(t, pubAddr, 2, "flowforge_outbox_quarantined_total")
+	id2 := harness.QueryInt(t, db, `SELECT o.id FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id = $1`, big2)
 	pub.Signal(syscall.SIGTERM)
 	if _, err := pub.Wait(30 * time.Second); err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestAnOversizedOutboxRowIsQuarantinedAndTheOthersArePublished(t *testing.T)
 	if r := s.WaitRunTerminal(t, big2, 30*time.Second); r.State != "SUCCEEDED" {
 		t.Fatalf("retried big run: %s, want SUCCEEDED", r.State)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox_events WHERE outbox_id = $1 AND action = 'retry' AND actor LIKE 'cli:%@%' AND reason = 'e2e: limit raised'`, id2); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox_events WHERE outbox_id = $1 AND action = 'retry' AND actor LIKE 'cli:%@%' AND reason = 'e2e: limit raised'`, id2); n != 1 {
 		t.Fatalf("%d audited retries, want 1", n)
 	}
 	quarantineAssertClaimedOnceExcept(t, s, big)
@@ -147,7 +147,7 @@ func TestAnOversizedOutboxRowIsQuarantinedAndTheOthersArePublished(t *testing.T)
 // except was claimed exactly once.
 func quarantineAssertClaimedOnceExcept(t *testing.T, s *harness.Stack, except string) {
 	t.Helper()
-	if n := dispatchInt(t, s.DB(t), `
+	if n := harness.QueryInt(t, s.DB(t), `
 SELECT count(*) FROM task_runs t
  WHERE t.run_id <> $1
    AND (SELECT count(*) FROM task_events e WHERE e.task_run_id = t.id AND e.from_state = 'READY' AND e.to_state = 'RUNNING') <> 1`, except); n != 0 {
@@ -174,10 +174,10 @@ func TestARowTheBrokerRefusesIsQuarantinedAndTheOthersArePublished(t *testing.T)
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
 	small, big, _ := quarantineSetup(t, s)
 	s.Daemon(t, "scheduler", "scheduler")
-	pubAddr := dispatchHealthAddr(t)
-	pub := s.Daemon(t, "publisher", "publisher", "--health-addr", pubAddr, "--poll-interval", "100ms")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher", "--poll-interval", "100ms")
+	pubAddr := pub.Health
 	s.Daemon(t, "worker", "worker", "--concurrency", "16")
-	dispatchWaitRuns(t, s, small, 120*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 120*time.Second, small...)
 	quarantineAssertIsolated(t, s, pubAddr, big, "the broker refused the message")
 	pub.WaitForLog(t, "publishing the unconfirmed rows one at a time", 10*time.Second)
 	quarantineAssertClaimedOnceExcept(t, s, big)
@@ -207,19 +207,18 @@ func TestASigtermBetweenConfirmAndStampKeepsTheStamp(t *testing.T) {
 	if !strings.Contains(first.Logs(), "sigterm-after-confirm fired") {
 		t.Fatalf("the failpoint did not fire:\n%s", first.Logs())
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND publish_attempts = 1`); n != 1 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND publish_attempts = 1`); n != 1 {
 		t.Fatalf("%d rows stamped after the signal, want 1: the stamp was rolled back", n)
 	}
 	// A restarted publisher publishes a new row, and not the old one again
 	// (rows go out oldest first, so the old one would have gone first).
-	addr := dispatchHealthAddr(t)
-	s.Daemon(t, "publisher-2", "publisher", "--health-addr", addr)
+	addr := s.DaemonWithHealth(t, "publisher-2", "publisher").Health
 	s.Trigger(t, "small")
 	dispatchWaitPublished(t, db, 2)
-	if v := dispatchMetric(t, addr, "flowforge_publish_total", `outcome="confirmed"`); v != 1 {
+	if v := harness.Metric(t, addr, "flowforge_publish_total", `outcome="confirmed"`); v != 1 {
 		t.Fatalf("the restarted publisher confirmed %v messages, want 1 (only the new row)", v)
 	}
-	if n := dispatchQueueDepth(t, s, s.Queue); n != 2 {
+	if n := s.Messages(t, s.Queue); n != 2 {
 		t.Fatalf("dispatch queue holds %d messages, want 2 (each row once)", n)
 	}
 }

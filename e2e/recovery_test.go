@@ -12,13 +12,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
@@ -31,29 +29,6 @@ tasks:
   - {name: first, handler: noop}
   - {name: second, handler: sleep, params: {duration: 20ms}, depends_on: [first]}
 `
-
-// recoveryDaemon is an ffctl daemon subprocess with its health server.
-type recoveryDaemon struct {
-	*harness.Process
-	Health string // host:port of /health/* and /metrics
-}
-
-// recoveryStartDaemon starts `ffctl daemon ROLE` with a health server on a
-// free port and waits until /health/live answers.
-func recoveryStartDaemon(t *testing.T, s *harness.Stack, name, role string, args ...string) *recoveryDaemon {
-	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	p := s.Daemon(t, name, role, append([]string{"--health-addr", addr}, args...)...)
-	d := &recoveryDaemon{Process: p, Health: addr}
-	harness.Eventually(t, 20*time.Second, name+" health server", func() (bool, error) {
-		if p.Exited() {
-			t.Fatalf("%s exited at start:\n%s", name, p.Logs())
-		}
-		code, _, err := recoveryGet(addr, "/health/live")
-		return err == nil && code == http.StatusOK, err
-	})
-	return d
-}
 
 var recoveryHTTP = &http.Client{Timeout: 5 * time.Second}
 
@@ -88,7 +63,7 @@ func recoveryReady(addr string) (recoveryReadiness, error) {
 }
 
 // recoveryWaitReadiness polls d's readiness until cond holds.
-func recoveryWaitReadiness(t *testing.T, d *recoveryDaemon, timeout time.Duration, what string, cond func(recoveryReadiness) bool) recoveryReadiness {
+func recoveryWaitReadiness(t *testing.T, d *harness.HealthDaemon, timeout time.Duration, what string, cond func(recoveryReadiness) bool) recoveryReadiness {
 	t.Helper()
 	var last recoveryReadiness
 	harness.Eventually(t, timeout, d.Name+" readiness: "+what, func() (bool, error) {
@@ -107,7 +82,7 @@ func recoveryWaitReadiness(t *testing.T, d *recoveryDaemon, timeout time.Duratio
 
 // recoveryReadyOK waits until d answers 200 and its checks are exactly deps,
 // all ok.
-func recoveryReadyOK(t *testing.T, d *recoveryDaemon, timeout time.Duration, deps ...string) {
+func recoveryReadyOK(t *testing.T, d *harness.HealthDaemon, timeout time.Duration, deps ...string) {
 	t.Helper()
 	recoveryWaitReadiness(t, d, timeout, "200 with "+strings.Join(deps, ", ")+" ok", func(r recoveryReadiness) bool {
 		if r.Code != http.StatusOK || r.Status != "ok" || len(r.Checks) != len(deps) {
@@ -123,7 +98,7 @@ func recoveryReadyOK(t *testing.T, d *recoveryDaemon, timeout time.Duration, dep
 }
 
 // recoveryReadyDown waits until d answers 503 with dep reported as an error.
-func recoveryReadyDown(t *testing.T, d *recoveryDaemon, timeout time.Duration, dep string) recoveryReadiness {
+func recoveryReadyDown(t *testing.T, d *harness.HealthDaemon, timeout time.Duration, dep string) recoveryReadiness {
 	t.Helper()
 	return recoveryWaitReadiness(t, d, timeout, "503 with "+dep+" in error", func(r recoveryReadiness) bool {
 		return r.Code == http.StatusServiceUnavailable && r.Status == "error" && strings.HasPrefix(r.Checks[dep], "error")
@@ -184,7 +159,7 @@ func recoveryWaitLogCount(t *testing.T, p *harness.Process, timeout time.Duratio
 }
 
 // recoveryAssertAlive fails the test if any process has exited.
-func recoveryAssertAlive(t *testing.T, ds ...*recoveryDaemon) {
+func recoveryAssertAlive(t *testing.T, ds ...*harness.HealthDaemon) {
 	t.Helper()
 	for _, d := range ds {
 		if d.Exited() {
@@ -197,7 +172,7 @@ func recoveryAssertAlive(t *testing.T, ds ...*recoveryDaemon) {
 // recoveryAssertRanOnce checks that every task of every run SUCCEEDED in
 // its first attempt and that the workers, together, started each task
 // exactly once (from their "worker: running task" log lines).
-func recoveryAssertRanOnce(t *testing.T, s *harness.Stack, runs []string, workers ...*recoveryDaemon) {
+func recoveryAssertRanOnce(t *testing.T, s *harness.Stack, runs []string, workers ...*harness.HealthDaemon) {
 	t.Helper()
 	started := map[string]int{}
 	for _, w := range workers {
@@ -221,37 +196,8 @@ func recoveryAssertRanOnce(t *testing.T, s *harness.Stack, runs []string, worker
 	}
 }
 
-// recoveryWaitSucceeded waits for a run to end SUCCEEDED.
-func recoveryWaitSucceeded(t *testing.T, s *harness.Stack, id string, timeout time.Duration) {
-	t.Helper()
-	if r := s.WaitRunTerminal(t, id, timeout); r.State != "SUCCEEDED" {
-		t.Fatalf("run %s ended %s, want SUCCEEDED: %+v", id, r.State, r.Tasks)
-	}
-}
-
-// recoveryMetric returns the value of the sample whose name and labels
-// (written as in the exposition format, e.g. `x_total{dependency="postgres"}`)
-// match exactly, and whether it is exported.
-func recoveryMetric(t *testing.T, d *recoveryDaemon, series string) (float64, bool) {
-	t.Helper()
-	code, body, err := recoveryGet(d.Health, "/metrics")
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("%s /metrics: %d %v", d.Name, code, err)
-	}
-	for _, line := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			if err != nil {
-				t.Fatalf("%s: bad sample %q", d.Name, line)
-			}
-			return v, true
-		}
-	}
-	return 0, false
-}
-
 // recoveryStopPromptly sends SIGTERM and requires a clean exit within 5 s.
-func recoveryStopPromptly(t *testing.T, d *recoveryDaemon) time.Duration {
+func recoveryStopPromptly(t *testing.T, d *harness.HealthDaemon) time.Duration {
 	t.Helper()
 	start := time.Now()
 	if err := d.Signal(syscall.SIGTERM); err != nil {
@@ -267,14 +213,6 @@ func recoveryStopPromptly(t *testing.T, d *recoveryDaemon) time.Duration {
 	return time.Since(start)
 }
 
-// recoveryQueueDepth reads the ready messages and consumers of the stack's
-// dispatch queue.
-func recoveryQueueDepth(s *harness.Stack) (messages, consumers int, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return broker.QueueDepth(ctx, broker.Config{URLs: s.AMQPURLs, Queue: s.Queue, DialTimeout: 2 * time.Second})
-}
-
 // TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice is mode
 // 13: a private PostgreSQL is shut down (fast shutdown) and later crashed
 // (SIGKILL of the postmaster and its backends) under a running stack of
@@ -288,18 +226,18 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 	pg := harness.StartPostgres(t)
 	dbURL := storetest.NewDatabaseOn(t, pg.URL("postgres"))
 	s := harness.NewStack(t, harness.StackOptions{DatabaseURL: dbURL})
-	sched := recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	pub := recoveryStartDaemon(t, s, "publisher", "publisher")
-	wa := recoveryStartDaemon(t, s, "worker-a", "worker", "--concurrency", "2")
-	wb := recoveryStartDaemon(t, s, "worker-b", "worker", "--concurrency", "2")
-	all := []*recoveryDaemon{sched, pub, wa, wb}
+	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher")
+	wa := s.DaemonWithHealth(t, "worker-a", "worker", "--concurrency", "2")
+	wb := s.DaemonWithHealth(t, "worker-b", "worker", "--concurrency", "2")
+	all := []*harness.HealthDaemon{sched, pub, wa, wb}
 	recoveryReadyOK(t, sched, 20*time.Second, "postgres")
 	for _, d := range all[1:] {
 		recoveryReadyOK(t, d, 20*time.Second, "postgres", "rabbitmq")
 	}
 	s.Apply(t, recoveryChainYAML)
 	runs := []string{s.Trigger(t, "recovery-chain")}
-	recoveryWaitSucceeded(t, s, runs[0], 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, runs[0])
 
 	faults := []struct {
 		name  string
@@ -343,7 +281,7 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 		}
 		id := s.Trigger(t, "recovery-chain")
 		runs = append(runs, id)
-		recoveryWaitSucceeded(t, s, id, 30*time.Second)
+		s.WaitRuns(t, "SUCCEEDED", 30*time.Second, id)
 		t.Logf("fault %d: outage to recovered run: %v", i+1, time.Since(outage).Round(time.Millisecond))
 		recoveryAssertAlive(t, all...)
 	}
@@ -352,21 +290,21 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 		runs = append(runs, s.Trigger(t, "recovery-chain"))
 	}
 	for _, id := range runs[len(runs)-3:] {
-		recoveryWaitSucceeded(t, s, id, 30*time.Second)
+		s.WaitRuns(t, "SUCCEEDED", 30*time.Second, id)
 	}
 	recoveryAssertAlive(t, all...)
 	recoveryAssertRanOnce(t, s, runs, wa, wb)
-	for _, w := range []*recoveryDaemon{wa, wb} {
+	for _, w := range []*harness.HealthDaemon{wa, wb} {
 		if n := recoveryCountLogs(w.Process, "worker: claim failed; requeueing the delivery"); n > 0 {
 			t.Errorf("%s: %d claims failed after the restart: a dead pooled connection was reused", w.Name, n)
 		}
 	}
 	for _, d := range all {
-		if v, _ := recoveryMetric(t, d, `flowforge_reconnects_total{dependency="postgres"}`); v < float64(len(faults)) {
+		if v := harness.Metric(t, d.Health, "flowforge_reconnects_total", `dependency="postgres"`); v < float64(len(faults)) {
 			t.Errorf("%s: flowforge_reconnects_total{dependency=\"postgres\"} = %v, want >= %d", d.Name, v, len(faults))
 		}
-		if v, ok := recoveryMetric(t, d, `flowforge_dependency_up{dependency="postgres"}`); !ok || v != 1 {
-			t.Errorf("%s: flowforge_dependency_up{dependency=\"postgres\"} = %v (exported %v), want 1", d.Name, v, ok)
+		if v, ok, err := harness.Scrape(d.Health, "flowforge_dependency_up", `dependency="postgres"`); err != nil || !ok || v != 1 {
+			t.Errorf("%s: flowforge_dependency_up{dependency=\"postgres\"} = %v (exported %v, %v), want 1", d.Name, v, ok, err)
 		}
 	}
 }
@@ -383,21 +321,21 @@ func TestPostgresRestartEveryProcessRecoversAndNoTaskIsLostOrRunTwice(t *testing
 func TestRabbitRestartWorkerAndPublisherReconnectSchedulerUnaffected(t *testing.T) {
 	rabbit := harness.StartRabbit(t, harness.RabbitOptions{})
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
-	sched := recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	pub := recoveryStartDaemon(t, s, "publisher", "publisher")
-	wa := recoveryStartDaemon(t, s, "worker-a", "worker")
-	wb := recoveryStartDaemon(t, s, "worker-b", "worker")
+	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher")
+	wa := s.DaemonWithHealth(t, "worker-a", "worker")
+	wb := s.DaemonWithHealth(t, "worker-b", "worker")
 	recoveryReadyOK(t, sched, 20*time.Second, "postgres")
-	for _, d := range []*recoveryDaemon{pub, wa, wb} {
+	for _, d := range []*harness.HealthDaemon{pub, wa, wb} {
 		recoveryReadyOK(t, d, 20*time.Second, "postgres", "rabbitmq")
 	}
 	s.Apply(t, recoveryChainYAML)
 	runs := []string{s.Trigger(t, "recovery-chain")}
-	recoveryWaitSucceeded(t, s, runs[0], 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, runs[0])
 
 	rabbit.Stop(t)
 	outage := time.Now()
-	for _, d := range []*recoveryDaemon{pub, wa, wb} {
+	for _, d := range []*harness.HealthDaemon{pub, wa, wb} {
 		r := recoveryReadyDown(t, d, 20*time.Second, "rabbitmq")
 		if r.Checks["postgres"] != "ok" {
 			t.Errorf("%s: postgres = %q while only the broker is down", d.Name, r.Checks["postgres"])
@@ -408,17 +346,17 @@ func TestRabbitRestartWorkerAndPublisherReconnectSchedulerUnaffected(t *testing.
 	during := s.Trigger(t, "recovery-chain")
 	runs = append(runs, during)
 	harness.Eventually(t, 15*time.Second, "the outbox backlog gauge to show the parked dispatch", func() (bool, error) {
-		v, _ := recoveryMetric(t, pub, "flowforge_outbox_pending")
+		v := harness.Metric(t, pub.Health, "flowforge_outbox_pending")
 		return v >= 1, fmt.Errorf("flowforge_outbox_pending = %v", v)
 	})
 
 	// SIGTERM during the outage: a worker that was connected, and a worker
 	// and a publisher that are still trying to connect at start.
-	wc := recoveryStartDaemon(t, s, "worker-c", "worker")
-	pub2 := recoveryStartDaemon(t, s, "publisher-2", "publisher")
+	wc := s.DaemonWithHealth(t, "worker-c", "worker")
+	pub2 := s.DaemonWithHealth(t, "publisher-2", "publisher")
 	recoveryWaitLogCount(t, wc.Process, 10*time.Second, 1, "worker: broker not reachable at start; will retry")
 	recoveryWaitLogCount(t, pub2.Process, 10*time.Second, 1, "publisher: broker not reachable at start; will retry")
-	for _, d := range []*recoveryDaemon{wb, wc, pub2} {
+	for _, d := range []*harness.HealthDaemon{wb, wc, pub2} {
 		t.Logf("%s stopped %v after SIGTERM during the broker outage", d.Name, recoveryStopPromptly(t, d).Round(time.Millisecond))
 	}
 
@@ -427,12 +365,12 @@ func TestRabbitRestartWorkerAndPublisherReconnectSchedulerUnaffected(t *testing.
 	recoveryReadyOK(t, wa, 40*time.Second, "postgres", "rabbitmq")
 	recoveryWaitLogCount(t, pub.Process, 10*time.Second, 1, "publisher: recovered", "dependency", "rabbitmq")
 	recoveryWaitLogCount(t, wa.Process, 10*time.Second, 1, "worker: recovered", "dependency", "rabbitmq")
-	recoveryWaitSucceeded(t, s, during, 40*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 40*time.Second, during)
 	t.Logf("broker outage to completed run: %v", time.Since(outage).Round(time.Millisecond))
 	after := s.Trigger(t, "recovery-chain")
 	runs = append(runs, after)
-	recoveryWaitSucceeded(t, s, after, 30*time.Second)
-	if _, consumers, err := recoveryQueueDepth(s); err != nil || consumers != 1 {
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, after)
+	if _, consumers, err := s.QueueDepth(s.Queue); err != nil || consumers != 1 {
 		t.Errorf("dispatch queue after the restart: %d consumers (err %v), want worker-a alone", consumers, err)
 	}
 
@@ -444,11 +382,13 @@ func TestRabbitRestartWorkerAndPublisherReconnectSchedulerUnaffected(t *testing.
 			t.Errorf("scheduler was affected by the broker outage: %v", l)
 		}
 	}
-	if _, ok := recoveryMetric(t, sched, `flowforge_reconnects_total{dependency="rabbitmq"}`); ok {
+	if _, ok, err := harness.Scrape(sched.Health, "flowforge_reconnects_total", `dependency="rabbitmq"`); err != nil {
+		t.Fatal(err)
+	} else if ok {
 		t.Errorf("scheduler exports a rabbitmq reconnect series; it has no broker dependency")
 	}
-	for _, d := range []*recoveryDaemon{pub, wa} {
-		if v, _ := recoveryMetric(t, d, `flowforge_reconnects_total{dependency="rabbitmq"}`); v < 1 {
+	for _, d := range []*harness.HealthDaemon{pub, wa} {
+		if v := harness.Metric(t, d.Health, "flowforge_reconnects_total", `dependency="rabbitmq"`); v < 1 {
 			t.Errorf("%s: flowforge_reconnects_total{dependency=\"rabbitmq\"} = %v, want >= 1", d.Name, v)
 		}
 	}
@@ -484,8 +424,8 @@ func TestRabbitRestartWorkerAndPublisherReconnectSchedulerUnaffected(t *testing.
 func TestConfirmedDispatchSurvivesBrokerSIGKILL(t *testing.T) {
 	rabbit := harness.StartRabbit(t, harness.RabbitOptions{})
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
-	recoveryStartDaemon(t, s, "scheduler", "scheduler")
-	pub := recoveryStartDaemon(t, s, "publisher", "publisher")
+	s.DaemonWithHealth(t, "scheduler", "scheduler")
+	pub := s.DaemonWithHealth(t, "publisher", "publisher")
 	s.Apply(t, `
 name: parked
 tasks:
@@ -497,7 +437,7 @@ tasks:
 		if err != nil || st.Pending != 0 {
 			return false, fmt.Errorf("outbox %+v err %v", st, err)
 		}
-		n, _, err := recoveryQueueDepth(s)
+		n, _, err := s.QueueDepth(s.Queue)
 		return n == 1, fmt.Errorf("queue depth %d err %v", n, err)
 	})
 	if out := rabbit.Ctl(t, "list_queues", "name", "type", "durable"); !strings.Contains(out, s.Queue+"\tquorum\ttrue") {
@@ -516,13 +456,13 @@ tasks:
 	rabbit.Kill(t)
 	rabbit.Start(t)
 	harness.Eventually(t, 30*time.Second, "the parked dispatch after the crash", func() (bool, error) {
-		n, _, err := recoveryQueueDepth(s)
+		n, _, err := s.QueueDepth(s.Queue)
 		return n == 1, fmt.Errorf("queue depth %d err %v", n, err)
 	})
 	if st, err := s.Store.OutboxStatus(context.Background()); err != nil || st.Pending != 0 {
 		t.Fatalf("outbox after the crash: %+v %v; the row must have stayed published", st, err)
 	}
-	w := recoveryStartDaemon(t, s, "worker", "worker")
-	recoveryWaitSucceeded(t, s, id, 30*time.Second)
+	w := s.DaemonWithHealth(t, "worker", "worker")
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, id)
 	recoveryAssertRanOnce(t, s, []string{id}, w)
 }

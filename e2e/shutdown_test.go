@@ -21,7 +21,7 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	old := s.Daemon(t, "worker-old", "worker", "--id", "old", "--concurrency", "1", "--slot-wait", "1m", "--lease", "1s")
 	s.Apply(t, "name: shutdown-inflight\ntasks:\n  - {name: work, handler: sleep, params: {duration: 6s}}\n")
 	s.Apply(t, "name: shutdown-waiting\ntasks:\n  - {name: work, handler: noop}\n")
@@ -44,7 +44,7 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	if done.State != "SUCCEEDED" || done.Worker.String != "old" || done.Lease.Valid || done.Attempt != 1 {
 		t.Fatalf("in-flight task %+v; want SUCCEEDED by the old worker, lease cleared", done)
 	}
-	if n := crashInt(t, db, `SELECT count(*) FROM task_runs WHERE state = 'RUNNING' AND lease_expires_at > now()`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE state = 'RUNNING' AND lease_expires_at > now()`); n != 0 {
 		t.Fatalf("%d RUNNING rows keep a live lease after a clean exit", n)
 	}
 	held := crashTaskOf(t, db, waiting, "work")
@@ -59,7 +59,7 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 		return err == nil && ready == 1 && consumers == 0, err
 	})
 	s.Daemon(t, "worker-new", "worker", "--id", "new")
-	crashWaitRun(t, db, waiting, "SUCCEEDED", 30*time.Second)
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, waiting)
 	if c := crashTaskOf(t, db, waiting, "work"); c.Worker.String != "new" || c.Attempt != 1 || crashClaims(t, db, c.ID) != 1 {
 		t.Fatalf("handed-back task %+v; want SUCCEEDED once by the new worker", c)
 	}
@@ -75,7 +75,7 @@ func TestSecondSignalAbortsInFlightHandlers(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
-	crashControlPlane(t, s)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
 	w := s.Daemon(t, "worker", "worker", "--id", "aborted", "--lease", "5s")
 	s.Apply(t, "name: shutdown-abort\ntasks:\n  - {name: work, handler: sleep, params: {duration: 60s}, retry: {max_attempts: 3, initial_backoff: 1s, max_backoff: 1s}}\n")
 	run := s.Trigger(t, "shutdown-abort")

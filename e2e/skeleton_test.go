@@ -12,8 +12,7 @@ import (
 // separate ffctl processes.
 func startStack(t *testing.T, s *harness.Stack, workers int, workerArgs ...string) {
 	t.Helper()
-	s.Daemon(t, "scheduler", "scheduler")
-	s.Daemon(t, "publisher", "publisher")
+	s.ControlPlane(t)
 	for i := 0; i < workers; i++ {
 		s.Daemon(t, "worker-"+string(rune('a'+i)), "worker", workerArgs...)
 	}

@@ -98,14 +98,14 @@ tasks:
 			}
 			t.Logf("skew %s: orphan reaped %v after its lease expired (database clock)", skew, late.Round(time.Millisecond))
 
-			crashWaitRun(t, db, liveRun, "SUCCEEDED", 30*time.Second)
+			s.WaitRuns(t, "SUCCEEDED", 30*time.Second, liveRun)
 			if err := leaseNoReap(t, db, liveRun); err != nil {
 				t.Fatal(err)
 			}
 			if c := crashTaskOf(t, db, liveRun, "live"); c.Attempt != 1 || crashClaims(t, db, c.ID) != 1 {
 				t.Fatalf("live task %+v; want one attempt, never reaped", c)
 			}
-			crashWaitRun(t, db, deadRun, "SUCCEEDED", 30*time.Second)
+			s.WaitRuns(t, "SUCCEEDED", 30*time.Second, deadRun)
 			if c := crashTaskOf(t, db, deadRun, "orphan"); c.Attempt != 2 || c.Worker.String != "live" {
 				t.Fatalf("orphan %+v; want retried once by the live worker", c)
 			}

@@ -141,7 +141,7 @@ func (tr *upgradeTrigger) finish() ([]string, []string) {
 func (tr *upgradeTrigger) waitFlowing(t *testing.T, db *sql.DB, n int, what string) {
 	t.Helper()
 	const q = `SELECT count(*) FROM workflow_runs WHERE state = 'SUCCEEDED'`
-	base := dispatchInt(t, db, q)
+	base := harness.QueryInt(t, db, q)
 	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%d more runs to succeed %s", n, what), func() (bool, error) {
 		tr.mu.Lock()
 		errs := append([]string(nil), tr.errs...)
@@ -149,7 +149,7 @@ func (tr *upgradeTrigger) waitFlowing(t *testing.T, db *sql.DB, n int, what stri
 		if len(errs) > 0 {
 			t.Fatalf("%s: %d triggers failed, the first: %s", what, len(errs), errs[0])
 		}
-		got := dispatchInt(t, db, q) - base
+		got := harness.QueryInt(t, db, q) - base
 		return got >= n, fmt.Errorf("%d more succeeded", got)
 	})
 }
@@ -241,7 +241,7 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 	for i, p := range workers {
 		// Stop it while it holds a task, so the graceful stop is exercised.
 		harness.Eventually(t, 20*time.Second, p.Name+" to hold a RUNNING task", func() (bool, error) {
-			return dispatchInt(t, db, `SELECT count(*) FROM task_runs WHERE state = 'RUNNING' AND worker_id = $1`, p.Name) > 0, nil
+			return harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE state = 'RUNNING' AND worker_id = $1`, p.Name) > 0, nil
 		})
 		upgradeStop(t, p)
 		if i < 2 {
@@ -255,14 +255,14 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 		t.Fatalf("%d triggers failed, the first: %s", len(errs), errs[0])
 	}
 	t.Logf("%d runs triggered across the upgrade", len(ids))
-	dispatchWaitRuns(t, old, ids, 60*time.Second)
-	if n := dispatchInt(t, db, `SELECT count(*) FROM workflow_runs`); n != len(ids) {
+	old.WaitRuns(t, "SUCCEEDED", 60*time.Second, ids...)
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM workflow_runs`); n != len(ids) {
 		t.Fatalf("%d runs in the database, %d triggered", n, len(ids))
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM task_runs WHERE state <> 'SUCCEEDED' OR attempt <> 1`); n != 0 {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE state <> 'SUCCEEDED' OR attempt <> 1`); n != 0 {
 		t.Fatalf("%d tasks did not succeed on their first attempt", n)
 	}
-	if n := dispatchInt(t, db, `SELECT count(*) FROM task_runs`); n != 2*len(ids) {
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs`); n != 2*len(ids) {
 		t.Fatalf("%d task runs, want %d", n, 2*len(ids))
 	}
 	dispatchAssertClaimedOnce(t, db)
@@ -276,12 +276,12 @@ func TestARollingUpgradeUnderLoadLosesNothing(t *testing.T) {
 		t.Errorf("task a ran for %d runs, %d triggered", len(ex), len(ids))
 	}
 	for _, prefix := range []string{"old-worker-", "new-worker-"} {
-		if n := dispatchInt(t, db, `SELECT count(*) FROM task_events WHERE to_state = 'RUNNING' AND worker_id LIKE $1`, prefix+"%"); n == 0 {
+		if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE to_state = 'RUNNING' AND worker_id LIKE $1`, prefix+"%"); n == 0 {
 			t.Errorf("no task ran on a %s*", prefix)
 		}
 	}
 	for _, q := range []string{old.Queue, broker.DeadLetterQueue(old.Queue)} {
-		if n := dispatchQueueDepth(t, old, q); n != 0 {
+		if n := old.Messages(t, q); n != 0 {
 			t.Errorf("queue %s holds %d messages, want 0", q, n)
 		}
 	}
@@ -336,7 +336,7 @@ func TestADispatchWithAFieldFromTheFutureRunsTheTask(t *testing.T) {
 	if strings.Contains(w.Logs(), "rejected a message that is not a dispatch") {
 		t.Fatalf("the worker rejected the message:\n%s", w.Logs())
 	}
-	if n := dispatchQueueDepth(t, s, broker.DeadLetterQueue(s.Queue)); n != 0 {
+	if n := s.Messages(t, broker.DeadLetterQueue(s.Queue)); n != 0 {
 		t.Fatalf("dead-letter queue holds %d messages, want 0", n)
 	}
 }

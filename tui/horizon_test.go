@@ -14,6 +14,7 @@ import (
 // held-back-horizon warning (holder sanitised) only once the hold reaches
 // the threshold; below it, the dimmed database line.
 func TestOutboxWarnsOnlyPastTheHorizonThreshold(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		held    float64
@@ -51,6 +52,7 @@ func TestOutboxWarnsOnlyPastTheHorizonThreshold(t *testing.T) {
 // TestStoreSourceOutboxReportsHeldHorizon: StoreSource.Outbox carries the
 // database's horizon, read through store.DBHealth, and the threshold.
 func TestStoreSourceOutboxReportsHeldHorizon(t *testing.T) {
+	t.Parallel()
 	s, url := storetest.Open(t, storetest.NewPrivateDatabase(t))
 	ctx := t.Context()
 	conn, err := pgx.Connect(ctx, url)

@@ -12,6 +12,7 @@ import (
 // TestSlashFiltersEveryListScreen: "/" filters the rows of every list
 // screen as it is typed (not only Runs); esc clears the filter.
 func TestSlashFiltersEveryListScreen(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		open      []string
@@ -55,6 +56,7 @@ func TestSlashFiltersEveryListScreen(t *testing.T) {
 // prefix and opens the run or task; a prefix that names nothing or more
 // than one says so and stays.
 func TestColonJumpsToARunOrTaskByIDOrPrefix(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	h := newHarness(t, f, Options{})
 	h.size(120, 30)
@@ -90,6 +92,7 @@ func TestColonJumpsToARunOrTaskByIDOrPrefix(t *testing.T) {
 // TestYCopiesTheSelectedIDWithOSC52: "y" writes the OSC 52 sequence that
 // puts the selected row's full id on the terminal's clipboard.
 func TestYCopiesTheSelectedIDWithOSC52(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		open []string
@@ -122,6 +125,7 @@ func TestYCopiesTheSelectedIDWithOSC52(t *testing.T) {
 // TestWorkersShowHandlersQueueAndBroker: the Workers screen shows each
 // worker's handler set, queue and broker connection.
 func TestWorkersShowHandlersQueueAndBroker(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	h.size(160, 30)
 	h.keys("6")
@@ -139,6 +143,7 @@ func TestWorkersShowHandlersQueueAndBroker(t *testing.T) {
 // TestTaskDetailShowsResultTailsAndParams: the task screen shows params,
 // the result and the last lines of a shell result's stdout and stderr.
 func TestTaskDetailShowsResultTailsAndParams(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	h.size(120, 30)
 	h.keys("enter", "down", "down", "down", "enter")
@@ -156,6 +161,7 @@ func TestTaskDetailShowsResultTailsAndParams(t *testing.T) {
 // TestRunScreenSaysATaskWaitsForAHandler: a task a worker handed back for
 // want of its handler says what it waits for.
 func TestRunScreenSaysATaskWaitsForAHandler(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	h.size(120, 30)
 	h.keys("enter")
@@ -167,6 +173,7 @@ func TestRunScreenSaysATaskWaitsForAHandler(t *testing.T) {
 // TestWideTerminalGivesTheSpaceToErrors: on a wide terminal the task and
 // worker columns stop growing and the error column shows the whole error.
 func TestWideTerminalGivesTheSpaceToErrors(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	long := "upstream said: " + strings.Repeat("very long diagnostic ", 5) + "FINAL-WORD"
 	f.run.Tasks[4].Error = &long
@@ -186,6 +193,7 @@ func TestWideTerminalGivesTheSpaceToErrors(t *testing.T) {
 // workflows; "t" asks for params, refuses bad ones, triggers through
 // Source and opens the new run; read-only has no trigger.
 func TestWorkflowsScreenTriggersWithParams(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	h := newHarness(t, f, Options{})
 	h.size(120, 30)
@@ -219,6 +227,7 @@ func TestWorkflowsScreenTriggersWithParams(t *testing.T) {
 // worker of a task's last attempt also once the attempt ended, as run show
 // does.
 func TestRunScreenShowsTheWorkerOfFinishedTasks(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	done := "worker-that-finished-it"
 	for i := range f.run.Tasks {

@@ -136,6 +136,7 @@ func (h *harness) golden() {
 }
 
 func TestGoldenScreens(t *testing.T) {
+	t.Parallel()
 	for _, sz := range []struct{ w, h int }{{80, 24}, {120, 30}} {
 		for _, tc := range []struct {
 			name string
@@ -166,6 +167,7 @@ func TestGoldenScreens(t *testing.T) {
 }
 
 func TestGoldenReadOnlyDead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{ReadOnly: true})
 	h.keys("5", "space", "r")
 	if h.m.dead.prompt.active || len(h.m.dead.marked) != 0 {
@@ -175,6 +177,7 @@ func TestGoldenReadOnlyDead(t *testing.T) {
 }
 
 func TestGoldenRunsFilterAndTiny(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	h.keys("/", "text:failed")
 	h.golden()
@@ -185,6 +188,7 @@ func TestGoldenRunsFilterAndTiny(t *testing.T) {
 }
 
 func TestRunsFilter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	if n := len(h.m.runs.tbl.rows); n != 6 {
 		t.Fatalf("rows = %d, want 6", n)
@@ -217,6 +221,7 @@ func TestRunsFilter(t *testing.T) {
 }
 
 func TestParseFilter(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]RunFilter{
 		"":                  {},
 		"failed":            {State: "FAILED"},
@@ -230,6 +235,7 @@ func TestParseFilter(t *testing.T) {
 }
 
 func TestScreenSwitching(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	for _, c := range []struct {
 		key  string
@@ -252,6 +258,7 @@ func TestScreenSwitching(t *testing.T) {
 }
 
 func TestRunDetailDAGOrderAndHistory(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	h.keys("enter")
 	if h.m.cur != scrRun {
@@ -286,6 +293,7 @@ func TestRunDetailDAGOrderAndHistory(t *testing.T) {
 }
 
 func TestCancelRunConfirms(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	h := newHarness(t, f, Options{})
 	h.keys("enter", "c")
@@ -310,6 +318,7 @@ func TestCancelRunConfirms(t *testing.T) {
 }
 
 func TestRequeueMarkedWithReason(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	h := newHarness(t, f, Options{})
 	h.keys("5")
@@ -363,6 +372,7 @@ func TestTheReasonPromptRefusesWhatTheStoreWouldRefuse(t *testing.T) {
 }
 
 func TestRequeueReportsFailure(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	h := newHarness(t, f, Options{})
 	h.keys("5")
@@ -374,6 +384,7 @@ func TestRequeueReportsFailure(t *testing.T) {
 }
 
 func TestRefreshFailureAndRecovery(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	h := newHarness(t, f, Options{})
 	before := h.view()
@@ -400,6 +411,7 @@ func TestRefreshFailureAndRecovery(t *testing.T) {
 }
 
 func TestSlowRefreshShowsStatusAndDoesNotPileUp(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	wall := t0
 	m := New(f, Options{NoColor: true, Refresh: time.Second, Now: func() time.Time { return wall }})
@@ -418,6 +430,7 @@ func TestSlowRefreshShowsStatusAndDoesNotPileUp(t *testing.T) {
 }
 
 func TestTickReArmsAndFetchesCurrentScreen(t *testing.T) {
+	t.Parallel()
 	m := New(newFake(), Options{NoColor: true})
 	_, cmd := m.Update(tickMsg(t0))
 	if cmd == nil {
@@ -429,6 +442,7 @@ func TestTickReArmsAndFetchesCurrentScreen(t *testing.T) {
 }
 
 func TestDataForAnotherTargetIgnored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	h.keys("enter")
 	other := h.f.run
@@ -440,6 +454,7 @@ func TestDataForAnotherTargetIgnored(t *testing.T) {
 }
 
 func TestUntrustedTextIsSanitised(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	for _, k := range []string{"1", "enter", "3", "4", "5", "6"} {
 		h.keys(k)
@@ -455,6 +470,7 @@ func TestUntrustedTextIsSanitised(t *testing.T) {
 }
 
 func TestStateCountsCapped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, newFake(), Options{})
 	if v := h.view(); !strings.Contains(v, fmt.Sprintf("SUCCEEDED %d+", RunCountCap)) {
 		t.Errorf("capped count not shown as N+:\n%s", v)

@@ -14,6 +14,7 @@ import (
 // program (teatest): it refreshes on its own timer, switches screens and
 // requeues a DEAD task through the prompt.
 func TestProgramRefreshesAndRequeues(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	m := New(f, Options{NoColor: true, Refresh: 50 * time.Millisecond})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))

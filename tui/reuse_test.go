@@ -10,6 +10,7 @@ import (
 // TestTaskViewSaysWhenItsResultWasReused: the task screen of a task run
 // that reused another's result for its idempotency key names the source.
 func TestTaskViewSaysWhenItsResultWasReused(t *testing.T) {
+	t.Parallel()
 	f := newFake()
 	f.task.ReusedFrom = &store.KeySource{TaskRunID: id(900), RunID: id(901)}
 	h := newHarness(t, f, Options{})

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
@@ -24,11 +22,7 @@ import (
 // a DEAD task.
 func seed(tb testing.TB, url string, tasks int) (runID, deadID uuid.UUID) {
 	tb.Helper()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer db.Close()
+	db := storetest.DB(tb, url)
 	runs := tasks / 5
 	live := runs - 100
 	stmts := []string{
@@ -135,6 +129,7 @@ func BenchmarkRefresh(b *testing.B) {
 // the screens get. (Index use is checked by core/store's
 // TestDashboardQueriesUseIndexes and the EXPLAINs in README-tui.md.)
 func TestStoreSourceReadsSeededHistory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("seeds a database")
 	}
@@ -172,15 +167,10 @@ func TestStoreSourceReadsSeededHistory(t *testing.T) {
 // task id (and refuses short, malformed and unknown ones), and the Workers
 // screen gets a worker's handler set, queue and broker connection.
 func TestStoreSourceFindTriggerAndWorkerPresence(t *testing.T) {
+	t.Parallel()
 	s, _ := storetest.New(t)
 	ctx := context.Background()
-	def, err := core.ParseDefinition([]byte("name: mail\ntasks:\n  - {name: send, handler: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Apply(t, s, "name: mail\ntasks:\n  - {name: send, handler: noop}\n")
 	src := NewStoreSource(s, "test")
 	wd, err := src.Workflows(ctx)
 	if err != nil || len(wd.Workflows) != 1 || wd.Workflows[0].Name != "mail" {

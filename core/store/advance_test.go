@@ -33,6 +33,7 @@ func (f *fixture) states(runID uuid.UUID) string {
 }
 
 func TestAdvancePromotesADiamondInOrder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", "")
@@ -90,6 +91,7 @@ func TestAdvancePromotesADiamondInOrder(t *testing.T) {
 }
 
 func TestDueRetryIsPromotedWithANewTokenAndANewOutboxRow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -129,6 +131,7 @@ func TestDueRetryIsPromotedWithANewTokenAndANewOutboxRow(t *testing.T) {
 }
 
 func TestRepeatedAdvanceDoesNotDuplicateOutboxRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	for range 3 {
@@ -146,6 +149,7 @@ func TestRepeatedAdvanceDoesNotDuplicateOutboxRows(t *testing.T) {
 }
 
 func TestConcurrentAdvanceNeverDuplicatesADispatch(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	for range 10 {
@@ -176,6 +180,7 @@ func TestConcurrentAdvanceNeverDuplicatesADispatch(t *testing.T) {
 }
 
 func TestJoinIsPromotedExactlyOnce(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("name: join\ntasks:\n")
 	var parents []string
@@ -230,6 +235,7 @@ func TestJoinIsPromotedExactlyOnce(t *testing.T) {
 }
 
 func TestRunIsFailedWhileASiblingStillRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: siblings
@@ -265,6 +271,7 @@ tasks:
 }
 
 func TestFailFastCancelsUnstartedSiblings(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: ff
@@ -311,6 +318,7 @@ tasks:
 }
 
 func TestAdvancePagesWithACursor(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	for range 5 {
@@ -343,6 +351,7 @@ func TestAdvancePagesWithACursor(t *testing.T) {
 // SUCCEEDED + CANCELLED without a cancel request: DeriveRunState says
 // RUNNING, RunSettled says settled, and the run stays "RUNNING" forever.
 func TestASettledRunHasATerminalState(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply("name: ff\nfail_fast: true\ntasks:\n  - {name: x, handler: noop}\n  - {name: y, handler: noop}\n")
 	runID := f.trigger("ff", "")

@@ -28,6 +28,7 @@ func (f *fixture) waitBlocked(n int) {
 // statement would have taken its snapshot before the pass committed and
 // missed them: the bug this test was written for.)
 func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", "")
@@ -90,6 +91,7 @@ func TestCancelRunRacingAPromotionCancelsThePromotedTasks(t *testing.T) {
 }
 
 func TestCancelRunCancelsWhatHasNotStarted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: cancel
@@ -131,6 +133,7 @@ tasks:
 }
 
 func TestCancelRunRefusesFinishedAndUnknownRuns(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	runID := f.trigger("one", "")
@@ -157,6 +160,7 @@ func TestCancelRunRefusesFinishedAndUnknownRuns(t *testing.T) {
 // cancels only runs without a cancel request, so the run stays open
 // (finished_at NULL) and is re-examined by every scheduler pass forever.
 func TestCancelledRunSettlesWhenItsRunningTaskFails(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"finish", "reap"} {
 		t.Run(how, func(t *testing.T) {
 			f := newFixture(t)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestExactlyOneOfManyClaimsWins(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -43,6 +44,7 @@ func TestExactlyOneOfManyClaimsWins(t *testing.T) {
 }
 
 func TestAStaleTokenNeverClaims(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -78,6 +80,7 @@ func TestAStaleTokenNeverClaims(t *testing.T) {
 }
 
 func TestClaimOfAnUnknownTaskLoses(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	_, ok, err := f.s.Claim(f.ctx, [16]byte{1}, 1, "w", time.Second)
 	if ok || err != nil {
@@ -86,6 +89,7 @@ func TestClaimOfAnUnknownTaskLoses(t *testing.T) {
 }
 
 func TestClaimCarriesWhatTheHandlerNeeds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: carry

@@ -11,6 +11,7 @@ import (
 )
 
 func TestFinishOutcomes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		attempts  int // max_attempts
@@ -81,6 +82,7 @@ func TestFinishOutcomes(t *testing.T) {
 }
 
 func TestFinishRefusesAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")

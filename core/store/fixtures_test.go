@@ -27,42 +27,20 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	s, url := storetest.New(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatalf("open raw connection: %v", err)
-	}
-	db.SetMaxOpenConns(4)
-	t.Cleanup(func() { db.Close() })
+	s, db, _ := storetest.NewWithDB(t)
 	return &fixture{t: t, ctx: t.Context(), s: s, db: db}
 }
 
 // apply parses and stores a workflow definition.
 func (f *fixture) apply(src string) store.Workflow {
 	f.t.Helper()
-	def, err := core.ParseDefinition([]byte(src))
-	if err != nil {
-		f.t.Fatalf("parse workflow: %v", err)
-	}
-	wf, _, err := f.s.ApplyWorkflow(f.ctx, def)
-	if err != nil {
-		f.t.Fatalf("apply workflow: %v", err)
-	}
-	return wf
+	return storetest.Apply(f.t, f.s, src)
 }
 
-// trigger starts a run of workflow with params (nil: {}).
+// trigger starts a run of workflow with params ("": {}).
 func (f *fixture) trigger(workflow string, params string) uuid.UUID {
 	f.t.Helper()
-	var p json.RawMessage
-	if params != "" {
-		p = json.RawMessage(params)
-	}
-	res, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: workflow, Params: p, Actor: "test"})
-	if err != nil {
-		f.t.Fatalf("trigger %s: %v", workflow, err)
-	}
-	return res.RunID
+	return storetest.Trigger(f.t, f.s, workflow, params)
 }
 
 // tasks returns the run's tasks by name.

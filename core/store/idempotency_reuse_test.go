@@ -209,6 +209,7 @@ func TestForgetKeyIsRefusedWhileTheOwnerRuns(t *testing.T) {
 // A's key claim. The forget must see A RUNNING and be refused; had it
 // deleted the key, B would take it and run the handler alongside A.
 func TestForgetKeyWaitingBehindAKeyClaimSeesTheNewOwnerRunning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	const key = "k-d"
@@ -254,6 +255,7 @@ func TestForgetKeyWaitingBehindAKeyClaimSeesTheNewOwnerRunning(t *testing.T) {
 // each claiming twice. No two distinct attempts may ever be told they own
 // the key (none finishes, so an owner stays live for the whole round).
 func TestForgetKeyRacingKeyClaimsNeverMakesTwoOwners(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	const claimers = 8

@@ -39,6 +39,7 @@ func (f *fixture) claimedKeyedTasks(n int) []store.ClaimedTask {
 }
 
 func TestExactlyOneTaskRunOwnsAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cs := f.claimedKeyedTasks(20)
 	const key = "k-2024-01-01"
@@ -91,6 +92,7 @@ func TestExactlyOneTaskRunOwnsAnIdempotencyKey(t *testing.T) {
 }
 
 func TestAFailedOwnerReleasesTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cs := f.claimedKeyedTasks(3)
 	const key = "k-2024-01-01"
@@ -121,6 +123,7 @@ func TestAFailedOwnerReleasesTheIdempotencyKey(t *testing.T) {
 }
 
 func TestAReapedOwnerReleasesTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	r1 := f.trigger("keyed", `{"day":"d"}`)
@@ -146,6 +149,7 @@ func TestAReapedOwnerReleasesTheIdempotencyKey(t *testing.T) {
 // "k-2.0240101e+07", and two ids that differ past float64's precision
 // share one key (and so one result).
 func TestIdempotencyKeyRendersNumbersVerbatim(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	for params, want := range map[string]string{
@@ -169,6 +173,7 @@ func TestIdempotencyKeyRendersNumbersVerbatim(t *testing.T) {
 // its handler); the same long key is one key (its result is reused). The
 // stored and claimed form is bounded and starts with the key itself.
 func TestLongIdempotencyKeysAreComparedWhole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	long := strings.Repeat("x", 3000)
@@ -208,6 +213,7 @@ func TestLongIdempotencyKeysAreComparedWhole(t *testing.T) {
 // with a NUL character or invalid UTF-8 is refused at trigger (replacing
 // the bytes would make different keys equal) and nothing is written.
 func TestIdempotencyKeysThatCannotBeStoredAsTheyAreAreRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, tc := range []struct{ name, tmpl, params, want string }{
 		{"nul", `k-{{ printf "%c" 0 }}{{ .Params.day }}`, `{"day": "d"}`, "NUL"},
@@ -236,6 +242,7 @@ func TestIdempotencyKeysThatCannotBeStoredAsTheyAreAreRefused(t *testing.T) {
 // (B waits on A's insert) and a key A takes over from a failed owner (B
 // waits on A's update).
 func TestAKeyClaimWaitingBehindTheOwnersKeyClaimSeesTheOwnerRunning(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		takeOver bool
@@ -317,6 +324,7 @@ func TestAKeyClaimWaitingBehindTheOwnersKeyClaimSeesTheOwnerRunning(t *testing.T
 // all at once, so key claims interleave with other attempts' task claims.
 // Exactly one attempt may own the key per round.
 func TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	const attempts = 16
@@ -371,6 +379,7 @@ func TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners(t *testing.T) {
 // two runs, the same key returns the existing run, and a longer key is
 // refused (not cut) with nothing written.
 func TestRunIdempotencyKeysAreComparedWhole(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	base := strings.Repeat("r", store.MaxIdempotencyKeyBytes-1)
@@ -401,6 +410,7 @@ func TestRunIdempotencyKeysAreComparedWhole(t *testing.T) {
 // the handler, neither for a free key nor for one whose owner failed: the
 // retry of its task may be running it already.
 func TestAReapedAttemptNeverTakesAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	for _, ownerFailed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("owner failed %v", ownerFailed), func(t *testing.T) {
 			f := newFixture(t)

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 )
 
 func TestParseIDPrefix(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in     string
 		lo, hi string // "" means an error is wanted
@@ -50,12 +50,8 @@ func TestParseIDPrefix(t *testing.T) {
 // scan nor an index walk with a filter) and resolves unique, ambiguous, unknown and
 // wrong-kind prefixes.
 func TestResolveIDUsesPrimaryKey(t *testing.T) {
-	s, url := storetest.New(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	t.Parallel()
+	s, db, _ := storetest.NewWithDB(t)
 	ctx := context.Background()
 	for _, q := range []string{
 		`INSERT INTO workflows (name, version, definition) VALUES ('w', 1, '{}')`,
@@ -69,7 +65,7 @@ SELECT md5('task' || g)::uuid, md5('run' || g)::uuid, 't', 'noop', 'SUCCEEDED', 
  ('abcdef01-1000-4000-8000-000000000002', (SELECT id FROM workflows LIMIT 1), 'w', 1, 'SUCCEEDED')`,
 		`INSERT INTO task_runs (id, run_id, task_name, handler, state, max_attempts) VALUES
  ('12345678-0000-4000-8000-000000000001', 'abcdef01-0000-4000-8000-000000000001', 't', 'noop', 'SUCCEEDED', 3)`,
-		`ANALYZE`,
+		`ANALYZE workflows, workflow_runs, task_runs, outbox`, // this schema's tables only: other tests' schemas come and go
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("seed: %v", err)

@@ -95,6 +95,7 @@ func (f *fixture) expiredClaim() (uuid.UUID, int64) {
 // holding it commits; its write re-checks the lease on the row it finally
 // locks, so the renewed attempt keeps running.
 func TestAReaperQueuedBehindARenewalLeavesTheRenewedLeaseAlone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id, tok, h, reaped := f.reaperBehindAHeldRow()
 	// The renewal, committed while the reaper waits: same token, new lease.
@@ -110,6 +111,7 @@ func TestAReaperQueuedBehindARenewalLeavesTheRenewedLeaseAlone(t *testing.T) {
 // commits while the reaper waits for the row; the reaper's write re-checks
 // state (and the lease the finish cleared), so the outcome stands.
 func TestAReaperQueuedBehindAFinishLeavesTheFinishedTaskAlone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id, tok, h, reaped := f.reaperBehindAHeldRow()
 	// A finish keeps the token: only state and lease tell the reaper.
@@ -126,6 +128,7 @@ func TestAReaperQueuedBehindAFinishLeavesTheFinishedTaskAlone(t *testing.T) {
 // (its new lease already expired too); the waiting reaper's write names the
 // token it read and leaves the newer attempt to a later pass.
 func TestAReaperWritesOnlyTheGenerationItRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	id, tok, h, reaped := f.reaperBehindAHeldRow()
 	f.exec(h, `UPDATE task_runs SET fencing_token = fencing_token + 3, attempt = attempt + 1, worker_id = 'w2',
@@ -141,6 +144,7 @@ func TestAReaperWritesOnlyTheGenerationItRead(t *testing.T) {
 // works on with FOR UPDATE SKIP LOCKED, so a run another pass (or a cancel,
 // or a requeue) holds is left to that holder, not promoted twice.
 func TestAPassSkipsARunAnotherSessionHolds(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", "")
@@ -163,6 +167,7 @@ func TestAPassSkipsARunAnotherSessionHolds(t *testing.T) {
 // PENDING, then its row is held by a writer that moves it on; the UPDATE
 // re-checks the state on the row it locks and promotes nothing.
 func TestAPromotionRechecksTheStateItRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", "")
@@ -189,6 +194,7 @@ func TestAPromotionRechecksTheStateItRead(t *testing.T) {
 // would refuse to promote again what pass 1 promoted: each guard masks the
 // other's removal, and with both gone the task is dispatched twice.
 func TestTwoPassesOverOneRunPromoteEachTaskOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", "")
@@ -254,6 +260,7 @@ func (f *fixture) waitUntil(what string, cond func() bool) {
 // the run must stay open so that the next pass (woken by the finish)
 // promotes it.
 func TestARunDoesNotSettleWhileAParentFinishedDuringThePass(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: late-parent
@@ -293,6 +300,7 @@ tasks:
 // run and then writes one of its tasks; a requeue of that task that
 // arrives in between waits for the run first, so neither deadlocks.
 func TestARequeueTakesTheRunLockBeforeTheTaskRow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneShot)
 	runID := f.trigger("oneshot", "")
@@ -321,6 +329,7 @@ func TestARequeueTakesTheRunLockBeforeTheTaskRow(t *testing.T) {
 // (its token and run guards kept from matching by nothing else) refuses a
 // task in any state but READY, even with the token the task holds.
 func TestAClaimRequiresReadyWhateverTheToken(t *testing.T) {
+	t.Parallel()
 	for _, st := range []core.TaskState{core.TaskPending, core.TaskRunning, core.TaskRetrying, core.TaskSucceeded, core.TaskDead, core.TaskCancelled} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)

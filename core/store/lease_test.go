@@ -11,6 +11,7 @@ import (
 )
 
 func TestAStaleTokenNeverFinishes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -37,6 +38,7 @@ func TestAStaleTokenNeverFinishes(t *testing.T) {
 }
 
 func TestOnlyOneWriterCanFinishWithTheSameToken(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -73,6 +75,7 @@ func TestOnlyOneWriterCanFinishWithTheSameToken(t *testing.T) {
 }
 
 func TestExactlyOneReaperReclaimsAnExpiredLease(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: two
@@ -119,6 +122,7 @@ tasks:
 }
 
 func TestReapBuriesWhenAttemptsAreUsedUp(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneShot)
 	runID := f.trigger("oneshot", "")
@@ -139,6 +143,7 @@ func TestReapBuriesWhenAttemptsAreUsedUp(t *testing.T) {
 }
 
 func TestRenewExtendsTheLeaseOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -159,6 +164,7 @@ func TestRenewExtendsTheLeaseOnTheDatabaseClock(t *testing.T) {
 }
 
 func TestRenewRefusesAStaleToken(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -175,6 +181,7 @@ func TestRenewRefusesAStaleToken(t *testing.T) {
 }
 
 func TestRenewReportsCancellation(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	runID := f.trigger("one", "")
@@ -213,6 +220,7 @@ func (f *fixture) dbBool(query string, args ...any) bool {
 // token: the task is RUNNING again (a newer claim), so the state check alone
 // would let the old attempt's finish through; only the token refuses it.
 func TestAStaleTokenCannotFinishANewerRunningAttempt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")

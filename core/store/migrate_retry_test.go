@@ -3,20 +3,15 @@ package store_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
-
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
-	migrations "github.com/flowforge/flowforge/sql"
 )
 
 // lockedAtVersion1 returns a throwaway database migrated to version 1 only
@@ -25,23 +20,10 @@ import (
 func lockedAtVersion1(t *testing.T) (dbURL string, release func()) {
 	t.Helper()
 	ctx := t.Context()
-	dbURL = storetest.NewDatabase(t)
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	fsys, err := fs.Sub(migrations.Migrations, migrations.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 1); err != nil {
-		t.Fatalf("migrate to version 1: %v", err)
-	}
+	// A database of its own: the migration under test holds goose's
+	// advisory lock, which every schema of the shared database waits for.
+	dbURL = storetest.NewPrivateDatabase(t)
+	db := storetest.MigrateTo(t, dbURL, 1)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // it is an expand or a contract migration, with a floor from 1 to its own
 // version; and the binary's minimum lies within its migrations.
 func TestEveryMigrationDeclaresItsCompatFloor(t *testing.T) {
+	t.Parallel()
 	ms, err := store.EmbeddedMigrations()
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"slices"
 	"testing"
 	"time"
@@ -17,12 +16,7 @@ import (
 // notifyFixture is a fixture that also knows its database's URL, to LISTEN.
 func notifyFixture(t *testing.T) (*fixture, string) {
 	t.Helper()
-	s, url := storetest.New(t)
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatalf("open raw connection: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
+	s, db, url := storetest.NewWithDB(t)
 	return &fixture{t: t, ctx: t.Context(), s: s, db: db}, url
 }
 

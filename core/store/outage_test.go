@@ -16,6 +16,7 @@ import (
 // the attempt (a max_attempts 1 task goes RETRYING, not DEAD). Without an
 // outage the same lease is buried at once.
 func TestReapAfterAnOutageWaitsOneLeaseAndRefundsTheAttempt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneShot)
 	const lease = 400 * time.Millisecond
@@ -52,6 +53,7 @@ func TestReapAfterAnOutageWaitsOneLeaseAndRefundsTheAttempt(t *testing.T) {
 // usual, and a lease that lapsed before the reaper's last pass before the
 // outage is not refunded.
 func TestReapBuriesALeaseThatLapsedAfterTheOutage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		outage func(f *fixture) store.Outage
@@ -86,6 +88,7 @@ func TestReapBuriesALeaseThatLapsedAfterTheOutage(t *testing.T) {
 // its NotAfter (the pass stalled behind an outage it has not seen yet)
 // leaves an expired lease alone.
 func TestAStalledReapReapsNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneShot)
 	id := f.taskID(f.trigger("oneshot", ""), "a")
@@ -102,6 +105,7 @@ func TestAStalledReapReapsNothing(t *testing.T) {
 // shorter lease (or computed earlier and committed later) leaves the later
 // expiry in place.
 func TestRenewNeverMovesALeaseBackwards(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	id := f.taskID(f.trigger("one", ""), "a")
@@ -120,6 +124,7 @@ func TestRenewNeverMovesALeaseBackwards(t *testing.T) {
 // lease measured from its write, not from its start; one held longer than
 // its bound fails (lock_timeout) within about the bound, and writes nothing.
 func TestARenewalThatWaitedForALockCommitsAFreshLeaseOrFails(t *testing.T) {
+	t.Parallel()
 	const lease = 4 * time.Second // bound: LockWaitFor(lease) = 1 s
 	bound := store.LockWaitFor(lease)
 	for _, tc := range []struct {

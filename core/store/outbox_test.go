@@ -17,6 +17,7 @@ func (f *fixture) fillOutbox(n int) {
 }
 
 func TestConcurrentOutboxBatchesAreDisjoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.fillOutbox(10)
 	b1, err := f.s.LockOutbox(f.ctx, 4)
@@ -57,6 +58,7 @@ func TestConcurrentOutboxBatchesAreDisjoint(t *testing.T) {
 }
 
 func TestOutboxRowsStayPendingAfterRollback(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.fillOutbox(3)
 	b, err := f.s.LockOutbox(f.ctx, 10)
@@ -93,6 +95,7 @@ func TestOutboxRowsStayPendingAfterRollback(t *testing.T) {
 }
 
 func TestMarkPublishedStampsOnlyTheGivenRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.fillOutbox(5)
 	st, err := f.s.OutboxStatus(f.ctx)
@@ -150,6 +153,7 @@ func TestMarkPublishedStampsOnlyTheGivenRows(t *testing.T) {
 }
 
 func TestOutboxStatusOfAnEmptyOutbox(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	st, err := f.s.OutboxStatus(f.ctx)
 	if err != nil || st.Pending != 0 || st.OldestPendingSeconds != 0 {

@@ -8,8 +8,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
@@ -17,18 +15,11 @@ import (
 // confirmed message never led to a claim gets a second outbox row with the
 // same token; either copy can claim, and only one claim wins.
 func TestALostDispatchIsRedispatchedWithTheSameToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := storetest.New(t)
-	def, err := core.ParseDefinition([]byte("name: lost\ntasks:\n  - {name: a, handler: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Trigger(ctx, store.TriggerRequest{Workflow: "lost"}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.Apply(t, s, "name: lost\ntasks:\n  - {name: a, handler: noop}\n")
+	storetest.Trigger(t, s, "lost", "")
 	// A pending row is never redispatched.
 	if n, err := s.Redispatch(ctx, 0, 10, "test"); err != nil || n != 0 {
 		t.Fatalf("redispatch with a pending row: n=%d err=%v, want 0", n, err)

@@ -44,6 +44,7 @@ func (f *fixture) deadRun() (runID, b uuid.UUID) {
 }
 
 func TestRequeueReopensAFailedRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, b := f.deadRun()
 	before := f.task(b)
@@ -78,6 +79,7 @@ func TestRequeueReopensAFailedRun(t *testing.T) {
 }
 
 func TestRequeueRefusesWhatIsNotDead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: mix
@@ -108,6 +110,7 @@ tasks:
 }
 
 func TestRequeueOfACancelledRunsTaskIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, b := f.deadRun()
 	if _, err := f.s.CancelRun(f.ctx, runID, "alice", "give up"); err != nil {
@@ -120,6 +123,7 @@ func TestRequeueOfACancelledRunsTaskIsRefused(t *testing.T) {
 }
 
 func TestConcurrentRequeuesOfOneTaskOnlyOneWins(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	_, b := f.deadRun()
 	_, tok := f.state(b)
@@ -183,6 +187,7 @@ func (f *fixture) failFastPairRun() (uuid.UUID, map[string]store.TaskRun) {
 // be requeued): the requeue moves both DEAD tasks and the tasks fail_fast
 // cancelled back to PENDING, and the run can then succeed.
 func TestARequeueInAFailFastRunRequeuesTheWholeRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, ts := f.failFastPairRun()
 	if err := f.s.Requeue(f.ctx, ts["x"].ID, "alice", "fixed"); err != nil {
@@ -223,6 +228,7 @@ func TestARequeueInAFailFastRunRequeuesTheWholeRun(t *testing.T) {
 // CANCELLED after the requeue. The next scheduler pass returns it to
 // PENDING (the run has no DEAD task any more), and the run can succeed.
 func TestAFailFastSiblingCancelledAfterTheRequeueIsRevived(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: fflate
@@ -260,6 +266,7 @@ tasks:
 // happens (it moves both), the other gets ErrNotDead, and every task has
 // exactly one audit row back to PENDING.
 func TestConcurrentRequeuesOfAFailFastRunRequeueItOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	runID, ts := f.failFastPairRun()
 	var wins atomic.Int32

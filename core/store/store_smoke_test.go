@@ -12,6 +12,7 @@ import (
 )
 
 func TestSmokeTriggerClaimFinishAdvance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := storetest.New(t)
 	def, err := core.ParseDefinition([]byte(`
@@ -74,6 +75,7 @@ tasks:
 }
 
 func TestRedactURLHidesPasswords(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"postgres://u:s3cret@h:5432/db":                "postgres://u:xxxxx@h:5432/db",
 		"host=127.0.0.1 port=1 password=s3cret user=u": "host=127.0.0.1 port=1 password=xxxxx user=u",

@@ -15,6 +15,7 @@ func (f *fixture) rowsWritten() int {
 }
 
 func TestTriggerRefusesBadParamsAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(keyed)
 	for name, params := range map[string]string{
@@ -39,6 +40,7 @@ func TestTriggerRefusesBadParamsAndWritesNothing(t *testing.T) {
 // not to PostgreSQL's jsonb must be refused as bad params (exit 2 at the
 // CLI), not fail inside the transaction as a database error.
 func TestTriggerRefusesParamsJSONBCannotStore(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	for name, params := range map[string]string{
@@ -57,6 +59,7 @@ func TestTriggerRefusesParamsJSONBCannotStore(t *testing.T) {
 }
 
 func TestTriggerOfAnUnknownWorkflow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	_, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "ghost"})
 	if !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "ghost") {
@@ -72,6 +75,7 @@ func TestTriggerOfAnUnknownWorkflow(t *testing.T) {
 }
 
 func TestTriggerIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	f.apply(diamond)
@@ -102,6 +106,7 @@ func TestTriggerIdempotencyKey(t *testing.T) {
 }
 
 func TestConcurrentTriggersWithOneKeyMakeOneRun(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	ids := make([]string, 10)
@@ -124,6 +129,7 @@ func TestConcurrentTriggersWithOneKeyMakeOneRun(t *testing.T) {
 }
 
 func TestTriggerWritesRootsReadyWithTheirOutboxRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(diamond)
 	runID := f.trigger("diamond", `{"day":"mon"}`)
@@ -143,6 +149,7 @@ func TestTriggerWritesRootsReadyWithTheirOutboxRows(t *testing.T) {
 }
 
 func TestApplyWorkflowVersions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	def, err := core.ParseDefinition([]byte(oneTask))
 	if err != nil {
@@ -188,6 +195,7 @@ func TestApplyWorkflowVersions(t *testing.T) {
 }
 
 func TestConcurrentAppliesOfOneChangeMakeOneVersion(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
 	changed, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: sleep}\n"))

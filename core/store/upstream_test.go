@@ -98,6 +98,7 @@ func (f *fixture) wantBuried(ts map[string]store.TaskRun, dead, actor string, na
 // yet) its transitive descendants are UPSTREAM_FAILED; a pass then settles
 // the run FAILED with every task done.
 func TestADeadTaskBuriesItsDescendantsInTheSameStatement(t *testing.T) {
+	t.Parallel()
 	for _, tc := range downstreamCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -118,6 +119,7 @@ func TestADeadTaskBuriesItsDescendantsInTheSameStatement(t *testing.T) {
 // statement (no scheduler pass yet), reopens the run, and the run then
 // runs to SUCCEEDED.
 func TestARequeueRevivesTheDescendantsAndTheRunSucceeds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range downstreamCases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -160,6 +162,7 @@ func TestARequeueRevivesTheDescendantsAndTheRunSucceeds(t *testing.T) {
 // UPSTREAM_FAILED (its other parent is still DEAD); requeueing the other
 // revives it.
 func TestARequeueLeavesBuriedWhatAnotherDeadAncestorStillBlocks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: twodead
@@ -195,6 +198,7 @@ tasks:
 // and fail_fast cancels only the rest; a requeue returns both to PENDING
 // and the run succeeds.
 func TestFailFastCancelsOnlyWhatIsNotDownstreamOfTheDeadTask(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: ffdown
@@ -257,6 +261,7 @@ tasks:
 // TestAReapThatBuriesATaskBuriesItsDescendants: the reaper's DEAD (last
 // attempt's lease expired) takes the descendants with it.
 func TestAReapThatBuriesATaskBuriesItsDescendants(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(chainOneShot)
 	runID := f.trigger("chainshot", "")
@@ -278,6 +283,7 @@ func TestAReapThatBuriesATaskBuriesItsDescendants(t *testing.T) {
 // dispatch buries its task DEAD and its descendants UPSTREAM_FAILED, in one
 // transaction.
 func TestAnOutboxDropBuriesTheTasksDescendants(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(chainOneShot)
 	runID := f.trigger("chainshot", "")
@@ -314,6 +320,7 @@ func TestAnOutboxDropBuriesTheTasksDescendants(t *testing.T) {
 // next scheduler pass does both, so a rolling upgrade neither strands a
 // run PENDING nor leaves a revived run blocked.
 func TestASchedulerPassCatchesUpWithOlderBinaries(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(chainOneShot)
 	runID := f.trigger("chainshot", "")
@@ -360,6 +367,7 @@ func TestASchedulerPassCatchesUpWithOlderBinaries(t *testing.T) {
 // settles with every task terminal: the descendants of a task that died
 // before fail_fast reached them are UPSTREAM_FAILED, the rest CANCELLED.
 func TestDeathsRacingPassesAndCancelsSettleEveryTask(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(`
 name: ffrace
@@ -421,6 +429,7 @@ tasks:
 // the run first, so neither deadlocks, and the descendant the pass did not
 // take is buried.
 func TestABuryingFinishTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(chainOneShot)
 	runID := f.trigger("chainshot", "")
@@ -449,6 +458,7 @@ func TestABuryingFinishTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
 // TestABuryingReapTakesTheRunLockBeforeTheTaskRows: as for the finish, a
 // reap that buries a task waits for the run a pass holds.
 func TestABuryingReapTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.apply(chainOneShot)
 	runID := f.trigger("chainshot", "")

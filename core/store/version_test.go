@@ -20,6 +20,7 @@ import (
 // knows up to 5 refuses a database below 3 or one whose compat floor is
 // above 5, and accepts everything in between, also a database at 7.
 func TestSchemaWindowAcceptsEveryVersionFromItsMinimumWhileTheFloorAdmitsIt(t *testing.T) {
+	t.Parallel()
 	w := store.SchemaWindow{Min: 3, Latest: 5}
 	cases := []struct {
 		name    string

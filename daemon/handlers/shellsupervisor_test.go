@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/daemon/handlers"
 )
@@ -23,11 +25,14 @@ import (
 // as ffctl's hidden command does.
 const supervisorCommand = "__shell-supervisor"
 
+// TestMain runs the supervisor when asked to, and otherwise the tests,
+// failing the run if any goroutine outlives them (the shell handler's
+// output readers and process watchers must stop with their command).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == supervisorCommand {
 		os.Exit(handlers.SuperviseShell(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // supervised is the shell handler under the supervisor, started the way

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/broker/brokertest"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/metrics"
@@ -28,19 +28,7 @@ import (
 
 func publisherAMQPURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
-	if u == "" {
-		u = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("broker not reachable: %v", err)
-		}
-		t.Skipf("broker not reachable: %v", err)
-	}
-	_ = conn.Close()
-	return u
+	return brokertest.URL(t)
 }
 
 // publisherChannel opens a raw channel for the test's own observations.
@@ -106,12 +94,7 @@ func readOutboxRow(t *testing.T, db *sql.DB) outboxRow {
 // the queue, and publish the row for real.
 func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *testing.T) {
 	amqpURL := publisherAMQPURL(t)
-	st, dbURL := storetest.New(t)
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	st, db, _ := storetest.NewWithDB(t)
 	ctx := t.Context()
 
 	b := make([]byte, 5)
@@ -231,12 +214,7 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 func publisherFixture(t *testing.T) (*store.Store, *sql.DB, string, string) {
 	t.Helper()
 	amqpURL := publisherAMQPURL(t)
-	st, dbURL := storetest.New(t)
-	db, err := sql.Open("pgx", dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	st, db, _ := storetest.NewWithDB(t)
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	queue := "fftest." + hex.EncodeToString(b)

@@ -145,6 +145,8 @@ type Scheduler struct {
 	lastDB time.Time
 	failed bool
 	outage *store.Outage
+
+	signals testSignals // a nil channel outside this package's tests
 }
 
 // New validates cfg and returns a Scheduler.
@@ -171,6 +173,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.log.Info("scheduler: started", "sweep_interval", s.cfg.SweepInterval.String())
 	for {
 		err := s.RunOnce(ctx)
+		s.signals.passDone(err)
 		switch {
 		case ctx.Err() != nil:
 			s.log.Info("scheduler: stopped")

@@ -198,6 +198,8 @@ type Worker struct {
 	// that a cancel notification can make them renew at once.
 	runningMu sync.Mutex
 	running   map[uuid.UUID]map[*heartbeatLoop]struct{}
+
+	signals testSignals // nil channels outside this package's tests
 }
 
 // New validates cfg and returns a Worker.
@@ -458,6 +460,7 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp core.Disp
 	if err := d.Requeue(); err != nil {
 		log.Warn("worker: hand back", "err", err)
 	}
+	w.signals.deliveryHandedBack(disp.TaskRunID)
 	return true
 }
 
@@ -618,6 +621,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	state, ok, err := w.finish(req, log)
 	w.untrack(c.RunID, hb)
 	hb.stop()
+	defer w.signals.attemptFinished(attemptFinished{Req: req, State: state, OK: ok, Err: err})
 	switch {
 	case err != nil:
 		log.Error("worker: could not record the outcome; the lease will expire and the task will be retried", "err", err)

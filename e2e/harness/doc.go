@@ -10,7 +10,17 @@
 //     their own node names, AMQP and distribution ports, Mnesia directories
 //     and Erlang cookie; no plugins.
 //   - StartProcess / BuildFFCTL: arbitrary subprocesses (typically ffctl)
-//     with stdout+stderr captured in a log file.
+//     with stdout+stderr captured in a log file. BuildTestBin builds
+//     testbin (this package's testbin directory): ffctl made with cli.Main
+//     and handlers of its own, for tests that need a handler the built-ins
+//     lack. End-to-end tests run FlowForge only as such binaries: no
+//     worker, scheduler or publisher runs inside the test process.
+//   - NewStack: one isolated installation (database, queue, binary) and
+//     the observations every test makes of it: Daemon, DaemonEnv,
+//     ControlPlane and DaemonWithHealth start daemons; WaitRuns waits for
+//     run states; QueueDepth and Messages read the broker's queues;
+//     MetricsText, Scrape, Metric and WaitMetric read a daemon's /metrics;
+//     QueryInt runs a one-integer query.
 //   - StartProxy: a fault-injecting TCP proxy on a free 127.0.0.1 port in
 //     front of one address (a daemon's database URL points at Proxy.URL):
 //     pass, reset every connection, black-hole (hold both directions),

@@ -411,6 +411,19 @@ func BuildFFCTL(t testing.TB) string {
 	return BuildGo(t, FFCTLPackage, "ffctl")
 }
 
+// TestBinPackage is the import path BuildTestBin compiles: ffctl with the
+// test handlers of e2e/harness/testbin ("boom", "special") beside the
+// built-ins.
+const TestBinPackage = "github.com/flowforge/flowforge/e2e/harness/testbin"
+
+// BuildTestBin returns the path of the testbin binary (see TestBinPackage),
+// built once per test binary with BuildGo, so with the mutant's overlay
+// under make mutate; the test fails if it does not compile.
+func BuildTestBin(t testing.TB) string {
+	t.Helper()
+	return BuildGo(t, TestBinPackage, "ffctl-testbin")
+}
+
 // RemoveBuilds deletes every binary built by BuildGo/BuildFFCTL and forgets
 // the cache. Call it from TestMain after m.Run:
 //

@@ -130,6 +130,26 @@ func newRabbit(t testing.TB, opt RabbitOptions, cookie string) *Rabbit {
 			t.Fatalf("harness: rabbit: %v", err)
 		}
 	}
+	if err := r.writeFiles(home, cookie, opt); err != nil {
+		t.Fatalf("harness: rabbit: %v", err)
+	}
+	r.env = r.environment(home)
+	t.Cleanup(func() {
+		if err := r.kill(); err != nil {
+			t.Logf("harness: rabbit %s cleanup: %v", r.Node, err)
+		}
+		if t.Failed() {
+			t.Logf("harness: last 50 lines of rabbitmq log %s:\n%s", r.LogPath, tailFile(r.LogPath, 50))
+			t.Logf("harness: last 20 lines of rabbitmq stdout %s:\n%s", r.stdout, tailFile(r.stdout, 20))
+		}
+	})
+	return r
+}
+
+// writeFiles writes the node's configuration into its directory: the Erlang
+// cookie (in home), an empty plugin list, rabbitmq.conf (its listener,
+// logging and opt's settings) and an empty env file.
+func (r *Rabbit) writeFiles(home, cookie string, opt RabbitOptions) error {
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "listeners.tcp.1 = 127.0.0.1:%d\n", r.Port)
 	conf.WriteString("loopback_users.guest = true\n")
@@ -145,17 +165,24 @@ func newRabbit(t testing.TB, opt RabbitOptions, cookie string) *Rabbit {
 		mode          os.FileMode
 	}{
 		{filepath.Join(home, ".erlang.cookie"), cookie, 0o400},
-		{filepath.Join(dir, "enabled_plugins"), "[].\n", 0o644},
-		{filepath.Join(dir, "rabbitmq.conf"), conf.String(), 0o644},
+		{filepath.Join(r.Dir, "enabled_plugins"), "[].\n", 0o644},
+		{filepath.Join(r.Dir, "rabbitmq.conf"), conf.String(), 0o644},
 		// Our own (empty) env file, so /etc/rabbitmq/rabbitmq-env.conf
 		// (which names the shared node) is not read.
-		{filepath.Join(dir, "rabbitmq-env.conf"), "", 0o644},
+		{filepath.Join(r.Dir, "rabbitmq-env.conf"), "", 0o644},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.path, []byte(f.content), f.mode); err != nil {
-			t.Fatalf("harness: rabbit: %v", err)
+			return err
 		}
 	}
+	return nil
+}
+
+// environment is the server's environment: the test's, less every
+// RABBITMQ_*/ERL_* variable and the like, plus the node's own name, ports
+// and files (home is its HOME).
+func (r *Rabbit) environment(home string) []string {
 	env := make([]string, 0, len(os.Environ())+16)
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -165,19 +192,19 @@ func newRabbit(t testing.TB, opt RabbitOptions, cookie string) *Rabbit {
 		}
 		env = append(env, kv)
 	}
-	r.env = append(env,
+	return append(env,
 		"HOME="+home,
 		"RABBITMQ_NODENAME="+r.Node,
 		"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
 		"RABBITMQ_NODE_PORT="+strconv.Itoa(r.Port),
 		"RABBITMQ_DIST_PORT="+strconv.Itoa(r.DistPort),
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
-		"RABBITMQ_PID_FILE="+filepath.Join(dir, "rabbit.pid"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "enabled_plugins"),
+		"RABBITMQ_MNESIA_BASE="+filepath.Join(r.Dir, "mnesia"),
+		"RABBITMQ_LOG_BASE="+filepath.Join(r.Dir, "log"),
+		"RABBITMQ_PID_FILE="+filepath.Join(r.Dir, "rabbit.pid"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(r.Dir, "enabled_plugins"),
 		// 3.10 accepts the full file name, extension included.
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
-		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(r.Dir, "rabbitmq.conf"),
+		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(r.Dir, "rabbitmq-env.conf"),
 		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-kernel inet_dist_use_interface {127,0,0,1}",
 		// rabbitmqctl's own distribution port: any free one (the default
 		// range 35672-35682 limits concurrent CLI calls machine-wide).
@@ -186,16 +213,6 @@ func newRabbit(t testing.TB, opt RabbitOptions, cookie string) *Rabbit {
 		// epmd, if the node has to start one, only on loopback.
 		"ERL_EPMD_ADDRESS=127.0.0.1",
 	)
-	t.Cleanup(func() {
-		if err := r.kill(); err != nil {
-			t.Logf("harness: rabbit %s cleanup: %v", r.Node, err)
-		}
-		if t.Failed() {
-			t.Logf("harness: last 50 lines of rabbitmq log %s:\n%s", r.LogPath, tailFile(r.LogPath, 50))
-			t.Logf("harness: last 20 lines of rabbitmq stdout %s:\n%s", r.stdout, tailFile(r.stdout, 20))
-		}
-	})
-	return r
 }
 
 // start launches the server script in the foreground (as a child of the test

@@ -7,6 +7,8 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
@@ -54,6 +57,8 @@ type Stack struct {
 	AMQPURLs    []string
 	Queue       string
 	Store       *store.Store
+	// db is the harness's own small pool for its waits (WaitRuns).
+	db *sql.DB
 }
 
 // NewStack builds ffctl (unless opt.Bin names one), prepares and migrates
@@ -85,6 +90,7 @@ func NewStack(t testing.TB, opt StackOptions) *Stack {
 	}
 	t.Cleanup(func() { st.Close() })
 	s.Store = st
+	s.db = s.DB(t)
 	return s
 }
 
@@ -133,7 +139,24 @@ func (s *Stack) Env() []string {
 // Daemon starts `ffctl daemon ROLE args...` as a subprocess named name.
 func (s *Stack) Daemon(t testing.TB, name, role string, args ...string) *Process {
 	t.Helper()
-	return StartProcess(t, name, s.Bin, append([]string{"daemon", role}, args...), s.Env())
+	return s.DaemonEnv(t, name, role, nil, args...)
+}
+
+// DaemonEnv is Daemon with env ("K=V" entries) added to the stack's
+// environment, overriding it: a database URL through a proxy, failpoints.
+func (s *Stack) DaemonEnv(t testing.TB, name, role string, env []string, args ...string) *Process {
+	t.Helper()
+	return StartProcess(t, name, s.Bin, append([]string{"daemon", role}, args...), append(s.Env(), env...))
+}
+
+// ControlPlane starts a scheduler (`ffctl daemon scheduler
+// schedulerArgs...`, named "scheduler") and a publisher (named
+// "publisher") and returns the scheduler.
+func (s *Stack) ControlPlane(t testing.TB, schedulerArgs ...string) *Process {
+	t.Helper()
+	sched := s.Daemon(t, "scheduler", "scheduler", schedulerArgs...)
+	s.Daemon(t, "publisher", "publisher")
+	return sched
 }
 
 // CLI runs ffctl with args against this stack and returns its stdout,
@@ -243,4 +266,86 @@ func (s *Stack) WaitRunTerminal(t testing.TB, id string, timeout time.Duration) 
 		return core.RunState(r.State).Terminal(), nil
 	})
 	return s.ShowRun(t, id)
+}
+
+// WithBin returns a view of the stack whose daemons and CLI calls run bin
+// (for example BuildTestBin's) instead of s.Bin: same database, queue and
+// store; the cleanups stay with s.
+func (s *Stack) WithBin(bin string) *Stack {
+	v := *s
+	v.Bin = bin
+	return &v
+}
+
+// HealthDaemon is a daemon subprocess with its health server.
+type HealthDaemon struct {
+	*Process
+	// Health is the host:port of its /health/* and /metrics (see
+	// MetricsText, Scrape).
+	Health string
+}
+
+// DaemonWithHealth starts `ffctl daemon ROLE --health-addr ADDR args...`
+// as Daemon does, ADDR a free 127.0.0.1 port, and waits up to 20 s until
+// its /health/live answers 200; it fails the test if the process exits
+// first or the server never answers.
+func (s *Stack) DaemonWithHealth(t testing.TB, name, role string, args ...string) *HealthDaemon {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	p := s.Daemon(t, name, role, append([]string{"--health-addr", addr}, args...)...)
+	Eventually(t, 20*time.Second, name+" health server", func() (bool, error) {
+		if p.Exited() {
+			t.Fatalf("%s exited at start:\n%s", name, p.Logs())
+		}
+		resp, err := metricsClient.Get("http://" + addr + "/health/live")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("/health/live: %s", resp.Status)
+	})
+	return &HealthDaemon{Process: p, Health: addr}
+}
+
+// QueueDepth returns the ready messages and the consumers of queue on the
+// stack's broker (the dispatch queue, s.Queue, or its dead-letter queue,
+// broker.DeadLetterQueue(s.Queue)), bounded by 5 s.
+func (s *Stack) QueueDepth(queue string) (messages, consumers int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return broker.QueueDepth(ctx, broker.Config{URLs: s.AMQPURLs, Queue: queue, DialTimeout: 2 * time.Second})
+}
+
+// Messages is QueueDepth's ready messages; it fails the test on an error.
+func (s *Stack) Messages(t testing.TB, queue string) int {
+	t.Helper()
+	n, _, err := s.QueueDepth(queue)
+	if err != nil {
+		t.Fatalf("depth of %s: %v", queue, err)
+	}
+	return n
+}
+
+// WaitRuns polls the database (through s.Store) for up to timeout until
+// every run of ids is in state want (a core.RunState, e.g. "SUCCEEDED").
+// It fails the test on timeout, or at once when a run settled in another
+// terminal state (terminal with finished_at set: a requeued run, terminal
+// but revived, is waited for).
+func (s *Stack) WaitRuns(t testing.TB, want string, timeout time.Duration, ids ...string) {
+	t.Helper()
+	Eventually(t, timeout, fmt.Sprintf("%d runs to be %s", len(ids), want), func() (bool, error) {
+		var n int
+		var settled string
+		err := s.db.QueryRowContext(context.Background(), `
+SELECT count(*) FILTER (WHERE state = $2),
+       coalesce(string_agg(id::text || ' ' || state, ', ') FILTER (WHERE state <> $2 AND state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') AND finished_at IS NOT NULL), '')
+  FROM workflow_runs WHERE id = ANY ($1::uuid[])`, ids, want).Scan(&n, &settled)
+		if err != nil {
+			return false, err
+		}
+		if settled != "" {
+			t.Fatalf("runs settled other than %s: %v", want, settled)
+		}
+		return n == len(ids), fmt.Errorf("%d of %d runs are %s", n, len(ids), want)
+	})
 }

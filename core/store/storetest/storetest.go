@@ -12,17 +12,22 @@ package storetest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
 
 	"github.com/flowforge/flowforge/core/store"
+	migrations "github.com/flowforge/flowforge/sql"
 )
 
 // DefaultAdminURL is used when FLOWFORGE_TEST_DATABASE_URL is unset.
@@ -83,6 +88,15 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 	return u.String()
 }
 
+// MaxConnsDefault bounds the pool of a store from New or Open. Tests share
+// one PostgreSQL (max_connections=100) and run in parallel (t.Parallel,
+// -parallel GOMAXPROCS), so each test's store stays small: ten connections
+// still let ten statements race, which is what the concurrency tests need.
+const MaxConnsDefault = 10
+
+// RawConnsDefault bounds the pool DB opens for a test's own queries.
+const RawConnsDefault = 4
+
 // New returns a migrated store on a throwaway database and its URL.
 func New(t testing.TB) (*store.Store, string) {
 	t.Helper()
@@ -90,13 +104,38 @@ func New(t testing.TB) (*store.Store, string) {
 	return Open(t, dbURL)
 }
 
-// Open opens and migrates the database at dbURL; the store is closed in
-// t.Cleanup.
+// NewWithDB is New plus DB on the same database: the store under test, a
+// raw pool for the checks the store's API does not expose (row counts, the
+// database clock, locks held from outside), and the database's URL.
+func NewWithDB(t testing.TB) (*store.Store, *sql.DB, string) {
+	t.Helper()
+	s, dbURL := New(t)
+	return s, DB(t, dbURL), dbURL
+}
+
+// DB opens a database/sql pool ("pgx" driver, at most RawConnsDefault
+// connections) on dbURL; it is closed in t.Cleanup. Opening does not
+// connect: a bad URL fails at the first query.
+func DB(t testing.TB, dbURL string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatalf("open raw connection: %v", err)
+	}
+	db.SetMaxOpenConns(RawConnsDefault)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Open opens (with at most MaxConnsDefault connections) and migrates the
+// database at dbURL; the store is closed in t.Cleanup.
 func Open(t testing.TB, dbURL string) (*store.Store, string) {
 	t.Helper()
+	migrating.Lock()
+	defer migrating.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, dbURL, store.Options{MaxConns: 40})
+	s, err := store.Open(ctx, dbURL, store.Options{MaxConns: MaxConnsDefault})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -106,6 +145,13 @@ func Open(t testing.TB, dbURL string) (*store.Store, string) {
 	}
 	return s, dbURL
 }
+
+// migrating serialises Open's migrations within the test binary: every
+// schema of TestDatabase shares goose's session advisory lock (advisory
+// locks are per database), and a migration that finds it taken polls again
+// only after 5 s. Parallel tests wait here for each other's few hundred
+// milliseconds instead. It is the package's only state.
+var migrating sync.Mutex
 
 // NewPrivateDatabase creates a real database of its own (CREATE DATABASE,
 // about a second) on the test server and returns its URL; it is dropped
@@ -171,4 +217,29 @@ func randomName(prefix string) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// MigrateTo migrates the empty database at dbURL to schema version only
+// (goose's UpTo over the embedded migrations, without the store), for
+// tests of what meets an older schema: a migration, an upgrade. It returns
+// a DB pool on it (closed in t.Cleanup). A test that then holds a lock a
+// migration needs should use NewPrivateDatabase: goose's migration lock is
+// an advisory lock, shared by every schema of one database.
+func MigrateTo(t testing.TB, dbURL string, version int64) *sql.DB {
+	t.Helper()
+	db := DB(t, dbURL)
+	fsys, err := fs.Sub(migrations.Migrations, migrations.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.UpTo(ctx, version); err != nil {
+		t.Fatalf("migrate to version %d: %v", version, err)
+	}
+	return db
 }

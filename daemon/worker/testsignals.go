@@ -1,0 +1,49 @@
+package worker
+
+import (
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// testSignals let this package's tests wait for what the worker did
+// instead of sleeping (in the manner of River's maintenance services). The
+// channels are made by a test and are nil otherwise, when signalling costs
+// a nil check; a send never blocks: a full channel drops the value.
+type testSignals struct {
+	// finished receives every attempt's outcome as execute recorded it (or
+	// failed to: see attemptFinished).
+	finished chan attemptFinished
+	// handedBack receives the task run id of every delivery handBack
+	// requeued unclaimed.
+	handedBack chan uuid.UUID
+}
+
+// attemptFinished is what execute did with one attempt: the finish it
+// asked for and the store's answer (OK false: rejected by the fencing
+// token; Err: not recorded at all).
+type attemptFinished struct {
+	Req   store.FinishRequest
+	State core.TaskState
+	OK    bool
+	Err   error
+}
+
+func (s *testSignals) attemptFinished(f attemptFinished) {
+	if s.finished != nil {
+		select {
+		case s.finished <- f:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) deliveryHandedBack(id uuid.UUID) {
+	if s.handedBack != nil {
+		select {
+		case s.handedBack <- id:
+		default:
+		}
+	}
+}
