@@ -15,15 +15,15 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// DefaultAMQPURL is where FlowForge looks for RabbitMQ when no URL is
+// AMQPURLDefault is where FlowForge looks for RabbitMQ when no URL is
 // configured.
-const DefaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+const AMQPURLDefault = "amqp://guest:guest@127.0.0.1:5672/"
 
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "database-url", Usage: "PostgreSQL URL", Value: store.DefaultDatabaseURL, EnvVars: []string{"FLOWFORGE_DATABASE_URL"}},
-		&cli.StringFlag{Name: "amqp-url", Usage: "RabbitMQ URL; several (cluster nodes) separated by commas", Value: DefaultAMQPURL, EnvVars: []string{"FLOWFORGE_AMQP_URL"}},
-		&cli.StringFlag{Name: "queue", Usage: "dispatch queue name", Value: broker.DefaultQueue, EnvVars: []string{"FLOWFORGE_QUEUE"}},
+		&cli.StringFlag{Name: "database-url", Usage: "PostgreSQL URL", Value: store.DatabaseURLDefault, EnvVars: []string{"FLOWFORGE_DATABASE_URL"}},
+		&cli.StringFlag{Name: "amqp-url", Usage: "RabbitMQ URL; several (cluster nodes) separated by commas", Value: AMQPURLDefault, EnvVars: []string{"FLOWFORGE_AMQP_URL"}},
+		&cli.StringFlag{Name: "queue", Usage: "dispatch queue name", Value: broker.QueueDefault, EnvVars: []string{"FLOWFORGE_QUEUE"}},
 		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", EnvVars: []string{"FLOWFORGE_LOG_LEVEL"}},
 	}
 }

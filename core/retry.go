@@ -9,9 +9,9 @@ import (
 
 // Retry policy defaults, used when a task's definition leaves a field out.
 const (
-	DefaultMaxAttempts    = 3
-	DefaultInitialBackoff = time.Second
-	DefaultMaxBackoff     = time.Minute
+	MaxAttemptsDefault    = 3
+	InitialBackoffDefault = time.Second
+	MaxBackoffDefault     = time.Minute
 )
 
 // RetryPolicy says how often a task is attempted and how long it waits
@@ -25,9 +25,9 @@ type RetryPolicy struct {
 	MaxBackoff time.Duration
 }
 
-// DefaultRetryPolicy returns the policy of a task that sets none.
-func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: DefaultMaxAttempts, InitialBackoff: DefaultInitialBackoff, MaxBackoff: DefaultMaxBackoff}
+// RetryPolicyDefault returns the policy of a task that sets none.
+func RetryPolicyDefault() RetryPolicy {
+	return RetryPolicy{MaxAttempts: MaxAttemptsDefault, InitialBackoff: InitialBackoffDefault, MaxBackoff: MaxBackoffDefault}
 }
 
 // Validate returns an error naming the first field out of range.

@@ -23,7 +23,7 @@ func TestBackoffFullJitterStaysInBounds(t *testing.T) {
 	const samples = 10000
 	rnd := rand.New(rand.NewPCG(20240101, 42))
 	for _, p := range []core.RetryPolicy{
-		core.DefaultRetryPolicy(),
+		core.RetryPolicyDefault(),
 		{MaxAttempts: 40, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second},
 		{MaxAttempts: 40, InitialBackoff: 3 * time.Millisecond, MaxBackoff: time.Hour},
 		{MaxAttempts: 40, InitialBackoff: time.Second, MaxBackoff: time.Second},
@@ -126,7 +126,7 @@ func TestRetryPolicyValidate(t *testing.T) {
 		p  core.RetryPolicy
 		ok bool
 	}{
-		{core.DefaultRetryPolicy(), true},
+		{core.RetryPolicyDefault(), true},
 		{core.RetryPolicy{MaxAttempts: 1}, true},
 		{core.RetryPolicy{MaxAttempts: 0, InitialBackoff: time.Second, MaxBackoff: time.Second}, false},
 		{core.RetryPolicy{MaxAttempts: -1, InitialBackoff: time.Second, MaxBackoff: time.Second}, false},
@@ -138,8 +138,8 @@ func TestRetryPolicyValidate(t *testing.T) {
 			t.Errorf("%+v.Validate() = %v, want ok=%v", tc.p, err, tc.ok)
 		}
 	}
-	d := core.DefaultRetryPolicy()
+	d := core.RetryPolicyDefault()
 	if d.MaxAttempts != 3 || d.InitialBackoff != time.Second || d.MaxBackoff != time.Minute {
-		t.Errorf("DefaultRetryPolicy() = %+v", d)
+		t.Errorf("RetryPolicyDefault() = %+v", d)
 	}
 }

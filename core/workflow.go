@@ -90,7 +90,7 @@ type TaskDef struct {
 }
 
 // RetrySpec is the retry block of a task; absent fields take the defaults of
-// DefaultRetryPolicy.
+// RetryPolicyDefault.
 type RetrySpec struct {
 	MaxAttempts    *int      `json:"max_attempts,omitempty"`
 	InitialBackoff *Duration `json:"initial_backoff,omitempty"`
@@ -99,7 +99,7 @@ type RetrySpec struct {
 
 // Policy resolves the task's retry policy with defaults filled in.
 func (t TaskDef) Policy() RetryPolicy {
-	p := DefaultRetryPolicy()
+	p := RetryPolicyDefault()
 	if t.Retry == nil {
 		return p
 	}

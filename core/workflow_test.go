@@ -83,8 +83,8 @@ func TestPolicyDefaults(t *testing.T) {
 		retry *core.RetrySpec
 		want  core.RetryPolicy
 	}{
-		{"no retry block", nil, core.DefaultRetryPolicy()},
-		{"empty retry block", &core.RetrySpec{}, core.DefaultRetryPolicy()},
+		{"no retry block", nil, core.RetryPolicyDefault()},
+		{"empty retry block", &core.RetrySpec{}, core.RetryPolicyDefault()},
 		{"only attempts", &core.RetrySpec{MaxAttempts: i(7)}, core.RetryPolicy{MaxAttempts: 7, InitialBackoff: time.Second, MaxBackoff: time.Minute}},
 		{"initial above the default cap raises the cap", &core.RetrySpec{InitialBackoff: d(5 * time.Minute)}, core.RetryPolicy{MaxAttempts: 3, InitialBackoff: 5 * time.Minute, MaxBackoff: 5 * time.Minute}},
 		{"initial below the default cap", &core.RetrySpec{InitialBackoff: d(10 * time.Millisecond)}, core.RetryPolicy{MaxAttempts: 3, InitialBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute}},

@@ -46,7 +46,7 @@ func Listen(ctx context.Context, dbURL, channel string, log *slog.Logger, on fun
 				return
 			}
 			d := bo.Fail()
-			log.Warn("listen: connect", "channel", channel, "err", err, "failures", bo.Failures(), "retry_in", d.String())
+			log.Warn("listen: connect", "channel", channel, "error", err, "failures", bo.Failures(), "retry_in", d.String())
 			_ = backoff.Sleep(ctx, d)
 			continue
 		}

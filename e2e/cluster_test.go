@@ -109,7 +109,7 @@ tasks:
 	deadPort := fmt.Sprintf(":%d/", leader.Port)
 	for _, d := range []*harness.HealthDaemon{pub, wa, wb} {
 		var last string
-		for _, l := range recoveryLogs(d.Process, "broker connected") {
+		for _, l := range recoveryLogs(d.Process, "broker: connected") {
 			last = l.str("url")
 		}
 		if strings.Contains(last, deadPort) {

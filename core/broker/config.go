@@ -9,19 +9,19 @@ import (
 	"time"
 )
 
-// DefaultQueue is the name of the dispatch queue when Config.Queue is empty.
-// Its dead-letter queue is DeadLetterQueue(DefaultQueue) =
+// QueueDefault is the name of the dispatch queue when Config.Queue is empty.
+// Its dead-letter queue is DeadLetterQueue(QueueDefault) =
 // "flowforge.dispatch.dead".
-const DefaultQueue = "flowforge.dispatch"
+const QueueDefault = "flowforge.dispatch"
 
 // Defaults applied by Config when a field is zero.
 const (
-	// DefaultConfirmTimeout is the default Config.ConfirmTimeout.
-	DefaultConfirmTimeout = 10 * time.Second
-	// DefaultDialTimeout is the default Config.DialTimeout.
-	DefaultDialTimeout = 5 * time.Second
-	// DefaultHeartbeat is the default Config.Heartbeat.
-	DefaultHeartbeat = 10 * time.Second
+	// ConfirmTimeoutDefault is the default Config.ConfirmTimeout.
+	ConfirmTimeoutDefault = 10 * time.Second
+	// DialTimeoutDefault is the default Config.DialTimeout.
+	DialTimeoutDefault = 5 * time.Second
+	// HeartbeatDefault is the default Config.Heartbeat.
+	HeartbeatDefault = 10 * time.Second
 )
 
 // maxQueueNameLen is RabbitMQ's limit on queue names (a shortstr).
@@ -40,7 +40,7 @@ type Config struct {
 	URLs []string
 
 	// Queue is the name of the durable quorum dispatch queue. Its
-	// dead-letter queue is Queue + ".dead". Default DefaultQueue
+	// dead-letter queue is Queue + ".dead". Default QueueDefault
 	// ("flowforge.dispatch"). Must not start with "amq." and must leave
 	// room for the ".dead" suffix within RabbitMQ's 255-byte limit.
 	Queue string
@@ -48,17 +48,17 @@ type Config struct {
 	// ConfirmTimeout bounds one PublishBatch: publishing the batch and
 	// waiting for all its publisher confirms. When it elapses the connection
 	// is closed and PublishBatch returns an error wrapping ErrTimeout and
-	// ErrConnectionLost. Default DefaultConfirmTimeout (10s).
+	// ErrConnectionLost. Default ConfirmTimeoutDefault (10s).
 	ConfirmTimeout time.Duration
 
 	// DialTimeout bounds one connection attempt to one URL (TCP connect plus
 	// AMQP handshake). Dial is additionally bounded by its ctx. Default
-	// DefaultDialTimeout (5s).
+	// DialTimeoutDefault (5s).
 	DialTimeout time.Duration
 
 	// Heartbeat is the AMQP heartbeat interval requested from the broker; a
 	// peer silent for about two intervals is considered dead. A heartbeat
-	// parameter in the URL takes precedence. Default DefaultHeartbeat (10s).
+	// parameter in the URL takes precedence. Default HeartbeatDefault (10s).
 	Heartbeat time.Duration
 
 	// Cursor remembers which URL connected last so that the next dial made
@@ -84,7 +84,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("config: no broker urls")
 	}
 	if c.Queue == "" {
-		c.Queue = DefaultQueue
+		c.Queue = QueueDefault
 	}
 	if strings.HasPrefix(c.Queue, "amq.") {
 		return c, fmt.Errorf("config: queue name %q uses the reserved prefix \"amq.\"", c.Queue)
@@ -96,13 +96,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("config: negative duration")
 	}
 	if c.ConfirmTimeout == 0 {
-		c.ConfirmTimeout = DefaultConfirmTimeout
+		c.ConfirmTimeout = ConfirmTimeoutDefault
 	}
 	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
+		c.DialTimeout = DialTimeoutDefault
 	}
 	if c.Heartbeat == 0 {
-		c.Heartbeat = DefaultHeartbeat
+		c.Heartbeat = HeartbeatDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

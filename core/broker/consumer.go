@@ -170,7 +170,7 @@ func setupConsumer(ctx context.Context, cfg Config, conn *amqp.Connection, prefe
 	}
 	c := &Consumer{
 		cfg:  cfg,
-		log:  cfg.Logger.With("component", "broker.consumer", "queue", cfg.Queue, "consumer_tag", tag),
+		log:  cfg.Logger.With("queue", cfg.Queue, "consumer_tag", tag),
 		conn: conn,
 		ch:   ch,
 		tag:  tag,
@@ -208,7 +208,7 @@ func (c *Consumer) forward(src <-chan amqp.Delivery, cancels <-chan string, clos
 	defer c.mu.Unlock()
 	switch {
 	case err != nil:
-		c.log.Warn("broker cancelled consumer (queue deleted?)")
+		c.log.Warn("broker: cancelled consumer (queue deleted?)")
 	case c.closing:
 	case c.ch.IsClosed() || c.conn.IsClosed():
 		err = ErrConnectionLost
@@ -219,7 +219,7 @@ func (c *Consumer) forward(src <-chan amqp.Delivery, cancels <-chan string, clos
 			}
 		default:
 		}
-		c.log.Warn("consumer connection lost", "err", err)
+		c.log.Warn("broker: consumer connection lost", "error", err)
 	case c.cancelled.Load():
 	default:
 		err = ErrConnectionLost

@@ -36,12 +36,12 @@ func dial(ctx context.Context, cfg Config, role string) (*amqp.Connection, error
 			conn, err = dialOne(ctx, cfg, raw, role)
 			if err == nil {
 				cfg.Cursor.record(i)
-				cfg.Logger.Info("broker connected", "url", name, "role", role)
+				cfg.Logger.Info("broker: connected", "url", name, "role", role)
 				return conn, nil
 			}
 			err = redactErr(err, secret)
 		}
-		cfg.Logger.Warn("broker dial failed", "url", name, "role", role, "err", err)
+		cfg.Logger.Warn("broker: dial failed", "url", name, "role", role, "error", err)
 		errs = append(errs, fmt.Errorf("%s: %w", name, err))
 	}
 	return nil, fmt.Errorf("dial broker: %w", &dialError{errs: errs})

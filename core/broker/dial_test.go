@@ -60,14 +60,14 @@ func TestDialFailover(t *testing.T) {
 		if err := Ping(testCtx(t), cfg); err != nil {
 			t.Fatal(err)
 		}
-		if n := logs.count("broker dial failed"); n != 0 {
+		if n := logs.count("broker: dial failed"); n != 0 {
 			t.Fatalf("first dial tried the dead url (%d failures)", n)
 		}
 		// Next dial starts at the dead URL, then wraps around to the good one.
 		if err := Ping(testCtx(t), cfg); err != nil {
 			t.Fatal(err)
 		}
-		if n := logs.count("broker dial failed"); n != 1 {
+		if n := logs.count("broker: dial failed"); n != 1 {
 			t.Fatalf("second dial: %d failures, want 1", n)
 		}
 	})
@@ -139,7 +139,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Queue != DefaultQueue || cfg.ConfirmTimeout != 10*time.Second ||
+	if cfg.Queue != QueueDefault || cfg.ConfirmTimeout != 10*time.Second ||
 		cfg.DialTimeout != 5*time.Second || cfg.Heartbeat != 10*time.Second || cfg.Logger == nil {
 		t.Errorf("defaults not applied: %+v", cfg)
 	}

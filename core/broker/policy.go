@@ -45,7 +45,7 @@ const (
 // ..._expired_total with dead_letter_strategy="disabled" on the
 // prometheus plugin).
 type DeadLetterPolicy struct {
-	// Queue is the dispatch queue (default DefaultQueue); the policy
+	// Queue is the dispatch queue (default QueueDefault); the policy
 	// matches exactly DeadLetterQueue(Queue).
 	Queue string
 	// MaxLength is the most messages kept (default
@@ -61,7 +61,7 @@ type DeadLetterPolicy struct {
 // not fit RabbitMQ's 32-bit message-ttl, or the queue name is too long.
 func (p DeadLetterPolicy) withDefaults() (DeadLetterPolicy, error) {
 	if p.Queue == "" {
-		p.Queue = DefaultQueue
+		p.Queue = QueueDefault
 	}
 	if len(DeadLetterQueue(p.Queue)) > maxQueueNameLen {
 		return p, fmt.Errorf("dead-letter policy: queue name %q is too long", p.Queue)

@@ -167,7 +167,7 @@ func setupPublisher(ctx context.Context, cfg Config, conn *amqp.Connection) (*Pu
 	}
 	p := &Publisher{
 		cfg:     cfg,
-		log:     cfg.Logger.With("component", "broker.publisher", "queue", cfg.Queue),
+		log:     cfg.Logger.With("queue", cfg.Queue),
 		conn:    conn,
 		ch:      ch,
 		returns: newReturnTracker(ch.NotifyReturn(make(chan amqp.Return, returnsBuffer))),
@@ -196,9 +196,9 @@ func (p *Publisher) watch(connClose, chClose <-chan *amqp.Error, blocks <-chan a
 			}
 			p.blocked.Store(b.Active)
 			if b.Active {
-				p.log.Warn("broker blocked publishing connection (resource alarm)", "reason", b.Reason)
+				p.log.Warn("broker: blocked publishing connection (resource alarm)", "reason", b.Reason)
 			} else {
-				p.log.Info("broker unblocked publishing connection")
+				p.log.Info("broker: unblocked publishing connection")
 			}
 		case e, ok := <-connClose:
 			if !ok {
@@ -230,9 +230,9 @@ func (p *Publisher) markDone(reason error) {
 	p.reason = reason
 	close(p.done)
 	if p.closing.Load() {
-		p.log.Debug("publisher closed")
+		p.log.Debug("broker: publisher closed")
 	} else {
-		p.log.Warn("publisher connection lost", "err", reason)
+		p.log.Warn("broker: publisher connection lost", "error", reason)
 	}
 }
 
@@ -440,7 +440,7 @@ func (p *Publisher) returnOutcomes(msgs []Message, seqs []uint64, out []Outcome)
 		}
 	}
 	if nReturned > 0 {
-		p.log.Warn("broker returned unroutable messages", "returned", nReturned, "batch", len(msgs))
+		p.log.Warn("broker: returned unroutable messages", "returned", nReturned, "batch", len(msgs))
 	}
 }
 

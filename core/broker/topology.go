@@ -52,12 +52,11 @@ func declareTopology(conn *amqp.Connection, queue string, log *slog.Logger) erro
 			return fmt.Errorf("declare topology: %w", err)
 		}
 		if exists {
-			log.Debug("queue exists, verifying arguments", "queue", q.name, "messages", existing.Messages, "consumers", existing.Consumers)
+			log.Debug("broker: queue exists, verifying arguments", "queue", q.name, "messages", existing.Messages, "consumers", existing.Consumers)
 		}
 		if err := declareQueue(conn, q); err != nil {
 			if isAMQPCode(err, amqp.PreconditionFailed) {
 				mm := &TopologyMismatchError{Queue: q.name, Required: q.required, Detail: amqpReason(err)}
-				log.Error("queue topology mismatch", "queue", q.name, "err", mm)
 				return mm
 			}
 			return fmt.Errorf("declare topology: queue %s: %w", q.name, err)

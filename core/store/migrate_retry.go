@@ -76,7 +76,7 @@ func (s *Store) MigrateRetrying(ctx context.Context, r MigrateRetry) (MigrationR
 				ErrMigrationLockTimeout, attempt, holder, err)
 		}
 		s.log.Warn("migrate: lock not available; retrying", "attempt", attempt, "attempts", r.Retries+1,
-			"retry_in", pause.String(), "lock_holder", holder, "err", err)
+			"retry_in", pause.String(), "lock_holder", holder, "error", err)
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():

@@ -16,9 +16,9 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// DefaultDatabaseURL is where FlowForge looks for PostgreSQL when no URL is
+// DatabaseURLDefault is where FlowForge looks for PostgreSQL when no URL is
 // configured.
-const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/flowforge?sslmode=disable"
+const DatabaseURLDefault = "postgres://postgres@127.0.0.1:5432/flowforge?sslmode=disable"
 
 // Sentinel errors returned by Store methods.
 var (

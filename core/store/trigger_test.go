@@ -139,7 +139,7 @@ func TestTriggerWritesRootsReadyWithTheirOutboxRows(t *testing.T) {
 	}
 	ts := f.tasks(runID)
 	for n, want := range map[string]core.TaskState{"a": core.TaskReady, "b": core.TaskPending, "c": core.TaskPending, "d": core.TaskPending} {
-		if ts[n].State != want || ts[n].MaxAttempts != core.DefaultMaxAttempts {
+		if ts[n].State != want || ts[n].MaxAttempts != core.MaxAttemptsDefault {
 			t.Fatalf("task %s: %s max %d", n, ts[n].State, ts[n].MaxAttempts)
 		}
 	}

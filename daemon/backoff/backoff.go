@@ -12,12 +12,12 @@ import (
 
 // Defaults for reconnect pacing.
 const (
-	DefaultMin = 100 * time.Millisecond
-	DefaultMax = 30 * time.Second
+	MinDefault = 100 * time.Millisecond
+	MaxDefault = 30 * time.Second
 )
 
-// Backoff counts consecutive failures. The zero value uses DefaultMin and
-// DefaultMax. Not safe for concurrent use: one per loop.
+// Backoff counts consecutive failures. The zero value uses MinDefault and
+// MaxDefault. Not safe for concurrent use: one per loop.
 type Backoff struct {
 	Min, Max time.Duration
 	failures int
@@ -32,10 +32,10 @@ func (b *Backoff) Fail() time.Duration {
 	b.failures++
 	p := core.RetryPolicy{MaxAttempts: 1, InitialBackoff: b.Min, MaxBackoff: b.Max}
 	if p.InitialBackoff <= 0 {
-		p.InitialBackoff = DefaultMin
+		p.InitialBackoff = MinDefault
 	}
 	if p.MaxBackoff <= 0 {
-		p.MaxBackoff = DefaultMax
+		p.MaxBackoff = MaxDefault
 	}
 	return p.Backoff(b.failures, nil)
 }

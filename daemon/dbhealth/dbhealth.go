@@ -103,7 +103,7 @@ func New(cfg Config) (*Watcher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Watcher{cfg: cfg, log: cfg.Logger.With("component", "dbhealth")}, nil
+	return &Watcher{cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Run reads every Interval until ctx ends; it returns nil then.
@@ -128,7 +128,7 @@ func (w *Watcher) runOnce(ctx context.Context) (store.DBHealth, bool) {
 	h, err := w.cfg.Store.DBHealth(rctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.log.Debug("dbhealth: read failed", "err", err)
+			w.log.Debug("dbhealth: read failed", "error", err)
 		}
 		return store.DBHealth{}, false
 	}

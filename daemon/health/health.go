@@ -85,7 +85,7 @@ func (s *Server) Start(addr string) (string, error) {
 	go func() {
 		defer close(s.served)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("health: serve", "err", err)
+			s.log.Error("health: serve", "error", err)
 		}
 	}()
 	return ln.Addr().String(), nil

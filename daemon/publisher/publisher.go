@@ -155,7 +155,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Broker.Logger == nil {
 		cfg.Broker.Logger = cfg.Logger
 	}
-	return &Publisher{cfg: cfg, log: cfg.Logger.With("component", "publisher")}, nil
+	return &Publisher{cfg: cfg, log: cfg.Logger}, nil
 }
 
 // BrokerReady is the readiness check of the broker dependency: an error
@@ -193,7 +193,7 @@ func (p *Publisher) Start(ctx context.Context) error {
 		return err
 	}
 	if err != nil {
-		p.log.Warn("publisher: broker not reachable at start; will retry", "err", err)
+		p.log.Warn("publisher: broker not reachable at start; will retry", "error", err)
 		return nil
 	}
 	p.setPub(pub)
@@ -256,7 +256,7 @@ func (p *Publisher) step(ctx context.Context, l *runLoop) {
 			return
 		}
 		d := l.brokerBO.Fail()
-		p.log.Error("publisher: connect to broker", "err", err, "failures", l.brokerBO.Failures(), "retry_in", d.String())
+		p.log.Error("publisher: connect to broker", "error", err, "failures", l.brokerBO.Failures(), "retry_in", d.String())
 		_ = backoff.Sleep(ctx, d)
 		return
 	}
@@ -291,9 +291,9 @@ func (p *Publisher) settle(ctx context.Context, l *runLoop, pub *broker.Publishe
 	case errors.Is(err, broker.ErrConnectionLost) || errors.Is(err, broker.ErrBlocked):
 		if pub.Blocked() || errors.Is(err, broker.ErrBlocked) {
 			p.alarm.Store(true)
-			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "err", err)
+			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "error", err)
 		} else {
-			p.log.Warn("publisher: broker connection lost; rows stay pending", "err", err)
+			p.log.Warn("publisher: broker connection lost; rows stay pending", "error", err)
 		}
 		p.dropPub(pub)
 		d := l.brokerBO.Fail()
@@ -303,12 +303,12 @@ func (p *Publisher) settle(ctx context.Context, l *runLoop, pub *broker.Publishe
 		// deleted dispatch queue even when no worker is running, and
 		// replaces a channel whose quorum queue client keeps nacking.
 		d := l.brokerBO.Fail()
-		p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "err", err, "retry_in", d.String())
+		p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "error", err, "retry_in", d.String())
 		p.dropPub(pub)
 		_ = backoff.Sleep(ctx, d)
 	case err != nil:
 		d := l.dbBO.Fail()
-		p.log.Error("publisher: cycle failed", "err", err, "failures", l.dbBO.Failures(), "retry_in", d.String())
+		p.log.Error("publisher: cycle failed", "error", err, "failures", l.dbBO.Failures(), "retry_in", d.String())
 		_ = backoff.Sleep(ctx, d)
 	default:
 		if p.alarm.Swap(false) {

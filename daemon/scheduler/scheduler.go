@@ -154,7 +154,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger.With("component", "scheduler")}, nil
+	return &Scheduler{cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Run loops until ctx ends, then returns nil. A database fault never ends
@@ -182,7 +182,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			s.failed = true
 			s.healthy.Store(false)
 			d := bo.Fail()
-			s.log.Error("scheduler: pass failed", "err", err, "failures", bo.Failures(), "retry_in", d.String())
+			s.log.Error("scheduler: pass failed", "error", err, "failures", bo.Failures(), "retry_in", d.String())
 			if backoff.Sleep(ctx, d) != nil {
 				s.log.Info("scheduler: stopped")
 				return nil

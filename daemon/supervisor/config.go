@@ -177,7 +177,7 @@ func (c Config) idleHeld() time.Duration {
 	if !c.Role.Runs(RolePublisher) {
 		return 0
 	}
-	return cmp.Or(c.Broker.ConfirmTimeout, broker.DefaultConfirmTimeout)
+	return cmp.Or(c.Broker.ConfirmTimeout, broker.ConfirmTimeoutDefault)
 }
 
 // sessionURL is DatabaseURL carrying the session bounds.

@@ -36,7 +36,7 @@ func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.
 			return nil, ctx.Err()
 		}
 		d := bo.Fail()
-		log.Error("daemon: database not available; retrying", "err", err, "retry_in", d.String())
+		log.Error("daemon: database not available; retrying", "error", err, "retry_in", d.String())
 		if backoff.Sleep(ctx, d) != nil {
 			return nil, ctx.Err()
 		}
@@ -92,9 +92,9 @@ func (w *dependencyWatch) observe(name string, err error) {
 		w.down[name] = time.Now()
 		w.m.DependencyUp.WithLabelValues(name).Set(0)
 		if w.everUp[name] {
-			w.log.Warn("daemon: dependency lost", "dependency", name, "err", err)
+			w.log.Warn("daemon: dependency lost", "dependency", name, "error", err)
 		} else {
-			w.log.Debug("daemon: dependency not ready yet", "dependency", name, "err", err)
+			w.log.Debug("daemon: dependency not ready yet", "dependency", name, "error", err)
 		}
 	case err == nil && wasDown:
 		delete(w.down, name)

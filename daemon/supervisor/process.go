@@ -217,7 +217,7 @@ func (p *process) buildWorker(ctx context.Context, st *store.Store) (func(), err
 // broker right now (the worker's readiness, so "connected" means a live
 // consumer on the queue, not merely an open connection).
 func workerPresence(reg *core.Registry, queue string, w *worker.Worker) func(context.Context, *store.Presence) {
-	queue = cmp.Or(queue, broker.DefaultQueue)
+	queue = cmp.Or(queue, broker.QueueDefault)
 	return func(ctx context.Context, p *store.Presence) {
 		p.Handlers = reg.Names()
 		p.Queue = queue

@@ -213,7 +213,7 @@ func New(cfg Config) (*Worker, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &Worker{
 		cfg:      cfg,
-		log:      cfg.Logger.With("component", "worker", "worker_id", cfg.ID),
+		log:      cfg.Logger.With("worker_id", cfg.ID),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		abortCtx: ctx,
 		abort:    cancel,
@@ -246,7 +246,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	if err != nil {
-		w.log.Warn("worker: broker not reachable at start; will retry", "err", err)
+		w.log.Warn("worker: broker not reachable at start; will retry", "error", err)
 		return nil
 	}
 	w.first = c
@@ -297,7 +297,7 @@ func (w *Worker) Run(ctx context.Context) error {
 					break
 				}
 				d := bo.Fail()
-				w.log.Error("worker: connect to broker", "err", err, "failures", bo.Failures(), "retry_in", d.String())
+				w.log.Error("worker: connect to broker", "error", err, "failures", bo.Failures(), "retry_in", d.String())
 				_ = backoff.Sleep(ctx, d)
 				continue
 			}
@@ -316,9 +316,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		cons = nil
 		d := bo.Fail()
 		if errors.Is(err, broker.ErrConsumerCancelled) {
-			w.log.Warn("worker: the broker cancelled the consumer (queue deleted?); re-declaring and re-subscribing", "err", err, "retry_in", d.String())
+			w.log.Warn("worker: the broker cancelled the consumer (queue deleted?); re-declaring and re-subscribing", "error", err, "retry_in", d.String())
 		} else {
-			w.log.Warn("worker: broker connection lost; reconnecting", "err", err, "retry_in", d.String())
+			w.log.Warn("worker: broker connection lost; reconnecting", "error", err, "retry_in", d.String())
 		}
 		_ = backoff.Sleep(ctx, d)
 	}
@@ -359,9 +359,9 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 	if err != nil {
 		w.cfg.Metrics.PoisonMessages.Inc()
 		w.log.Error("worker: rejected a message that is not a dispatch (sent to the dead-letter queue)",
-			"message_id", d.MessageID, "err", err, "body_prefix", core.SanitizeText(string(d.Body), 200))
+			"message_id", d.MessageID, "error", err, "body_prefix", core.SanitizeText(string(d.Body), 200))
 		if err := d.Reject(); err != nil {
-			w.log.Warn("worker: reject poison message", "err", err)
+			w.log.Warn("worker: reject poison message", "error", err)
 		}
 		return
 	}
@@ -399,7 +399,7 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 		// lost): read the row back and act on what it says. A lock
 		// timeout is certain to have written nothing.
 		if errors.Is(err, store.ErrLockTimeout) {
-			log.Warn("worker: claim gave up waiting for a lock; requeueing the delivery", "err", err)
+			log.Warn("worker: claim gave up waiting for a lock; requeueing the delivery", "error", err)
 		} else {
 			claimed, ok = w.claimCommitted(disp, err, log)
 		}
@@ -414,7 +414,7 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 		w.cfg.Metrics.ClaimsLost.WithLabelValues(reason).Inc()
 		log.Info("worker: claim lost; acking without running", "reason", reason, "redelivered", d.Redelivered)
 		if err := d.Ack(); err != nil {
-			log.Warn("worker: ack", "err", err)
+			log.Warn("worker: ack", "error", err)
 		}
 		return
 	}
@@ -422,7 +422,7 @@ func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
 	if err := d.Ack(); err != nil {
 		// The claim committed: the lease, not the broker, now governs this
 		// task. A redelivery will lose its claim.
-		log.Warn("worker: ack after claim failed; the lease governs the task", "err", err)
+		log.Warn("worker: ack after claim failed; the lease governs the task", "error", err)
 	}
 	w.execute(claimed)
 }
@@ -450,7 +450,7 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp core.Disp
 	wait, first := w.handBacks.next(disp.TaskRunID, disp.FencingToken)
 	if n, ok := w.cfg.Store.(WaitNoter); ok && first {
 		if _, err := n.NoteWaitingForHandler(ctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, disp.Handler, strings.Join(w.cfg.Registry.Names(), ", ")); err != nil {
-			log.Warn("worker: note that a task waits for a handler", "err", err)
+			log.Warn("worker: note that a task waits for a handler", "error", err)
 		}
 	}
 	_ = backoff.Sleep(ctx, wait)
@@ -458,7 +458,7 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp core.Disp
 	log.Debug("worker: handing back a task whose handler this worker does not register",
 		"handler", disp.Handler, "ready_for", age.String(), "waited", wait.String())
 	if err := d.Requeue(); err != nil {
-		log.Warn("worker: hand back", "err", err)
+		log.Warn("worker: hand back", "error", err)
 	}
 	w.signals.deliveryHandedBack(disp.TaskRunID)
 	return true
@@ -480,11 +480,11 @@ func (w *Worker) claimCommitted(disp core.Dispatch, claimErr error, log *slog.Lo
 		switch {
 		case err == nil && !ok:
 			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("claim", "not_committed").Inc()
-			log.Error("worker: claim failed; requeueing the delivery", "err", claimErr)
+			log.Error("worker: claim failed; requeueing the delivery", "error", claimErr)
 			return store.ClaimedTask{}, false
 		case err == nil:
 			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("claim", "committed").Inc()
-			log.Warn("worker: the claim committed although its reply was lost; running the task", "err", claimErr)
+			log.Warn("worker: the claim committed although its reply was lost; running the task", "error", claimErr)
 			rctx, cancel := context.WithTimeout(context.Background(), max(w.cfg.Lease/3, time.Second))
 			res, rerr := w.cfg.Renewer.Renew(rctx, c.ID, c.FencingToken, w.cfg.Lease)
 			cancel()
@@ -494,7 +494,7 @@ func (w *Worker) claimCommitted(disp core.Dispatch, claimErr error, log *slog.Lo
 			}
 			return c, true
 		case w.cfg.Clock.Now().After(deadline):
-			log.Error("worker: claim failed and could not be read back; requeueing the delivery", "err", claimErr, "read_err", err)
+			log.Error("worker: claim failed and could not be read back; requeueing the delivery", "error", claimErr, "read_error", err)
 			return store.ClaimedTask{}, false
 		}
 		time.Sleep(bo.Fail())
@@ -624,7 +624,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	defer w.signals.attemptFinished(attemptFinished{Req: req, State: state, OK: ok, Err: err})
 	switch {
 	case err != nil:
-		log.Error("worker: could not record the outcome; the lease will expire and the task will be retried", "err", err)
+		log.Error("worker: could not record the outcome; the lease will expire and the task will be retried", "error", err)
 	case !ok:
 		w.cfg.Metrics.StaleWrites.WithLabelValues("finish").Inc()
 		log.Warn("worker: stale finish rejected by fencing token (lease lost); outcome discarded", "outcome", req.Outcome)
@@ -633,7 +633,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 		if req.Outcome == store.OutcomeSucceeded {
 			log.Info("worker: task finished", "state", state)
 		} else {
-			log.Warn("worker: task finished", "state", state, "err", req.Error, "retry_in", req.RetryDelay.String())
+			log.Warn("worker: task finished", "state", state, "error", req.Error, "retry_in", req.RetryDelay.String())
 		}
 	}
 }
@@ -669,7 +669,7 @@ func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskSta
 			return "", false, err
 		}
 		d := bo.Fail()
-		log.Warn("worker: finish failed; retrying", "err", err, "retry_in", d.String())
+		log.Warn("worker: finish failed; retrying", "error", err, "retry_in", d.String())
 		time.Sleep(d)
 	}
 }
@@ -682,7 +682,7 @@ func (w *Worker) finishCommitted(req store.FinishRequest, log *slog.Logger) (cor
 	own, err := w.cfg.Store.OwnershipOf(ctx, req.ID)
 	cancel()
 	if err != nil {
-		log.Warn("worker: could not read back a finish whose reply was lost", "err", err)
+		log.Warn("worker: could not read back a finish whose reply was lost", "error", err)
 		return "", false
 	}
 	switch own.State {
@@ -806,7 +806,7 @@ func (w *Worker) heartbeat(c store.ClaimedTask, cancel context.CancelCauseFunc, 
 			if err != nil {
 				d := retry.Fail()
 				if retry.Failures() == 1 || retry.Failures()%20 == 0 {
-					log.Warn("worker: heartbeat failed; retrying", "err", err, "failures", retry.Failures(), "retry_in", d.String())
+					log.Warn("worker: heartbeat failed; retrying", "error", err, "failures", retry.Failures(), "retry_in", d.String())
 				}
 				t.Reset(d)
 				continue

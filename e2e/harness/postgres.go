@@ -15,9 +15,9 @@ import (
 	"time"
 )
 
-// DefaultPGBinDir is where the PostgreSQL server binaries are looked for when
+// PGBinDirDefault is where the PostgreSQL server binaries are looked for when
 // FFTEST_PG_BINDIR is not set.
-const DefaultPGBinDir = "/usr/lib/postgresql/15/bin"
+const PGBinDirDefault = "/usr/lib/postgresql/15/bin"
 
 // Postgres is a private PostgreSQL server started by StartPostgres. It
 // listens on 127.0.0.1:Port (and a Unix socket in Dir) and accepts the
@@ -56,7 +56,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	started := time.Now()
 	binDir := os.Getenv("FFTEST_PG_BINDIR")
 	if binDir == "" {
-		binDir = DefaultPGBinDir
+		binDir = PGBinDirDefault
 	}
 	requireFile(t, "PostgreSQL initdb", filepath.Join(binDir, "initdb"))
 	requireFile(t, "PostgreSQL server", filepath.Join(binDir, "postgres"))

@@ -19,10 +19,10 @@ import (
 	"time"
 )
 
-// DefaultRabbitScript is the RabbitMQ package's own server script, used when
+// RabbitScriptDefault is the RabbitMQ package's own server script, used when
 // FFTEST_RABBITMQ_SCRIPT is not set. (The /usr/sbin/rabbitmq-server wrapper
 // must not be used: it switches user and drops the environment.)
-const DefaultRabbitScript = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+const RabbitScriptDefault = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 
 // RabbitOptions configures nodes started by StartRabbit and
 // StartRabbitCluster.
@@ -93,7 +93,7 @@ func rabbitScript(t testing.TB) string {
 	t.Helper()
 	s := os.Getenv("FFTEST_RABBITMQ_SCRIPT")
 	if s == "" {
-		s = DefaultRabbitScript
+		s = RabbitScriptDefault
 		if _, err := os.Stat(s); err != nil {
 			if m, _ := filepath.Glob("/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server"); len(m) > 0 {
 				s = m[len(m)-1]

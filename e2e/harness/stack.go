@@ -24,15 +24,15 @@ import (
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
-// DefaultTestAMQPURL is used when FLOWFORGE_TEST_AMQP_URL is unset.
-const DefaultTestAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+// TestAMQPURLDefault is used when FLOWFORGE_TEST_AMQP_URL is unset.
+const TestAMQPURLDefault = "amqp://guest:guest@127.0.0.1:5672/"
 
 // TestAMQPURL returns the broker tests use when they do not start their own.
 func TestAMQPURL() string {
 	if u := os.Getenv("FLOWFORGE_TEST_AMQP_URL"); u != "" {
 		return u
 	}
-	return DefaultTestAMQPURL
+	return TestAMQPURLDefault
 }
 
 // StackOptions configures NewStack. Zero values pick the shared services.

@@ -30,8 +30,8 @@ import (
 	migrations "github.com/flowforge/flowforge/sql"
 )
 
-// DefaultAdminURL is used when FLOWFORGE_TEST_DATABASE_URL is unset.
-const DefaultAdminURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+// AdminURLDefault is used when FLOWFORGE_TEST_DATABASE_URL is unset.
+const AdminURLDefault = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // AdminURL returns the URL of the server's maintenance database used to
 // create throwaway ones.
@@ -39,7 +39,7 @@ func AdminURL() string {
 	if u := os.Getenv("FLOWFORGE_TEST_DATABASE_URL"); u != "" {
 		return u
 	}
-	return DefaultAdminURL
+	return AdminURLDefault
 }
 
 // NewDatabase creates an empty database and returns its URL; it is dropped
