@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,9 +84,7 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.URLs) == 0 {
 		return c, errors.New("config: no broker urls")
 	}
-	if c.Queue == "" {
-		c.Queue = QueueDefault
-	}
+	c.Queue = cmp.Or(c.Queue, QueueDefault)
 	if strings.HasPrefix(c.Queue, "amq.") {
 		return c, fmt.Errorf("config: queue name %q uses the reserved prefix \"amq.\"", c.Queue)
 	}
@@ -95,15 +94,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ConfirmTimeout < 0 || c.DialTimeout < 0 || c.Heartbeat < 0 {
 		return c, errors.New("config: negative duration")
 	}
-	if c.ConfirmTimeout == 0 {
-		c.ConfirmTimeout = ConfirmTimeoutDefault
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DialTimeoutDefault
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = HeartbeatDefault
-	}
+	c.ConfirmTimeout = cmp.Or(c.ConfirmTimeout, ConfirmTimeoutDefault)
+	c.DialTimeout = cmp.Or(c.DialTimeout, DialTimeoutDefault)
+	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

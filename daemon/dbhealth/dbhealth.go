@@ -1,6 +1,7 @@
 package dbhealth
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -70,15 +71,9 @@ func (c *Config) validate() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.Interval == 0 {
-		c.Interval = IntervalDefault
-	}
-	if c.Warn == 0 {
-		c.Warn = WarnDefault
-	}
-	if c.WarnEvery == 0 {
-		c.WarnEvery = WarnEveryDefault
-	}
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
+	c.Warn = cmp.Or(c.Warn, WarnDefault)
+	c.WarnEvery = cmp.Or(c.WarnEvery, WarnEveryDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,15 +107,9 @@ func (c *Config) validate() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = BatchSizeDefault
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = PollIntervalDefault
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = MaxMessageBytesDefault
-	}
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

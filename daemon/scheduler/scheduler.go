@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,24 +105,12 @@ func (c *Config) validate() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = SweepIntervalDefault
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = BatchSizeDefault
-	}
-	if c.ReapLimit == 0 {
-		c.ReapLimit = ReapLimitDefault
-	}
-	if c.RedispatchAfter == 0 {
-		c.RedispatchAfter = RedispatchAfterDefault
-	}
-	if c.OutageGap == 0 {
-		c.OutageGap = OutageGapDefault
-	}
-	if c.ID == "" {
-		c.ID = "scheduler"
-	}
+	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.ReapLimit = cmp.Or(c.ReapLimit, ReapLimitDefault)
+	c.RedispatchAfter = cmp.Or(c.RedispatchAfter, RedispatchAfterDefault)
+	c.OutageGap = cmp.Or(c.OutageGap, OutageGapDefault)
+	c.ID = cmp.Or(c.ID, "scheduler")
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,18 +152,10 @@ func (c *Config) validate() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = ConcurrencyDefault
-	}
-	if c.Lease == 0 {
-		c.Lease = LeaseDefault
-	}
-	if c.SlotWait == 0 {
-		c.SlotWait = SlotWaitDefault
-	}
-	if c.UnknownHandlerGrace == 0 {
-		c.UnknownHandlerGrace = UnknownHandlerGraceDefault
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.SlotWait = cmp.Or(c.SlotWait, SlotWaitDefault)
+	c.UnknownHandlerGrace = cmp.Or(c.UnknownHandlerGrace, UnknownHandlerGraceDefault)
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
 	}
