@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -253,5 +254,88 @@ func TestAStaleTokenCannotFinishANewerRunningAttempt(t *testing.T) {
 	}
 	if st := f.finish(newer, store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"newer":true}`)}); st != "SUCCEEDED" {
 		t.Fatalf("the newer attempt's finish: %s", st)
+	}
+}
+
+// TestRenewNeverMovesALeaseBackwards: mode 36. A renewal computed with a
+// shorter lease (or computed earlier and committed later) leaves the later
+// expiry in place.
+func TestRenewNeverMovesALeaseBackwards(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(oneTask)
+	id := f.taskID(f.trigger("one", ""), "a")
+	c := f.claim(id, "w1", time.Hour)
+	before := f.dbTime(`SELECT lease_expires_at FROM task_runs WHERE id = '` + id.String() + `'`)
+	if r, err := f.s.Renew(f.ctx, id, c.FencingToken, time.Second); err != nil || !r.OK {
+		t.Fatalf("renew: %+v %v", r, err)
+	}
+	if after := f.dbTime(`SELECT lease_expires_at FROM task_runs WHERE id = '` + id.String() + `'`); after.Before(before) {
+		t.Fatalf("the lease moved backwards: %v -> %v", before, after)
+	}
+}
+
+// TestARenewalThatWaitedForALockCommitsAFreshLeaseOrFails: mode 36. A
+// renewal queued behind a table lock for less than its bound commits a
+// lease measured from its write, not from its start; one held longer than
+// its bound fails (lock_timeout) within about the bound, and writes nothing.
+func TestARenewalThatWaitedForALockCommitsAFreshLeaseOrFails(t *testing.T) {
+	t.Parallel()
+	const lease = 4 * time.Second // bound: LockWaitFor(lease) = 1 s
+	bound := store.LockWaitFor(lease)
+	for _, tc := range []struct {
+		name string
+		hold time.Duration
+		ok   bool
+	}{
+		{"held below the bound", bound * 6 / 10, true},
+		{"held past the bound", 3 * bound, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.apply(oneTask)
+			id := f.taskID(f.trigger("one", ""), "a")
+			c := f.claim(id, "w1", lease)
+			for range 3 { // the renewal's statement is prepared on the pool's connections
+				if r, err := f.s.Renew(f.ctx, id, c.FencingToken, lease); err != nil || !r.OK {
+					t.Fatalf("renew: %+v %v", r, err)
+				}
+			}
+			before := f.dbTime(`SELECT lease_expires_at FROM task_runs WHERE id = '` + id.String() + `'`)
+			tx, err := f.db.BeginTx(f.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if _, err := tx.Exec(`LOCK TABLE task_runs IN ACCESS EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			release := time.AfterFunc(tc.hold, func() { _ = tx.Rollback() })
+			defer release.Stop()
+			start := time.Now()
+			r, err := f.s.Renew(f.ctx, id, c.FencingToken, lease)
+			waited := time.Since(start)
+			after := f.dbTime(`SELECT lease_expires_at FROM task_runs WHERE id = '` + id.String() + `'`)
+			if !tc.ok {
+				if !errors.Is(err, store.ErrLockTimeout) {
+					t.Fatalf("renew held %v past its bound %v: %+v %v; want a lock timeout", tc.hold, bound, r, err)
+				}
+				if waited > bound+time.Second {
+					t.Fatalf("renew failed after %v; bound %v", waited, bound)
+				}
+				if !after.Equal(before) {
+					t.Fatalf("a failed renewal wrote the lease: %v -> %v", before, after)
+				}
+				return
+			}
+			if err != nil || !r.OK {
+				t.Fatalf("renew: %+v %v", r, err)
+			}
+			// The lease left must be (nearly) a whole lease from the moment
+			// the renewal returned, not a lease minus its wait.
+			if left := f.dbDuration(`SELECT extract(epoch FROM lease_expires_at - clock_timestamp()) * 1000 FROM task_runs WHERE id = '` + id.String() + `'`); left < lease-200*time.Millisecond {
+				t.Fatalf("after waiting %v behind a lock the lease has %v left of %v: computed before the wait", waited, left, lease)
+			}
+		})
 	}
 }
