@@ -205,6 +205,9 @@ func deadRequeue(c *cli.Context, env *Env) error {
 		return err
 	}
 	res, err := s.RequeueMany(c.Context, ids, actor(), reason)
+	if errors.Is(err, store.ErrCommitOutcomeUnknown) {
+		return failure(fmt.Errorf("%w: the tasks may have been requeued; check with `ffctl dead list` or `ffctl task show ID` before requeueing again", err))
+	}
 	if err != nil {
 		return failure(fmt.Errorf("%w (nothing was requeued)", err))
 	}

@@ -185,6 +185,10 @@ func runTrigger(c *cli.Context, env *Env) error {
 	switch {
 	case errors.Is(err, core.ErrBadParams):
 		return usageError("%v", err)
+	case errors.Is(err, store.ErrCommitOutcomeUnknown) && c.String("idempotency-key") != "":
+		return failure(fmt.Errorf("%w: the run may have been created; trigger again with the same --idempotency-key, which returns the run if it exists", err))
+	case errors.Is(err, store.ErrCommitOutcomeUnknown):
+		return failure(fmt.Errorf("%w: the run may have been created; check with `ffctl run list --workflow %s` before triggering again (an --idempotency-key makes a retry safe)", err, name))
 	case err != nil:
 		return failure(err)
 	}

@@ -149,10 +149,22 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
+		if pgCode(err) == "" {
+			// No answer from the server: the COMMIT may have been applied.
+			return fmt.Errorf("commit: %w: %w", ErrCommitOutcomeUnknown, err)
+		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
+
+// ErrCommitOutcomeUnknown is wrapped by every store write whose COMMIT got
+// no answer from the server (the connection failed or the context ended
+// after the COMMIT was sent): the transaction may or may not have been
+// committed, and only a read-back can tell. A COMMIT the server refused
+// (an error with an SQLSTATE) is a rollback and does not wrap it. Callers
+// must not report such a write as "nothing changed".
+var ErrCommitOutcomeUnknown = errors.New("the database did not answer the COMMIT; the change may or may not have been made")
 
 // mustEdge refuses, before any SQL runs, a transition the state machine does
 // not have. Each store method that moves a task names its edges here.
