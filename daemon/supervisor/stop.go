@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // watchStop is the two-stage stop of one Run: when ctx ends it logs the
@@ -61,10 +62,15 @@ type SignalError struct {
 
 func (e *SignalError) Error() string { return "received " + e.Signal.String() }
 
+// SecondSignalAfter is how long after the first stop signal a second one
+// must come to abort in-flight tasks; one sooner is taken as the same
+// signal delivered twice (to the process and to its group).
+const SecondSignalAfter = 250 * time.Millisecond
+
 // SignalStop turns the process's signals into the two stages of a
 // daemon's stop (Run's ctx and Config.Hard): the first of sig (SIGINT or
 // SIGTERM when none is given) cancels ctx, parent's child, with a
-// *SignalError cause; the second closes hard. release stops listening,
+// *SignalError cause; the second, when it comes SecondSignalAfter or later, closes hard. release stops listening,
 // waits for the goroutine that counts the signals and cancels ctx; call it
 // once Run has returned. From then on the signals take their default
 // action again, unless someone else listens for them.
@@ -85,10 +91,21 @@ func SignalStop(parent context.Context, sig ...os.Signal) (ctx context.Context, 
 		case <-done:
 			return
 		}
-		select {
-		case <-sigs:
-			close(hardC)
-		case <-done:
+		// A signal sent to the whole process group (coreutils timeout, a
+		// terminal's ^C reaching both a wrapper and the daemon) arrives
+		// twice within microseconds: the second stage counts only a
+		// signal that comes SecondSignalAfter or later.
+		first := time.Now()
+		for {
+			select {
+			case <-sigs:
+				if time.Since(first) < SecondSignalAfter {
+					continue
+				}
+				close(hardC)
+			case <-done:
+			}
+			return
 		}
 	})
 	return ctx, hardC, sync.OnceFunc(func() {
