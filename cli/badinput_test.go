@@ -103,6 +103,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"task id as run filter", []string{"dead", "list", "--run", deadID[:8]}, "", 2, []string{"is a task id, not a run id"}},
 		{"task id as run filter (requeue)", []string{"dead", "requeue", "--all", "--run", deadID, "--reason", "r", "--yes"}, "", 2, []string{"is a task id, not a run id"}},
 		{"malformed task id", []string{"task", "show", "xyz"}, "", 2, []string{`malformed task id "xyz"`}},
+		{"tui with an argument", []string{"tui", "extra"}, "", 2, []string{`tui takes no arguments (got "extra")`}},
+		{"tui refreshing too often", []string{"tui", "--refresh", "1ms"}, "", 2, []string{"--refresh 1ms: want at least 100ms"}},
 		{"malformed id among good ones", []string{"dead", "requeue", deadID, "not-a-uuid", "--reason", "r"}, "", 2, []string{`malformed task id "not-a-uuid"`}},
 		{"malformed run filter", []string{"dead", "list", "--run", "r1"}, "", 2, []string{"malformed run id"}},
 		{"unknown run id (show)", []string{"run", "show", unknown}, "", 1, []string{"run " + unknown + ": not found"}},

@@ -21,11 +21,16 @@ import (
 func daemonCommand(env *Env) *cli.Command {
 	sub := func(role supervisor.Role, usage string) *cli.Command {
 		return &cli.Command{
-			Name:         string(role),
-			Usage:        usage,
-			UsageText:    fmt.Sprintf("ffctl daemon %s [flags]\n\nExample:\n  ffctl daemon %s --health-addr 127.0.0.1:9090", role, role),
-			Flags:        daemonFlags(role),
-			Action:       func(c *cli.Context) error { return runDaemon(c, env, role) },
+			Name:      string(role),
+			Usage:     usage,
+			UsageText: fmt.Sprintf("ffctl daemon %s [flags]\n\nExample:\n  ffctl daemon %s --health-addr 127.0.0.1:9090", role, role),
+			Flags:     daemonFlags(role),
+			Action: func(c *cli.Context) error {
+				if c.Args().Present() {
+					return usageError("daemon %s takes no arguments (got %q; settings are flags, see ffctl daemon %s --help)", role, c.Args().First(), role)
+				}
+				return runDaemon(c, env, role)
+			},
 			OnUsageError: daemonUsageError(role),
 		}
 	}

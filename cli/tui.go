@@ -22,9 +22,12 @@ func tuiCommand(env *Env) *cli.Command {
 			&cli.DurationFlag{Name: "xmin-horizon-warn", Usage: "warn on the Outbox screen when the database's xmin horizon has been held back this long", Value: store.XminHorizonWarnDefault, EnvVars: []string{"FLOWFORGE_TUI_XMIN_HORIZON_WARN"}},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageError("tui takes no arguments (got %q)", c.Args().First())
+			}
 			refresh := c.Duration("refresh")
-			if refresh <= 0 {
-				return usageError("--refresh %s: want a positive duration", refresh)
+			if refresh < tui.RefreshMin {
+				return usageError("--refresh %s: want at least %s", refresh, tui.RefreshMin)
 			}
 			if !isTerminal(env.Stdout) {
 				return usageError("tui: standard output is not a terminal")

@@ -30,6 +30,9 @@ type keyMsg = tea.KeyMsg
 // Defaults of Options.
 const (
 	RefreshDefault = 2 * time.Second
+	// RefreshMin is the shortest refresh `ffctl tui --refresh` accepts: each
+	// refresh is a few queries against the database.
+	RefreshMin = 100 * time.Millisecond
 	// ActionTimeout bounds a requeue or a cancellation.
 	ActionTimeout = 15 * time.Second
 	// minFetchTimeout is the least time one refresh may take before it is
