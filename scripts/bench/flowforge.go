@@ -158,17 +158,19 @@ type daemonUsage struct {
 	PeakRSSMB  float64 `json:"peak_rss_mb"`
 }
 
-// stop sends SIGTERM to every daemon and waits (30 s, then SIGKILL); it
-// returns each one's usage by role.
+// stop reads each daemon's peak RSS, sends SIGTERM to every daemon and
+// waits (30 s, then SIGKILL); it returns each one's usage by role.
 func (d *daemons) stop() map[string]daemonUsage {
 	out := map[string]daemonUsage{}
+	rss := map[string]int64{}
 	for _, c := range d.procs {
+		rss[c.name] = c.peakRSS()
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, c := range d.procs {
 		c.stop(syscall.SIGTERM, 30*time.Second)
-		if cpu, rss, err := c.usage(); err == nil {
-			out[c.name] = daemonUsage{CPUSeconds: cpu, PeakRSSMB: float64(rss) / (1 << 20)}
+		if cpu, err := c.cpuSeconds(); err == nil {
+			out[c.name] = daemonUsage{CPUSeconds: cpu, PeakRSSMB: float64(rss[c.name]) / (1 << 20)}
 		}
 	}
 	return out

@@ -70,3 +70,13 @@ func TestWorkflowFiles(t *testing.T) {
 		t.Errorf("chain's last step:\n%s", w[wfChain])
 	}
 }
+
+func TestParseVmHWM(t *testing.T) {
+	status := "Name:\tffctl\nVmPeak:\t 1263048 kB\nVmHWM:\t   27320 kB\nVmRSS:\t   20000 kB\n"
+	if got := parseVmHWM(status); got != 27320*1024 {
+		t.Errorf("parseVmHWM = %d, want %d", got, 27320*1024)
+	}
+	if got := parseVmHWM("Name:\tx\n"); got != 0 {
+		t.Errorf("no VmHWM line: %d, want 0", got)
+	}
+}

@@ -77,18 +77,39 @@ func (c *child) stop(sig syscall.Signal, grace time.Duration) {
 	}
 }
 
-// usage returns the CPU seconds (user+system) and peak RSS in bytes of an
-// exited child, from its rusage.
-func (c *child) usage() (cpu float64, maxRSS int64, err error) {
+// cpuSeconds returns the CPU seconds (user+system) of an exited child,
+// from its rusage. (Its ru_maxrss is no peak RSS of the child: Linux starts
+// it from the parent's at the fork, so peakRSS reads /proc instead.)
+func (c *child) cpuSeconds() (float64, error) {
 	if !c.exited() {
-		return 0, 0, fmt.Errorf("%s: still running", c.name)
+		return 0, fmt.Errorf("%s: still running", c.name)
 	}
 	ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		return 0, 0, errors.New("no rusage on this platform")
+		return 0, errors.New("no rusage on this platform")
 	}
-	cpu = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
-	return cpu, ru.Maxrss * 1024, nil
+	return tvSeconds(ru.Utime) + tvSeconds(ru.Stime), nil
+}
+
+// peakRSS is the running child's peak resident set so far (VmHWM of
+// /proc/PID/status), in bytes; 0 when it cannot be read.
+func (c *child) peakRSS() int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.pid()) + "/status")
+	if err != nil {
+		return 0
+	}
+	return parseVmHWM(string(b))
+}
+
+// parseVmHWM reads the "VmHWM: N kB" line of /proc/PID/status, in bytes.
+func parseVmHWM(status string) int64 {
+	for _, l := range strings.Split(status, "\n") {
+		if rest, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 func tvSeconds(tv syscall.Timeval) float64 {
