@@ -16,7 +16,7 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
-.PHONY: help build up down status test mutate demo lint clean distclean
+.PHONY: help build up down status test mutate demo bench bench-quick lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
@@ -57,6 +57,16 @@ mutate: ## run every mutant of e2e/MUTANTS.yaml against the tests named for it
 
 demo: ## run the word-count demo end to end (scripts/demo)
 	scripts/demo
+
+# scripts/bench is a module of its own (River and the peers never enter the
+# product's module graph). It starts a private PostgreSQL and a private
+# RabbitMQ node of its own, so it needs the packages `make test` set up but
+# none of the services running.
+bench: ## FlowForge vs River, Celery and the ceilings, 3 interleaved rounds (<= 20 min); writes scripts/bench/results/
+	cd scripts/bench && GOWORK=off $(GO) run .
+
+bench-quick: ## one small round of make bench (< 3 min); results under scripts/bench/results/quick/
+	cd scripts/bench && GOWORK=off $(GO) run . -quick
 
 lint: ## gofmt -l (must print nothing) and go vet
 	@files="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))"; \

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+)
+
+// ffSystem is a FlowForge column: the current tree, or beforeCommit
+// exported from the repository's history.
+type ffSystem struct {
+	sysKey string
+	commit string // "" for the current tree
+	env    *benchEnv
+	ff     *flowforge
+	w1N    map[string]int // next burn-down backlog by daemon layout
+	// histFrom, when set up first with its history, lends it (see
+	// deriveHistory); histReady says this system built its own.
+	histFrom  *ffSystem
+	histReady bool
+	setupDone chan struct{} // closed when setup has returned
+}
+
+func (s *ffSystem) key() string { return s.sysKey }
+
+func (s *ffSystem) info() systemInfo {
+	i := systemInfo{Label: systemLabels[s.sysKey], Notes: []string{
+		"real daemons (ffctl daemon all, or scheduler + publisher + worker as three processes) with their defaults " +
+			"(worker --concurrency 4) and the built-in noop handler; health servers off",
+		"runs are created with store.Trigger, the call `ffctl run trigger` makes, by fftrigger built from the same tree",
+		fmt.Sprintf("W2–W5 use `daemon %s`", s.env.plan.FFMode),
+	}}
+	if s.ff != nil {
+		i.Version = s.ff.build.Commit
+	}
+	return i
+}
+
+// build exports beforeCommit (for the old column) and builds the tree; it
+// needs no server, so it runs while they start.
+func (s *ffSystem) build(ctx context.Context) error {
+	tree, label := s.env.repo, systemLabels[s.sysKey]
+	commit := treeCommit(ctx, s.env.repo)
+	if s.commit != "" {
+		tree = filepath.Join(s.env.workDir, "tree-"+s.commit)
+		if err := exportCommit(ctx, s.env.repo, s.commit, tree); err != nil {
+			return err
+		}
+		commit = s.commit
+	}
+	src := filepath.Join(s.env.repo, "scripts", "bench", "fftrigger", "main.go")
+	b, err := buildTree(ctx, tree, src, filepath.Join(s.env.workDir, "bin-"+s.sysKey), label)
+	if err != nil {
+		return err
+	}
+	b.Commit = commit
+	s.ff = newFlowForge(b, s.env)
+	return nil
+}
+
+// setup prepares the template databases (after histFrom's setup, whose
+// history it takes).
+func (s *ffSystem) setup(ctx context.Context) error {
+	defer close(s.setupDone)
+	if s.histFrom != nil && s.env.plan.wantsSystem(s.histFrom.sysKey) && s.histFrom.ff != nil {
+		<-s.histFrom.setupDone
+	}
+	if s.ff == nil {
+		return fmt.Errorf("not built")
+	}
+	if err := s.ff.setup(ctx); err != nil {
+		return err
+	}
+	if !s.env.plan.wants(s.sysKey, "W5") {
+		return nil
+	}
+	if src := s.histFrom; src != nil && src.histReady {
+		return s.ff.deriveHistory(ctx, src.ff)
+	}
+	if err := s.ff.buildHistory(ctx, s.env.plan.History); err != nil {
+		return err
+	}
+	s.histReady = true
+	return nil
+}
+
+func (s *ffSystem) jobs() []job {
+	p := s.env.plan
+	s.w1N = map[string]int{"all": p.W1N[s.sysKey], "separate": p.W1N[s.sysKey]}
+	mode := p.FFMode
+	var out []job
+	for _, m := range []string{"all", "separate"} {
+		out = append(out, job{System: s.sysKey, Workload: "W1", Variant: "daemon " + m,
+			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }})
+	}
+	return append(out,
+		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
+			return s.ff.continuous(ctx, "W2", s.ff.baseDB, mode, p.Continuous)
+		}},
+		job{System: s.sysKey, Workload: "W3", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
+			return s.ff.chain(ctx, mode, p.ChainRuns)
+		}},
+		job{System: s.sysKey, Workload: "W4", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
+			return s.ff.fanOut(ctx, mode)
+		}},
+		job{System: s.sysKey, Workload: "W5", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
+			return s.ff.continuous(ctx, "W5", s.ff.histDB, mode, p.Continuous)
+		}},
+		job{System: s.sysKey, Workload: "W5", Variant: "buffers", FirstRoundOnly: true, run: func(ctx context.Context, _ int) (sample, error) {
+			return s.ff.buffersCheck(ctx, mode, p.BufferRuns)
+		}},
+	)
+}
+
+// burnDown runs W1 with the layout's backlog, sized to drain long enough.
+func (s *ffSystem) burnDown(ctx context.Context, mode string) (sample, error) {
+	n := s.w1N[mode]
+	smp, err := s.env.plan.burnDownSized(&n, func(n int) (sample, error) { return s.ff.burnDown(ctx, mode, n) })
+	s.w1N[mode] = n
+	return smp, err
+}

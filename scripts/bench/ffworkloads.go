@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// burnDown is W1: n single-task runs are triggered (8 at a time through
+// store.Trigger; FlowForge has no bulk trigger) before any daemon runs; the
+// clock starts when the daemons of mode are started and stops at the last
+// SUCCEEDED commit. The trigger and the drain are costed separately.
+func (f *flowforge) burnDown(ctx context.Context, mode string, n int) (sample, error) {
+	s := sample{}
+	db, err := f.freshDB(ctx, f.baseDB)
+	if err != nil {
+		return s, err
+	}
+	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
+	pool, err := f.env.pg.pool(ctx, db)
+	if err != nil {
+		return s, err
+	}
+	defer pool.Close()
+	if err := f.env.resetStatements(ctx); err != nil {
+		return s, err
+	}
+	s0, err := f.env.takeSnapshot(ctx, db)
+	if err != nil {
+		return s, err
+	}
+	tr, err := f.trigger(ctx, db, "-mode", "bulk", "-n", strconv.Itoa(n), "-workflow", wfOne)
+	if err != nil {
+		return s, err
+	}
+	trig, err := f.env.phaseCost(ctx, db, s0, int64(n), tr.cpu)
+	if err != nil {
+		return s, err
+	}
+	start := time.Now()
+	d, err := f.startDaemons(db, mode)
+	if err != nil {
+		return s, err
+	}
+	err = ffWaitSettled(ctx, pool, 10*time.Minute, d.failed)
+	usage := d.stop()
+	f.env.deleteQueues(ctx, d.queue)
+	if err != nil {
+		return s, err
+	}
+	_, _, last, err := ffRunTimes(ctx, pool, wfOne, time.Time{}, time.Time{})
+	if err != nil {
+		return s, err
+	}
+	drain, err := f.env.phaseCost(ctx, db, trig.end, int64(n), sumCPU(usage))
+	if err != nil {
+		return s, err
+	}
+	drain.cost.Daemons = usage
+	secs := last.Sub(start).Seconds()
+	s.Metrics = map[string]float64{metricN: float64(n), metricDrainS: secs, metricTasksPerS: float64(n) / secs}
+	s.Cost = map[string]cost{"trigger": trig.cost, "drain": drain.cost}
+	return s, nil
+}
+
+func sumCPU(u map[string]daemonUsage) float64 {
+	var t float64
+	for _, x := range u {
+		t += x.CPUSeconds
+	}
+	return t
+}
+
+// continuous is W2 (template baseDB) and W5 (template histDB): 8
+// closed-loop triggerers for dur against running daemons; runs/s and the
+// latencies are those of the runs triggered and SUCCEEDED inside the
+// window (the daemons are stopped at its end).
+func (f *flowforge) continuous(ctx context.Context, workload, template, mode string, dur time.Duration) (sample, error) {
+	s := sample{}
+	db, err := f.freshDB(ctx, template)
+	if err != nil {
+		return s, err
+	}
+	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
+	run, err := f.startRun(ctx, db, mode)
+	if err != nil {
+		return s, err
+	}
+	defer run.close(ctx)
+	t0, err := dbNow(ctx, run.pool)
+	if err != nil {
+		return s, err
+	}
+	tr, err := f.trigger(ctx, db, "-mode", "loop", "-loops", "8", "-duration", dur.String(), "-workflow", wfOne)
+	if err != nil {
+		return s, err
+	}
+	t1, err := dbNow(ctx, run.pool)
+	if err != nil {
+		return s, err
+	}
+	if err := run.d.failed(); err != nil {
+		return s, err
+	}
+	committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfOne, t0, t1)
+	if err != nil {
+		return s, err
+	}
+	s.Metrics = windowMetrics(committed, stamped, tr.Triggered, t1.Sub(t0))
+	return s, nil
+}
+
+// chain is W3: runs chain-step runs one at a time (each waited for before
+// the next), p50/p99 end to end.
+func (f *flowforge) chain(ctx context.Context, mode string, runs int) (sample, error) {
+	s := sample{}
+	db, err := f.freshDB(ctx, f.baseDB)
+	if err != nil {
+		return s, err
+	}
+	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
+	run, err := f.startRun(ctx, db, mode)
+	if err != nil {
+		return s, err
+	}
+	defer run.close(ctx)
+	if _, err := f.trigger(ctx, db, "-mode", "serial", "-n", strconv.Itoa(runs), "-workflow", wfChain); err != nil {
+		return s, err
+	}
+	committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfChain, time.Time{}, time.Time{})
+	if err != nil {
+		return s, err
+	}
+	s.Metrics = latencyMetrics(committed, stamped)
+	return s, nil
+}
+
+// fanOut is W4: one run of fanWidth parallel tasks and a join; wall time
+// trigger → SUCCEEDED committed.
+func (f *flowforge) fanOut(ctx context.Context, mode string) (sample, error) {
+	s := sample{}
+	db, err := f.freshDB(ctx, f.baseDB)
+	if err != nil {
+		return s, err
+	}
+	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
+	run, err := f.startRun(ctx, db, mode)
+	if err != nil {
+		return s, err
+	}
+	defer run.close(ctx)
+	if _, err := f.trigger(ctx, db, "-mode", "bulk", "-n", "1", "-loops", "1", "-workflow", wfFan); err != nil {
+		return s, err
+	}
+	if err := ffWaitSettled(ctx, run.pool, 5*time.Minute, run.d.failed); err != nil {
+		return s, err
+	}
+	committed, _, _, err := ffRunTimes(ctx, run.pool, wfFan, time.Time{}, time.Time{})
+	if err != nil || len(committed) != 1 {
+		return s, fmt.Errorf("fan-out run: %d SUCCEEDED runs: %w", len(committed), err)
+	}
+	s.Metrics = map[string]float64{metricWallS: committed[0] / 1000}
+	return s, nil
+}

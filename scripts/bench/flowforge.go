@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Workflow names the FlowForge workloads trigger (see workflowFiles).
+const (
+	wfOne   = "bench-one"   // one noop task: W1, W2, W5
+	wfChain = "bench-chain" // chainSteps noop tasks in a line: W3
+	wfFan   = "bench-fan"   // fanWidth parallel noop tasks and a join: W4
+)
+
+// chainSteps is W3's chain length; fanWidth W4's parallel tasks. The join
+// makes fanWidth+1 tasks, and core.MaxTasks (1000) caps a workflow, so the
+// fan-out is 999 wide rather than 1,000.
+const (
+	chainSteps = 10
+	fanWidth   = 999
+)
+
+// workflowFiles returns the YAML of the benchmark's workflows by name.
+func workflowFiles() map[string]string {
+	var chain, fan strings.Builder
+	fmt.Fprintf(&chain, "name: %s\ntasks:\n", wfChain)
+	for i := 1; i <= chainSteps; i++ {
+		fmt.Fprintf(&chain, "  - {name: s%d, handler: noop", i)
+		if i > 1 {
+			fmt.Fprintf(&chain, ", depends_on: [s%d]", i-1)
+		}
+		chain.WriteString("}\n")
+	}
+	fmt.Fprintf(&fan, "name: %s\ntasks:\n", wfFan)
+	deps := make([]string, fanWidth)
+	for i := range fanWidth {
+		deps[i] = fmt.Sprintf("p%d", i)
+		fmt.Fprintf(&fan, "  - {name: p%d, handler: noop}\n", i)
+	}
+	fmt.Fprintf(&fan, "  - {name: join, handler: noop, depends_on: [%s]}\n", strings.Join(deps, ", "))
+	return map[string]string{
+		wfOne:   fmt.Sprintf("name: %s\ntasks:\n  - {name: t, handler: noop}\n", wfOne),
+		wfChain: chain.String(),
+		wfFan:   fan.String(),
+	}
+}
+
+// flowforge is one FlowForge build under test on the private servers.
+type flowforge struct {
+	build   ffBuild
+	env     *benchEnv
+	dir     string // logs and workflow files
+	baseDB  string // migrated, workflows applied: template of every fresh database
+	histDB  string // baseDB plus the W5 history: template of every W5 database
+	seq     int    // numbers databases and queues
+	baseURL string
+}
+
+func newFlowForge(b ffBuild, env *benchEnv) *flowforge {
+	slug := strings.ToLower(strings.NewReplacer(" ", "_", "+", "_").Replace(b.Label))
+	return &flowforge{build: b, env: env, dir: filepath.Join(env.workDir, slug),
+		baseDB: slug + "_base", histDB: slug + "_hist"}
+}
+
+// setup creates the template database: migrated with this build's ffctl,
+// the benchmark's workflows applied.
+func (f *flowforge) setup(ctx context.Context) error {
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return fmt.Errorf("%s: %w", f.build.Label, err)
+	}
+	if err := f.env.pg.createDB(ctx, f.baseDB, ""); err != nil {
+		return err
+	}
+	f.baseURL = f.env.pg.URL(f.baseDB, "postgres")
+	if _, err := f.ffctl(ctx, f.baseURL, "migrate"); err != nil {
+		return err
+	}
+	for name, yaml := range workflowFiles() {
+		path := filepath.Join(f.dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+			return fmt.Errorf("%s: %w", f.build.Label, err)
+		}
+		if _, err := f.ffctl(ctx, f.baseURL, "workflow", "apply", "-f", path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ffctl runs a one-shot ffctl command against database url.
+func (f *flowforge) ffctl(ctx context.Context, url string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, f.build.FFCTL, args...)
+	cmd.Env = append(os.Environ(), "FLOWFORGE_DATABASE_URL="+url, "FLOWFORGE_AMQP_URL="+f.env.mq.URL())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: ffctl %s: %w\n%s", f.build.Label, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// freshDB creates a new database cloned from template and returns its name.
+func (f *flowforge) freshDB(ctx context.Context, template string) (string, error) {
+	f.seq++
+	name := fmt.Sprintf("%s_%d", strings.TrimSuffix(template, "_base"), f.seq)
+	if err := f.env.pg.createDB(ctx, name, template); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// daemons are the FlowForge processes of one workload.
+type daemons struct {
+	procs []*child
+	queue string
+}
+
+// daemonRoles is what each mode starts: "all" one process, "separate" the
+// three roles as processes of their own.
+var daemonRoles = map[string][]string{
+	"all":      {"all"},
+	"separate": {"scheduler", "publisher", "worker"},
+}
+
+// startDaemons starts the daemons of mode on database db with a queue of
+// their own (deleted when they stop), with the built-in handlers' defaults.
+func (f *flowforge) startDaemons(db, mode string) (*daemons, error) {
+	d := &daemons{queue: fmt.Sprintf("ffbench.%s", db)}
+	env := append(os.Environ(),
+		"FLOWFORGE_DATABASE_URL="+f.env.pg.URL(db, "postgres"),
+		"FLOWFORGE_AMQP_URL="+f.env.mq.URL(),
+		"FLOWFORGE_QUEUE="+d.queue,
+		"FLOWFORGE_HEALTH_ADDR=")
+	for _, role := range daemonRoles[mode] {
+		cmd := exec.Command(f.build.FFCTL, "daemon", role)
+		cmd.Env = env
+		c, err := startChild(role, cmd, filepath.Join(f.dir, db+"-"+role+".log"))
+		if err != nil {
+			d.stop()
+			return nil, err
+		}
+		d.procs = append(d.procs, c)
+	}
+	return d, nil
+}
+
+// daemonUsage is what each daemon process spent: CPU seconds and peak RSS.
+type daemonUsage struct {
+	CPUSeconds float64 `json:"cpu_s"`
+	PeakRSSMB  float64 `json:"peak_rss_mb"`
+}
+
+// stop reads each daemon's peak RSS, sends SIGTERM to every daemon and
+// waits (30 s, then SIGKILL); it returns each one's usage by role.
+func (d *daemons) stop() map[string]daemonUsage {
+	out := map[string]daemonUsage{}
+	rss := map[string]int64{}
+	for _, c := range d.procs {
+		rss[c.name] = c.peakRSS()
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range d.procs {
+		c.stop(syscall.SIGTERM, 30*time.Second)
+		if cpu, err := c.cpuSeconds(); err == nil {
+			out[c.name] = daemonUsage{CPUSeconds: cpu, PeakRSSMB: float64(rss[c.name]) / (1 << 20)}
+		}
+	}
+	return out
+}
+
+// failed reports a daemon that exited while it should run, with its log.
+func (d *daemons) failed() error {
+	for _, c := range d.procs {
+		if c.exited() {
+			return fmt.Errorf("daemon %s exited: %s", c.name, c.tail(15))
+		}
+	}
+	return nil
+}
+
+// trigger runs this build's fftrigger on database db with the given flags.
+func (f *flowforge) trigger(ctx context.Context, db string, args ...string) (triggerResult, error) {
+	var res triggerResult
+	base := []string{"-db", f.env.pg.URL(db, "postgres"), "-poll-db", f.env.pg.URL(db, observerRole)}
+	cmd := exec.CommandContext(ctx, f.build.Trigger, append(base, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return res, fmt.Errorf("%s: fftrigger %s: %w: %s", f.build.Label, strings.Join(args, " "), err, stderr.String())
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.cpu = tvSeconds(ru.Utime) + tvSeconds(ru.Stime)
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		return res, fmt.Errorf("%s: fftrigger output %q: %w", f.build.Label, out, err)
+	}
+	if res.Errors > 0 {
+		return res, fmt.Errorf("%s: fftrigger: %d triggers failed, first: %s", f.build.Label, res.Errors, res.FirstError)
+	}
+	return res, nil
+}
+
+// triggerResult is fftrigger's output.
+type triggerResult struct {
+	Triggered  int64   `json:"triggered"`
+	Errors     int64   `json:"errors"`
+	Seconds    float64 `json:"seconds"`
+	FirstError string  `json:"first_error"`
+	cpu        float64 // CPU seconds of the fftrigger process
+}
+
+// ffRun is a database with daemons running on it, warmed up: one run has
+// gone through every daemon.
+type ffRun struct {
+	f    *flowforge
+	d    *daemons
+	pool *pgxpool.Pool
+}
+
+func (f *flowforge) startRun(ctx context.Context, db, mode string) (*ffRun, error) {
+	pool, err := f.env.pg.pool(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	d, err := f.startDaemons(db, mode)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	r := &ffRun{f: f, d: d, pool: pool}
+	if _, err := f.trigger(ctx, db, "-mode", "bulk", "-n", "8", "-workflow", wfOne); err != nil {
+		r.close(ctx)
+		return nil, err
+	}
+	if err := ffWaitSettled(ctx, pool, 2*time.Minute, d.failed); err != nil {
+		r.close(ctx)
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	return r, nil
+}
+
+// close stops the daemons, deletes their queues and returns their usage.
+func (r *ffRun) close(ctx context.Context) map[string]daemonUsage {
+	u := r.d.stop()
+	r.f.env.deleteQueues(ctx, r.d.queue)
+	r.pool.Close()
+	return u
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"slices"
+	"time"
+)
+
+// plan is the sizes of one benchmark run.
+type plan struct {
+	Quick  bool `json:"quick"`
+	Rounds int  `json:"rounds"`
+	// W1N is each burn-down's first backlog by system; MinDrain the drain
+	// time a backlog is grown to reach in the following rounds (0: fixed).
+	W1N      map[string]int `json:"w1_n"`
+	MinDrain time.Duration  `json:"w1_min_drain_ns"`
+	MaxN     int            `json:"w1_max_n"`
+	// Continuous is W2's and W5's window, 8 triggerers each.
+	Continuous time.Duration `json:"continuous_ns"`
+	ChainRuns  int           `json:"w3_runs"`
+	// History is W5's finished task runs; BufferRuns the serial runs of
+	// the buffers check.
+	History    int           `json:"w5_history"`
+	BufferRuns int           `json:"w5_buffer_check_runs"`
+	Ceiling    time.Duration `json:"ceiling_ns"`
+	// FFMode is the daemon layout of FlowForge's W2–W5 ("all" or
+	// "separate"); W1 runs both.
+	FFMode string   `json:"ff_mode"`
+	Only   []string `json:"only,omitempty"`
+}
+
+// planFor returns make bench's plan, or make bench-quick's.
+func planFor(quick bool) plan {
+	if quick {
+		return plan{Quick: true, Rounds: 1,
+			W1N:        map[string]int{sysFF: 1000, sysFFBefore: 1000, sysRiver: 20000, sysCelery: 1000},
+			MaxN:       20000,
+			Continuous: 2 * time.Second, ChainRuns: 5,
+			History: 10_000, BufferRuns: 10, Ceiling: 2 * time.Second, FFMode: "all"}
+	}
+	return plan{Rounds: 3,
+		W1N:        map[string]int{sysFF: 3000, sysFFBefore: 3000, sysRiver: 150000, sysCelery: 8000},
+		MinDrain:   10 * time.Second,
+		MaxN:       1_000_000,
+		Continuous: 20 * time.Second, ChainRuns: 30,
+		History: 1_000_000, BufferRuns: 50, Ceiling: 5 * time.Second, FFMode: "all"}
+}
+
+// wants reports whether -only lets system/workload run: entries that name
+// a workload (W1…W5, C for the ceilings) filter workloads, the others
+// systems; an empty filter lets everything run.
+func (p plan) wants(system, workload string) bool {
+	var systems, workloads []string
+	for _, o := range p.Only {
+		if o == "C" || (len(o) == 2 && o[0] == 'W') {
+			workloads = append(workloads, o)
+		} else {
+			systems = append(systems, o)
+		}
+	}
+	return (len(systems) == 0 || slices.Contains(systems, system)) &&
+		(len(workloads) == 0 || slices.Contains(workloads, workload))
+}
+
+// nextN sizes the next burn-down backlog from one that drained n tasks
+// in drain: one that drained faster than minDrain, or slower than twice
+// that, is scaled to drain in 1.25 × minDrain, within [1, maxN]; any other
+// is kept. minDrain 0 keeps every backlog.
+func nextN(n int, drain, minDrain time.Duration, maxN int) int {
+	if minDrain <= 0 || drain <= 0 || (drain >= minDrain && drain <= 2*minDrain) {
+		return n
+	}
+	scaled := int(float64(n) * 1.25 * minDrain.Seconds() / drain.Seconds())
+	return min(max(scaled, 1), maxN)
+}
+
+// burnDownSized runs a burn-down of *n tasks, again with a larger backlog
+// (at most twice more) while it drains faster than p.MinDrain, and leaves
+// in *n the size for the next round (nextN).
+func (p plan) burnDownSized(n *int, run func(n int) (sample, error)) (sample, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := run(*n)
+		if err != nil {
+			return s, err
+		}
+		drain := time.Duration(s.Metrics[metricDrainS] * float64(time.Second))
+		next := nextN(*n, drain, p.MinDrain, p.MaxN)
+		short := drain < p.MinDrain && next > *n
+		*n = next
+		if !short || attempt == 2 {
+			return s, nil
+		}
+	}
+}
+
+// wantsSystem reports whether -only lets any workload of system run.
+func (p plan) wantsSystem(system string) bool {
+	for _, w := range []string{"W1", "W2", "W3", "W4", "W5", "C"} {
+		if p.wants(system, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func testSamples() []sample {
+	m := func(v float64) map[string]float64 { return map[string]float64{metricTasksPerS: v} }
+	return []sample{
+		{System: sysFF, Workload: "W1", Variant: "daemon all", Round: 1, Metrics: m(100)},
+		{System: sysFF, Workload: "W1", Variant: "daemon all", Round: 2, Metrics: m(300)},
+		{System: sysFF, Workload: "W1", Variant: "daemon all", Round: 3, Metrics: m(200)},
+		{System: sysFF, Workload: "W1", Variant: "daemon separate", Round: 1, Metrics: m(250)},
+		{System: sysFF, Workload: "W1", Variant: "daemon separate", Round: 2, Metrics: m(260)},
+		{System: sysRiver, Workload: "W1", Variant: varRiverBench, Round: 1, Metrics: m(5000)},
+		{System: sysCelery, Workload: "W1", Variant: varCelery, Round: 1, Err: "worker died\nlong log"},
+		{System: sysCeiling, Workload: "C", Variant: varPgbench8, Round: 1, Metrics: map[string]float64{metricOpsPerS: 3000}},
+	}
+}
+
+func testSpec() rowSpec {
+	return rowSpec{Label: "W1", Metric: metricTasksPerS, HigherBetter: true, Cells: map[string]pick{
+		sysFF:       pickOf("W1", "daemon all", "daemon separate"),
+		sysFFBefore: pickOf("W1", "daemon all"),
+		sysRiver:    pickOf("W1", varRiverBench),
+		sysCelery:   pickOf("W1", varCelery),
+		sysCeiling:  pickMetric(metricOpsPerS, "C", varPgbench8),
+	}}
+}
+
+func TestComputeRows(t *testing.T) {
+	rows := computeRows([]rowSpec{testSpec()}, testSamples(), map[string]string{sysFFBefore: "build failed"})
+	r := rows[0]
+	ff := r.Cells[sysFF]
+	if ff.Variant != "daemon separate" || float64(ff.Summary.Median) != 255 || ff.Summary.N != 2 {
+		t.Errorf("FlowForge cell %+v: want the better median (separate, 255 over 2 rounds)", ff)
+	}
+	if c := r.Cells[sysFFBefore]; c.NA != "build failed" {
+		t.Errorf("unavailable system's cell %+v, want its reason", c)
+	}
+	if c := r.Cells[sysCelery]; c.NA != "failed: worker died" {
+		t.Errorf("failed cell %+v, want the error's first line", c)
+	}
+	if c := r.Cells[sysCeiling]; float64(c.Summary.Median) != 3000 || c.Variant != varPgbench8 {
+		t.Errorf("ceiling cell %+v, want 3000 from its own metric, named", c)
+	}
+	if math.Abs(float64(r.FFRiver)-0.051) > 1e-9 {
+		t.Errorf("FF÷River = %v, want 0.051", r.FFRiver)
+	}
+	if !math.IsNaN(float64(r.FFCelery)) {
+		t.Errorf("FF÷Celery = %v, want NaN (Celery failed)", r.FFCelery)
+	}
+}
+
+func TestComputeRowsLowerIsBetter(t *testing.T) {
+	sp := testSpec()
+	sp.HigherBetter = false
+	r := computeRows([]rowSpec{sp}, testSamples(), nil)[0]
+	if c := r.Cells[sysFF]; c.Variant != "daemon all" || float64(c.Summary.Median) != 200 {
+		t.Errorf("FlowForge cell %+v, want daemon all's median 200", c)
+	}
+}
+
+func TestFormatCell(t *testing.T) {
+	tests := []struct {
+		c    cell
+		want string
+	}{
+		{cell{Summary: summary{Median: 1234.4, Min: 1000, Max: 1500, N: 3}}, "1234 (1000–1500)"},
+		{cell{Summary: summary{Median: 12.34, N: 1}}, "12.3"},
+		{cell{Summary: summary{Median: 0.01234, Min: 0.01, Max: 0.02, N: 2}, Variant: "daemon all"}, "0.0123 (0.01–0.02) [daemon all]"},
+		{cell{NA: "no result backend"}, "N/A (no result backend)"},
+		{cell{NA: "-"}, "-"},
+	}
+	for _, tt := range tests {
+		if got := formatCell(tt.c); got != tt.want {
+			t.Errorf("formatCell(%+v) = %q, want %q", tt.c, got, tt.want)
+		}
+	}
+}
+
+func TestRenderTableAligns(t *testing.T) {
+	rows := computeRows([]rowSpec{testSpec()}, testSamples(), nil)
+	out := renderTable(rows)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want header, rule and one row:\n%s", len(lines), out)
+	}
+	width := len([]rune(lines[0]))
+	for _, l := range lines {
+		if len([]rune(l)) != width || !strings.HasPrefix(l, "| ") || !strings.HasSuffix(l, " |") {
+			t.Errorf("line %q is not %d runes wide between pipes", l, width)
+		}
+	}
+	for _, want := range []string{"FlowForge", "FF 7165631", "FF÷River", "255 (250–260) [daemon separate]", "N/A (failed: worker died)", "0.051×"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestEveryCellOfTheRealTableSaysSomething(t *testing.T) {
+	for _, quick := range []bool{false, true} {
+		rows := computeRows(tableRows(planFor(quick)), nil, nil)
+		for _, r := range rows {
+			for _, sys := range tableColumns {
+				if s := formatCell(r.Cells[sys]); s == "" || s == "N/A ()" {
+					t.Errorf("row %q, %s: empty cell %q", r.Label, sys, s)
+				}
+			}
+		}
+	}
+}

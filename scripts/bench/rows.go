@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Variants of the peers' samples.
+const (
+	varRiverBench    = "benchmark settings" // MaxWorkers 2000, FetchCooldown 2 ms, FetchPollInterval 20 ms
+	varRiverDefaults = "defaults"
+	varCelery        = "prefork -c 2"
+	varPgbench8      = "pgbench 8 clients"
+	varPgbench32     = "pgbench 32 clients"
+	varPublish       = "publish, confirms"
+	varConsume       = "consume, manual ack"
+)
+
+// pickOf is a cell of workload w from the best of variants.
+func pickOf(w string, variants ...string) pick { return pick{Workload: w, Variants: variants} }
+
+// pickMetric is a cell showing another metric than its row's.
+func pickMetric(metric, w string, variants ...string) pick {
+	return pick{Workload: w, Variants: variants, Metric: metric}
+}
+
+// ffPicks are the FlowForge cells of workload w in the W2–W5 layout.
+func ffPicks(w, mode string, extra map[string]pick) map[string]pick {
+	m := map[string]pick{
+		sysFF:       pickOf(w, "daemon "+mode),
+		sysFFBefore: pickOf(w, "daemon "+mode),
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+const (
+	naCeleryLatency = "no durable completion record without a result backend"
+	naCeleryDAG     = "chains and chords need a result backend"
+	naCeiling       = "see the ceiling rows"
+)
+
+// tableRows are the lines of the table, in order.
+func tableRows(p plan) []rowSpec {
+	mode := p.FFMode
+	w1Both := []string{"daemon all", "daemon separate"}
+	rows := []rowSpec{
+		{Label: "W1 burn-down, tasks/s (FF: better layout)", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", w1Both...), sysFFBefore: pickOf("W1", w1Both...), sysRiver: pickOf("W1", varRiverBench),
+				sysCelery: pickOf("W1", varCelery), sysCeiling: pickMetric(metricOpsPerS, "C", varPgbench8)}},
+		{Label: "W1 · daemon all / River defaults, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon all"), sysFFBefore: pickOf("W1", "daemon all"),
+				sysRiver: pickOf("W1", varRiverDefaults), sysCeiling: pickMetric(metricOpsPerS, "C", varPgbench32)},
+			NA: map[string]string{sysCelery: "one layout: row above"}},
+		{Label: "W1 · separate daemons, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
+				sysCeiling: pickMetric(metricOpsPerS, "C", varPublish)},
+			NA: map[string]string{sysRiver: "one client process", sysCelery: "one layout: row above"}},
+		{Label: "W2 continuous, runs/s", Metric: metricRunsPerS, HigherBetter: true,
+			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench), sysCelery: pickOf("W2", varCelery)}),
+			NA:    map[string]string{sysCeiling: naCeiling}},
+	}
+	for _, l := range []struct{ label, metric, na string }{
+		{"W2 p50 trigger→completion committed, ms", metricP50, naCeleryLatency},
+		{"W2 p99 trigger→completion committed, ms", metricP99, naCeleryLatency},
+		{"W2 p50 trigger→completion stamp, ms", metricStampP50, naCeleryLatency},
+		{"W2 p99 trigger→completion stamp, ms", metricStampP99, naCeleryLatency},
+	} {
+		rows = append(rows, rowSpec{Label: l.label, Metric: l.metric,
+			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
+			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
+	}
+	return append(rows, dagRows(p)...)
+}
+
+func dagRows(p plan) []rowSpec {
+	mode := p.FFMode
+	river := func(w string) map[string]pick {
+		return ffPicks(w, mode, map[string]pick{sysRiver: pickOf(w, varRiverBench)})
+	}
+	na := map[string]string{sysCelery: naCeleryDAG, sysCeiling: "-"}
+	rows := []rowSpec{
+		{Label: fmt.Sprintf("W3 chain of %d, p50 ms", chainSteps), Metric: metricP50, Cells: river("W3"), NA: na},
+		{Label: fmt.Sprintf("W3 chain of %d, p99 ms", chainSteps), Metric: metricP99, Cells: river("W3"), NA: na},
+		{Label: fmt.Sprintf("W4 fan-out %d + join, s", fanWidth), Metric: metricWallS, Cells: river("W4"), NA: na},
+		{Label: "W5 history, runs/s", Metric: metricRunsPerS, HigherBetter: true, Cells: river("W5"),
+			NA: map[string]string{sysCelery: "no history: Celery keeps none", sysCeiling: "-"}},
+		{Label: "W5 history, p50 ms", Metric: metricP50, Cells: river("W5"), NA: map[string]string{sysCelery: naCeleryLatency, sysCeiling: "-"}},
+		{Label: "W5 history, p99 ms", Metric: metricP99, Cells: river("W5"), NA: map[string]string{sysCelery: naCeleryLatency, sysCeiling: "-"}},
+		{Label: "W5 buffers/call, worst history÷fresh", Metric: metricBufRatioMax,
+			Cells: map[string]pick{sysFF: pickOf("W5", "buffers"), sysFFBefore: pickOf("W5", "buffers")},
+			NA:    map[string]string{sysRiver: "FlowForge's daemons' statements only", sysCelery: "-", sysCeiling: "-"}},
+		{Label: "W5 buffers/call, largest growth history−fresh", Metric: metricBufGrowthMax,
+			Cells: map[string]pick{sysFF: pickOf("W5", "buffers"), sysFFBefore: pickOf("W5", "buffers")},
+			NA:    map[string]string{sysRiver: "FlowForge's daemons' statements only", sysCelery: "-", sysCeiling: "-"}},
+	}
+	for _, c := range []struct{ label, variant string }{
+		{"ceiling: pgbench 1-row UPDATE, 8 clients, tx/s", varPgbench8},
+		{"ceiling: pgbench 1-row UPDATE, 32 clients, tx/s", varPgbench32},
+		{"ceiling: quorum queue publish (confirms, window 200), msg/s", varPublish},
+		{"ceiling: quorum queue consume (manual ack), msg/s", varConsume},
+	} {
+		rows = append(rows, rowSpec{Label: c.label, Metric: metricOpsPerS, HigherBetter: true,
+			Cells: map[string]pick{sysCeiling: pickOf("C", c.variant)},
+			NA:    map[string]string{sysFF: "-", sysFFBefore: "-", sysRiver: "-", sysCelery: "-"}})
+	}
+	return rows
+}
+
+// methodNotes explain how the figures were taken; printed under the table
+// and kept in the results file.
+func methodNotes(p plan) []string {
+	notes := []string{
+		"Each system runs alone; rounds are interleaved (round 1 of every system, then round 2 …, the order rotating). Cells: median (min–max) over the rounds.",
+		"Latency is read on the database clock: from the row's created_at (now() of the trigger's/insert's transaction) to the commit time of the transaction that completed it (pg_xact_commit_timestamp(xmin), track_commit_timestamp=on) — 'committed' — or to the completion's own stamp (FlowForge finished_at, River finalized_at) — 'stamp'. FlowForge's SUCCEEDED committed compares with River's completion committed.",
+		"W1: the backlog is created before any consumer runs; the clock runs from starting the consumers to the last completion's commit. FlowForge has no bulk trigger: its backlog is created by 8 concurrent store.Trigger calls (not timed).",
+		fmt.Sprintf("W4: core.MaxTasks (1000) caps a workflow, so the fan-out is %d tasks and a join. River has no DAG: a chain step completes its job and inserts the next in one transaction (JobCompleteTx); the fan-out's join is inserted by the last of the %d jobs to finish (a counter row updated in the completing transaction).", fanWidth, fanWidth),
+		"W5: W2 on a clone (CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY) of a database holding the history; the buffers rows compare shared_blks_hit+read per call of every statement of a fixed serial workload (single-task runs one at a time) on a fresh clone and on the history clone: the worst ratio and the largest growth. A few buffers more per call is each B-tree one level deeper (logarithmic); a statement that scanned history would touch thousands more.",
+		"W2/W5: 8 closed loops, each waiting for its trigger (FlowForge store.Trigger, River InsertTx + commit) to commit, never for the run; runs/s and percentiles are of the runs triggered and completed inside the window (a backlog left at its end is not waited for). A system slower than its triggerers queues, and its latency is then mostly queueing.",
+		"W5 history: 1,000,000 copies of a real finished run (all its rows: run, task run, events, outbox row), spread over the last 20 h, built once with the before column's build and migrated with the current ffctl for the current column (both leave the same 10 rows per run); River's is 1,000,000 completed jobs over the same 20 h (inside its 24 h retention, so its cleaner stays idle).",
+		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default.",
+		"Celery: -P prefork -c 2, acks_late, a no-op task, a durable classic queue (Celery 5.2's global QoS rules out quorum queues), publisher confirms; its burn-down ends when the broker's global ack counter has counted the backlog (rabbitmq_prometheus, polled every 50 ms). Without a result backend it records no completion, so it has no latency figures, no chains and no chords.",
+		"FlowForge cost per task (below the table): W1's trigger and drain phases; write commits are WAL COMMIT records (pg_waldump), statements are pg_stat_statements calls of the daemons' role (the driver's own queries run as another role), CPU from /proc and the processes' rusage.",
+	}
+	if p.Quick {
+		notes = append(notes, fmt.Sprintf("make bench-quick: one round, small backlogs (no 10 s minimum drain), %v windows, W5 history of %d task runs instead of 1,000,000.", p.Continuous, p.History))
+	}
+	return notes
+}
+
+// renderReport is the printed output: the table, then the notes.
+func renderReport(res results) string {
+	var b strings.Builder
+	m := res.Machine
+	fmt.Fprintf(&b, "\nmachine: %s, %d cores, %.0f GB, Linux %s, %s; load average %s at start, %s at end; PostgreSQL %s, %s\n",
+		m.CPU, m.Cores, m.MemoryGB, m.Kernel, m.Go, m.LoadStart, m.LoadEnd, res.Servers["postgresql"], res.Servers["rabbitmq"])
+	b.WriteString("\n" + renderTable(res.Rows) + "\n")
+	for _, n := range res.Notes {
+		b.WriteString("- " + n + "\n")
+	}
+	for _, k := range sortedKeys(res.Systems) {
+		if u := res.Systems[k].Unavailable; u != "" {
+			b.WriteString(fmt.Sprintf("- %s: N/A: %s\n", systemLabels[k], u))
+		}
+	}
+	b.WriteString(renderCosts(res.Samples))
+	return b.String()
+}
