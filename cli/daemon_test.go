@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -12,25 +11,13 @@ import (
 	ffcli "github.com/flowforge/flowforge/cli"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
 	"github.com/flowforge/flowforge/daemon/supervisor"
 )
-
-// refusedDatabaseURL is a PostgreSQL URL on a local port nothing listens
-// on: a daemon that gets past its flags retries it until stopped.
-func refusedDatabaseURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=1"
-}
 
 // ffDaemon runs `ffctl daemon ARGS...` against a database that refuses
 // connections, for commands that must be refused before they connect; one
@@ -39,7 +26,7 @@ func ffDaemon(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	full := append([]string{"ffctl", "--database-url", refusedDatabaseURL(t), "daemon"}, args...)
+	full := append([]string{"ffctl", "--database-url", storetest.RefusedURL(t), "daemon"}, args...)
 	var out, errOut bytes.Buffer
 	code := ffcli.Run(ctx, full, nil, strings.NewReader(""), &out, &errOut)
 	r := result{code: code, stdout: out.String(), stderr: errOut.String()}
@@ -158,7 +145,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 	for _, role := range []string{"all", "scheduler", "publisher", "worker"} {
 		t.Run(role, func(t *testing.T) {
 			t.Parallel()
-			args := []string{"ffctl", "--database-url", refusedDatabaseURL(t), "daemon", role}
+			args := []string{"ffctl", "--database-url", storetest.RefusedURL(t), "daemon", role}
 			for _, f := range flags[role] {
 				v, ok := values[f]
 				if !ok {

@@ -40,7 +40,8 @@ type Server struct {
 	served chan struct{} // closed when Start's serving goroutine returns
 }
 
-// New returns a server exposing reg. Register checks before Start.
+// New returns a server exposing reg. Checks may be registered before or
+// after Start.
 func New(reg *prometheus.Registry, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -159,10 +160,11 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.checks))
-	for n := range s.checks {
+	checks := make(map[string]Check, len(s.checks)) // a copy: checks may be added while serving
+	for n, c := range s.checks {
 		names = append(names, n)
+		checks[n] = c
 	}
-	checks := s.checks
 	s.mu.Unlock()
 	sort.Strings(names)
 	ctx, cancel := context.WithTimeout(r.Context(), CheckTimeout)

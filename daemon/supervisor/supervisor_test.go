@@ -117,18 +117,6 @@ func amqpURL(t *testing.T) (url, queue string) {
 	return url, queue
 }
 
-// refusedURL is a PostgreSQL URL on a local port nothing listens on.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "postgres://postgres@" + addr + "/none?sslmode=disable&connect_timeout=1"
-}
-
 // running is a Run in progress.
 type running struct {
 	logs *logs
@@ -239,7 +227,7 @@ func TestRunStopsWhenCtxEndsAndLeavesNoGoroutine(t *testing.T) {
 // and returns nil as soon as its ctx ends, leaving no goroutine behind.
 func TestRunRetriesAnUnreachableDatabaseUntilStopped(t *testing.T) {
 	noLeaks(t)
-	r := start(t, supervisor.Config{Role: supervisor.RoleScheduler, DatabaseURL: refusedURL(t), HealthAddr: "127.0.0.1:0"})
+	r := start(t, supervisor.Config{Role: supervisor.RoleScheduler, DatabaseURL: storetest.RefusedURL(t), HealthAddr: "127.0.0.1:0"})
 	addr := r.healthAddr(t)
 	eventually(t, 20*time.Second, "three retries", func() bool {
 		return len(r.logs.records("daemon: database not available; retrying")) >= 3
@@ -273,7 +261,7 @@ func TestRunFailsAtOnceOnAHealthAddressInUse(t *testing.T) {
 	}
 	defer l.Close()
 	noLeaks(t)
-	cfg := supervisor.Config{Role: supervisor.RoleScheduler, DatabaseURL: refusedURL(t), HealthAddr: l.Addr().String()}
+	cfg := supervisor.Config{Role: supervisor.RoleScheduler, DatabaseURL: storetest.RefusedURL(t), HealthAddr: l.Addr().String()}
 	r := start(t, cfg)
 	if err := r.wait(t); err == nil || !strings.Contains(err.Error(), l.Addr().String()) || !strings.Contains(err.Error(), "--health-addr") {
 		t.Fatalf("Run on a taken health address: %v", err)

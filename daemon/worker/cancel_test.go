@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +17,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
 // finishRecorder is the Store of these tests: it records finishes; the
@@ -139,18 +138,6 @@ func verifyNoLeaks(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 }
 
-// refusedURL is a PostgreSQL URL on a local port nothing listens on.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/none?sslmode=disable&connect_timeout=1", port)
-}
-
 // TestHeartbeatCancelsWhenTheCancelListenerCannotConnect: mode 47's
 // backstop. The worker's LISTEN connection is refused (it keeps retrying,
 // logging "listen: connect"), so no notification can arrive; a cancelled
@@ -159,7 +146,7 @@ func refusedURL(t *testing.T) string {
 func TestHeartbeatCancelsWhenTheCancelListenerCannotConnect(t *testing.T) {
 	verifyNoLeaks(t)
 	const lease = 900 * time.Millisecond
-	rig := newCancelRig(t, lease, refusedURL(t))
+	rig := newCancelRig(t, lease, storetest.RefusedURL(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"sync"
@@ -242,4 +243,20 @@ func MigrateTo(t testing.TB, dbURL string, version int64) *sql.DB {
 		t.Fatalf("migrate to version %d: %v", version, err)
 	}
 	return db
+}
+
+// RefusedURL returns a PostgreSQL URL (connect_timeout=1) on a local port
+// nothing listens on: a client refused at once, for tests of start-up
+// retries and unreachable databases.
+func RefusedURL(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=1"
 }
