@@ -22,6 +22,22 @@ const (
 	TopicTasks  = "tasks"
 )
 
+// TasksChannel is the channel that wakes schedulers when task states
+// changed (issue 14: a channel per topic, so the server filters and
+// publishers are not woken by finishes). Its payload is the
+// comma-separated ids of the runs whose tasks changed, so that a scheduler
+// can advance just those runs; AnyRun (or an empty payload) means "runs
+// not named": the scheduler sweeps. A notification is a hint: the
+// scheduler's periodic sweep covers any that are lost.
+const TasksChannel = "flowforge_tasks"
+
+// OutboxChannel is the channel that wakes publishers when outbox rows were
+// written; its payload is ignored.
+const OutboxChannel = "flowforge_outbox"
+
+// AnyRun in a TasksChannel payload means "runs not named here".
+const AnyRun = "*"
+
 // CancelChannel is the channel workers LISTEN on to stop running handlers
 // promptly: its payload is the comma-separated ids of runs whose running
 // tasks should stop (a run cancelled, or a fail_fast run that failed), or
