@@ -26,13 +26,13 @@ import (
 // publisher and to observe the broker; the code under test goes through
 // core/broker.
 
-func publisherAMQPURL(t *testing.T) string {
+func publisherAMQPURL(t testing.TB) string {
 	t.Helper()
 	return brokertest.URL(t)
 }
 
 // publisherChannel opens a raw channel for the test's own observations.
-func publisherChannel(t *testing.T, url string) *amqp.Channel {
+func publisherChannel(t testing.TB, url string) *amqp.Channel {
 	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
@@ -211,7 +211,7 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 // publisherFixture is a store with the one-task workflows "small" (task
 // "a") and "big" (a task name of core.MaxNameLength bytes, so its dispatch
 // message is larger), and a fresh queue on the test broker.
-func publisherFixture(t *testing.T) (*store.Store, *sql.DB, string, string) {
+func publisherFixture(t testing.TB) (*store.Store, *sql.DB, string, string) {
 	t.Helper()
 	amqpURL := publisherAMQPURL(t)
 	st, db, _ := storetest.NewWithDB(t)

@@ -114,7 +114,8 @@ func (s *ceilingSystem) queueRoundTrip(ctx context.Context, d time.Duration) (pu
 	if err != nil {
 		return pub, con, err
 	}
-	con = sample{Metrics: map[string]float64{metricOpsPerS: float64(n) / csecs, metricN: float64(n)}}
+	con = sample{Metrics: map[string]float64{metricOpsPerS: float64(n) / csecs, metricN: float64(n),
+		metricPubConsPerS: float64(n) / (secs + csecs)}}
 	return pub, con, nil
 }
 

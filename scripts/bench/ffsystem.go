@@ -86,10 +86,10 @@ func (s *ffSystem) setup(ctx context.Context) error {
 
 func (s *ffSystem) jobs() []job {
 	p := s.env.plan
-	s.w1N = map[string]int{"all": p.W1N[s.sysKey], "separate": p.W1N[s.sysKey]}
+	s.w1N = map[string]int{"all": p.W1N[s.sysKey], "separate": p.W1N[s.sysKey], modeSeparate64: p.W1N[s.sysKey]}
 	mode := p.FFMode
 	var out []job
-	for _, m := range []string{"all", "separate"} {
+	for _, m := range []string{"all", "separate", modeSeparate64} {
 		out = append(out, job{System: s.sysKey, Workload: "W1", Variant: "daemon " + m,
 			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }})
 	}

@@ -60,6 +60,12 @@ func (f *flowforge) burnDown(ctx context.Context, mode string, n int) (sample, e
 	drain.cost.Daemons = usage
 	secs := last.Sub(start).Seconds()
 	s.Metrics = map[string]float64{metricN: float64(n), metricDrainS: secs, metricTasksPerS: float64(n) / secs}
+	if err := addPublisherShare(ctx, pool, time.Time{}, time.Time{}, s.Metrics); err != nil {
+		return s, err
+	}
+	if u, ok := usage["worker"]; ok {
+		s.Metrics[metricWorkerRSS] = u.PeakRSSMB
+	}
 	s.Cost = map[string]cost{"trigger": trig.cost, "drain": drain.cost}
 	return s, nil
 }
@@ -108,6 +114,9 @@ func (f *flowforge) continuous(ctx context.Context, workload, template, mode str
 		return s, err
 	}
 	s.Metrics = windowMetrics(committed, stamped, tr.Triggered, t1.Sub(t0))
+	if err := addPublisherShare(ctx, run.pool, t0, t1, s.Metrics); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -124,11 +125,22 @@ type daemons struct {
 }
 
 // daemonRoles is what each mode starts: "all" one process, "separate" the
-// three roles as processes of their own.
+// three roles as processes of their own, modeSeparate64 the same with
+// workerConcurrency's worker.
 var daemonRoles = map[string][]string{
-	"all":      {"all"},
-	"separate": {"scheduler", "publisher", "worker"},
+	"all":          {"all"},
+	"separate":     {"scheduler", "publisher", "worker"},
+	modeSeparate64: {"scheduler", "publisher", "worker"},
 }
+
+// modeSeparate64 is W1's layout for the worker's peak RSS (issue 14's
+// bound: 50 MiB at concurrency 64): separate daemons, the worker with
+// --concurrency 64 (FLOWFORGE_CONCURRENCY, which FF 7165631 knows too).
+const modeSeparate64 = "separate c64"
+
+// workerConcurrency is the worker's --concurrency by mode; a mode not
+// listed runs the default.
+var workerConcurrency = map[string]int{modeSeparate64: 64}
 
 // startDaemons starts the daemons of mode on database db with a queue of
 // their own (deleted when they stop), with the built-in handlers' defaults.
@@ -142,6 +154,9 @@ func (f *flowforge) startDaemons(db, mode string) (*daemons, error) {
 	for _, role := range daemonRoles[mode] {
 		cmd := exec.Command(f.build.FFCTL, "daemon", role)
 		cmd.Env = env
+		if c := workerConcurrency[mode]; c > 0 && role == "worker" {
+			cmd.Env = append(slices.Clip(env), fmt.Sprintf("FLOWFORGE_CONCURRENCY=%d", c))
+		}
 		c, err := startChild(role, cmd, filepath.Join(f.dir, db+"-"+role+".log"))
 		if err != nil {
 			d.stop()

@@ -47,6 +47,33 @@ SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin) - created_at) * 1000,
 	return committed, stamped, last, rows.Err()
 }
 
+// addPublisherShare adds to m the publisher's share of a FlowForge
+// workload, from the outbox rows created in [since, until) (zero times: no
+// bound), on the database clock: trigger → the stamp committed
+// (pg_xact_commit_timestamp(xmin) of the row, which only the stamp rewrites;
+// published_at is now() of the publisher's transaction, i.e. its start)
+// p50/p99 in ms (metricOutboxP50/P99), and the first → last stamp
+// committed in s (metricOutboxSpanS). Rows not published are left out.
+func addPublisherShare(ctx context.Context, pool *pgxpool.Pool, since, until time.Time, m map[string]float64) error {
+	var p50, p99, span *float64
+	err := pool.QueryRow(ctx, `
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM pg_xact_commit_timestamp(xmin) - created_at) * 1000),
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM pg_xact_commit_timestamp(xmin) - created_at) * 1000),
+       extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(pg_xact_commit_timestamp(xmin)))::float8
+  FROM outbox WHERE published_at IS NOT NULL
+   AND ($1::timestamptz IS NULL OR created_at >= $1) AND ($2::timestamptz IS NULL OR created_at < $2)`,
+		nullTime(since), nullTime(until)).Scan(&p50, &p99, &span)
+	if err != nil {
+		return fmt.Errorf("publisher share: %w", err)
+	}
+	for k, v := range map[string]*float64{metricOutboxP50: p50, metricOutboxP99: p99, metricOutboxSpanS: span} {
+		if v != nil {
+			m[k] = *v
+		}
+	}
+	return nil
+}
+
 // ffWaitSettled polls until no run of db is open (finished_at IS NULL),
 // failing early when alive reports a dead daemon. It then checks that every
 // run SUCCEEDED.

@@ -40,6 +40,9 @@ type row struct {
 	Cells    map[string]cell `json:"cells"`
 	FFRiver  optFloat        `json:"ff_over_river"`
 	FFCelery optFloat        `json:"ff_over_celery"`
+	// FFCeiling is FlowForge's figure over the row's ceiling cell (W1: the
+	// share of what the servers allow; see methodNotes).
+	FFCeiling optFloat `json:"ff_over_ceiling"`
 }
 
 // tableColumns are the system columns, in order.
@@ -56,6 +59,7 @@ func computeRows(specs []rowSpec, samples []sample, unavailable map[string]strin
 		}
 		r.FFRiver = ratio(r.Cells[sysFF], r.Cells[sysRiver])
 		r.FFCelery = ratio(r.Cells[sysFF], r.Cells[sysCelery])
+		r.FFCeiling = ratio(r.Cells[sysFF], r.Cells[sysCeiling])
 		out = append(out, r)
 	}
 	return out
@@ -181,14 +185,14 @@ func renderTable(rows []row) string {
 	for _, sys := range tableColumns {
 		head = append(head, systemLabels[sys])
 	}
-	head = append(head, "FF÷River", "FF÷Celery")
+	head = append(head, "FF÷River", "FF÷Celery", "FF÷ceiling")
 	lines := [][]string{head}
 	for _, r := range rows {
 		l := []string{r.Label}
 		for _, sys := range tableColumns {
 			l = append(l, formatCell(r.Cells[sys]))
 		}
-		lines = append(lines, append(l, formatRatio(r.FFRiver), formatRatio(r.FFCelery)))
+		lines = append(lines, append(l, formatRatio(r.FFRiver), formatRatio(r.FFCelery), formatRatio(r.FFCeiling)))
 	}
 	width := make([]int, len(head))
 	for _, l := range lines {

@@ -52,6 +52,38 @@ func TestComputeRows(t *testing.T) {
 	if !math.IsNaN(float64(r.FFCelery)) {
 		t.Errorf("FF÷Celery = %v, want NaN (Celery failed)", r.FFCelery)
 	}
+	if math.Abs(float64(r.FFCeiling)-0.085) > 1e-9 {
+		t.Errorf("FF÷ceiling = %v, want 0.085 (255 over the ceiling cell's 3000)", r.FFCeiling)
+	}
+}
+
+// TestTheW1CeilingAndRSSRowsReadTheirOwnMetrics: the publish+consume row
+// divides FlowForge's W1 rate by the consume sample's pubcons_per_s, and
+// the RSS row reads the c64 variant's worker_peak_rss_mib (lower better).
+func TestTheW1CeilingAndRSSRowsReadTheirOwnMetrics(t *testing.T) {
+	samples := append(testSamples(),
+		sample{System: sysCeiling, Workload: "C", Variant: varConsume, Round: 1,
+			Metrics: map[string]float64{metricOpsPerS: 50000, metricPubConsPerS: 2550}},
+		sample{System: sysFF, Workload: "W1", Variant: "daemon " + modeSeparate64, Round: 1,
+			Metrics: map[string]float64{metricTasksPerS: 1, metricWorkerRSS: 31.5}})
+	byLabel := map[string]row{}
+	for _, r := range computeRows(tableRows(planFor(true)), samples, nil) {
+		byLabel[r.Label] = r
+	}
+	c := byLabel["W1 ÷ quorum queue publish+consume ceiling, tasks/s"]
+	if got := float64(c.Cells[sysCeiling].Summary.Median); got != 2550 {
+		t.Errorf("ceiling cell = %v, want the consume sample's pubcons_per_s 2550", got)
+	}
+	if math.Abs(float64(c.FFCeiling)-0.1) > 1e-9 {
+		t.Errorf("FF÷ceiling = %v, want 255/2550 = 0.1", c.FFCeiling)
+	}
+	rss := byLabel["W1 peak worker RSS, --concurrency 64, MiB"]
+	if got := float64(rss.Cells[sysFF].Summary.Median); got != 31.5 {
+		t.Errorf("RSS cell = %v, want 31.5 MiB", got)
+	}
+	if !strings.Contains(renderTable([]row{c}), "0.1×") {
+		t.Errorf("table lacks the FF÷ceiling figure:\n%s", renderTable([]row{c}))
+	}
 }
 
 func TestComputeRowsLowerIsBetter(t *testing.T) {

@@ -58,6 +58,13 @@ func tableRows(p plan) []rowSpec {
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
 				sysCeiling: pickMetric(metricOpsPerS, "C", varPublish)},
 			NA: map[string]string{sysRiver: "one client process", sysCelery: "one layout: row above"}},
+		{Label: "W1 ÷ quorum queue publish+consume ceiling, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", w1Both...), sysFFBefore: pickOf("W1", w1Both...),
+				sysCeiling: pickMetric(metricPubConsPerS, "C", varConsume)},
+			NA: map[string]string{sysRiver: "no broker", sysCelery: "one layout: row above"}},
+		{Label: "W1 peak worker RSS, --concurrency 64, MiB", Metric: metricWorkerRSS,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon "+modeSeparate64), sysFFBefore: pickOf("W1", "daemon "+modeSeparate64)},
+			NA:    map[string]string{sysRiver: "-", sysCelery: "-", sysCeiling: "-"}},
 		{Label: "W2 continuous, runs/s", Metric: metricRunsPerS, HigherBetter: true,
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench), sysCelery: pickOf("W2", varCelery)}),
 			NA:    map[string]string{sysCeiling: naCeiling}},
@@ -122,6 +129,9 @@ func methodNotes(p plan) []string {
 		"W5 history: 1,000,000 copies of a real finished run (all its rows: run, task run, events, outbox row), spread over the last 20 h, built once with the before column's build and migrated with the current ffctl for the current column (both leave the same 10 rows per run); River's is 1,000,000 completed jobs over the same 20 h (inside its 24 h retention, so its cleaner stays idle).",
 		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default.",
 		"Celery: -P prefork -c 2, acks_late, a no-op task, a durable classic queue (Celery 5.2's global QoS rules out quorum queues), publisher confirms; its burn-down ends when the broker's global ack counter has counted the backlog (rabbitmq_prometheus, polled every 50 ms). Without a result backend it records no completion, so it has no latency figures, no chains and no chords.",
+		"FF÷ceiling: FlowForge's figure over the ceiling cell of its row, measured in the same run. The publish+consume ceiling is n ÷ (publish s + consume s) of the raw quorum-queue measurement (every dispatch is published once and consumed once): where FF÷ceiling nears 1 the broker is the limit; far below 1 it is not, and the limit is the work per task in the processes and PostgreSQL.",
+		"W1 peak worker RSS: W1 with separate daemons and the worker at --concurrency 64 (its own variant, \"daemon separate c64\"); VmHWM of the worker process read from /proc just before its SIGTERM, in MiB (issue 14's bound: 50 MiB).",
+		"W2/W5 publisher's share (in the results file and the progress lines, outbox_p50_ms/outbox_p99_ms; W1 outbox_span_s): trigger → the outbox row's stamp committed, on the database clock.",
 		"FlowForge cost per task (below the table): W1's trigger and drain phases; write commits are WAL COMMIT records (pg_waldump), statements are pg_stat_statements calls of the daemons' role (the driver's own queries run as another role), CPU from /proc and the processes' rusage.",
 	}
 	if p.Quick {

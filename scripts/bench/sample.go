@@ -30,4 +30,21 @@ const (
 	metricOpsPerS      = "ops_per_s"          // ceilings
 	metricBufRatioMax  = "buffers_ratio_max"  // W5 check: worst history/fresh buffers per call
 	metricBufGrowthMax = "buffers_growth_max" // W5 check: largest history−fresh buffers per call
+	// metricWorkerRSS is W1's peak resident set of the worker process of a
+	// separate layout (VmHWM of /proc/PID/status just before its SIGTERM),
+	// in MiB.
+	metricWorkerRSS = "worker_peak_rss_mib"
+	// metricPubConsPerS is the raw quorum-queue round trip of the ceiling:
+	// messages published with confirms and then consumed with acks, per
+	// second of both phases (n ÷ (publish s + consume s)): every dispatch
+	// FlowForge sends is published once and consumed once.
+	metricPubConsPerS = "pubcons_per_s"
+	// metricOutboxP50/P99 are W2's and W5's trigger → outbox row stamped
+	// published (published_at − created_at, database clock), in ms: the
+	// part of the latency that is the publisher's.
+	metricOutboxP50 = "outbox_p50_ms"
+	metricOutboxP99 = "outbox_p99_ms"
+	// metricOutboxSpanS is W1's first → last published_at stamp, in s: how
+	// long the publisher took to publish the backlog.
+	metricOutboxSpanS = "outbox_span_s"
 )
