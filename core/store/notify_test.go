@@ -95,14 +95,14 @@ tasks:
 		t.Fatalf("a second pass over the failed fail_fast run: %+v; want it told once", res)
 	}
 
-	events := listenOn(t, url, store.NotifyChannel) // from here on
+	events := listenOn(t, url, store.TasksChannel) // from here on
 	if _, err := f.s.CancelRun(f.ctx, plain, "alice", "stop"); err != nil {
 		t.Fatal(err)
 	}
 	if got := next(t, cancels); !slices.Equal(got, []string{plain.String()}) {
 		t.Fatalf("cancel channel after CancelRun: %q; want [%s]", got, plain)
 	}
-	if got := next(t, events); !slices.Contains(got, store.TopicTasks) {
-		t.Fatalf("NotifyChannel after CancelRun: %q; want the schedulers woken (%s)", got, store.TopicTasks)
+	if got := next(t, events); !slices.Equal(got, []string{plain.String()}) {
+		t.Fatalf("TasksChannel after CancelRun: %q; want the schedulers woken for [%s]", got, plain)
 	}
 }
