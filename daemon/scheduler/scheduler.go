@@ -239,13 +239,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 // turn advances the runs notified (runs nil: none, no listener), putting
 // them back when that fails, then sweeps when sweepDue or when a
-// notification asked for it (store.AnyRun, throttled to one sweep per
-// tenth of SweepInterval; a (re)connect of the listener: a full sweep at
-// once).
+// notification asked for it: store.AnyRun, throttled to one sweep per
+// tenth of SweepInterval (a request it does not serve yet is kept for a
+// later turn); a (re)connect of the listener, at once and with the full
+// pass (kept too when the sweep fails).
 func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool) error {
-	full := false
+	var t daemon.Taken
 	if runs != nil {
-		t := runs.Take()
+		t = runs.Take()
 		if err := s.advanceNamed(ctx, t.IDs); err != nil {
 			runs.Add(t.IDs...)
 			if t.AnyRun || t.Reconnected {
@@ -253,18 +254,26 @@ func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool
 			}
 			return err
 		}
-		full = t.Reconnected
-		sweepDue = sweepDue || t.Reconnected ||
-			(t.AnyRun && clock.Since(s.cfg.Clock, s.lastSweep) >= s.cfg.SweepInterval/10)
-		if t.AnyRun && !sweepDue {
-			runs.AskSweep(false) // not yet: keep the request for a later turn
+		throttled := clock.Since(s.cfg.Clock, s.lastSweep) < s.cfg.SweepInterval/10
+		if t.AnyRun && throttled && !sweepDue && !t.Reconnected {
+			runs.AskSweep(false)
 		}
+		sweepDue = sweepDue || t.Reconnected || (t.AnyRun && !throttled)
 	}
 	if !sweepDue {
 		return nil
 	}
-	full = full || s.lastFull.IsZero() || clock.Since(s.cfg.Clock, s.lastFull) >= s.cfg.FullSweepInterval
-	return s.sweep(ctx, full)
+	full := t.Reconnected || s.lastFull.IsZero() || clock.Since(s.cfg.Clock, s.lastFull) >= s.cfg.FullSweepInterval
+	if err := s.sweep(ctx, full); err != nil {
+		if t.Reconnected {
+			runs.AskSweep(true)
+		}
+		return err
+	}
+	if t.Reconnected {
+		s.signals.reconnectDone()
+	}
+	return nil
 }
 
 // advanceNamed runs targeted passes (store.AdvanceRuns) over ids, BatchSize
@@ -321,10 +330,10 @@ func (s *Scheduler) sweep(ctx context.Context, full bool) error {
 		return err
 	}
 	if full {
-		s.lastFull = s.lastSweep
 		if err := s.advanceAll(ctx); err != nil {
 			return err
 		}
+		s.lastFull = s.lastSweep
 	}
 	s.lastDB, s.failed = start, false
 	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())
