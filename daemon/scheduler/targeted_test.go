@@ -17,6 +17,7 @@ import (
 func (r *passRig) runUntilCleanup() {
 	r.t.Helper()
 	r.s.signals.reconnectSwept = make(chan struct{}, 1)
+	r.s.signals.passed = make(chan error, 64)
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.s.Run(ctx) }()
@@ -28,6 +29,31 @@ func (r *passRig) runUntilCleanup() {
 	case <-r.s.signals.reconnectSwept:
 	case <-time.After(10 * time.Second):
 		r.t.Fatal("the scheduler's listener did not connect")
+	}
+}
+
+// drainPasses forgets the passes signalled so far.
+func (r *passRig) drainPasses() {
+	for {
+		select {
+		case <-r.s.signals.passed:
+		default:
+			return
+		}
+	}
+}
+
+// awaitPass waits for the scheduler's next turn to end, failing the test
+// on its error or after 10 s.
+func (r *passRig) awaitPass() {
+	r.t.Helper()
+	select {
+	case err := <-r.s.signals.passed:
+		if err != nil {
+			r.t.Fatalf("pass: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		r.t.Fatal("no pass")
 	}
 }
 
@@ -67,8 +93,16 @@ func TestAFinishWakesATargetedPassOverItsRunOnly(t *testing.T) {
 	r.claim(other, "a", time.Minute)
 	r.runUntilCleanup()
 	r.loseFinish(other, "a")
+	r.drainPasses()
 	r.succeed(a)
-	r.waitReady(notified, "b", 10*time.Second)
+	// Wait for whole turns (a turn may sweep after its targeted pass).
+	deadline := time.Now().Add(10 * time.Second)
+	for r.task(notified, "b").State != "READY" {
+		if time.Now().After(deadline) {
+			t.Fatalf("b was not promoted after a's finish: %s", r.task(notified, "b").State)
+		}
+		r.awaitPass()
+	}
 	if b := r.task(other, "b"); b.State != "PENDING" {
 		t.Fatalf("the other run's b is %s, want PENDING: a notification of one run advanced another", b.State)
 	}
