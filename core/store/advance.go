@@ -234,7 +234,7 @@ func (s *Store) AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) 
 // than at their next heartbeat.
 func advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor string, res *AdvanceResult) error {
 	ids, live, cancelled := splitRuns(runs)
-	if err := reconcileTasks(ctx, tx, live, cancelled, actor, res); err != nil {
+	if err := reconcileTasks(ctx, tx, runs, live, cancelled, actor, res); err != nil {
 		return err
 	}
 	if err := promoteTasks(ctx, tx, live, actor, res); err != nil {
@@ -311,7 +311,7 @@ func splitRuns(runs []openRun) (ids, live, cancelled []uuid.UUID) {
 // left, cancels the unstarted tasks of failed fail_fast runs and revives
 // those fail_fast cancelled in requeued ones; in the cancelled runs it
 // cancels every task that could still start. It records the counts in res.
-func reconcileTasks(ctx context.Context, tx *sqlx.Tx, live, cancelled []uuid.UUID, actor string, res *AdvanceResult) error {
+func reconcileTasks(ctx context.Context, tx *sqlx.Tx, runs []openRun, live, cancelled []uuid.UUID, actor string, res *AdvanceResult) error {
 	// The descendants of a DEAD task are UPSTREAM_FAILED before fail_fast
 	// cancels the rest of the run: fail_fast never takes them.
 	if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, uuidArray(live), actor); err != nil {
@@ -320,11 +320,8 @@ func reconcileTasks(ctx context.Context, tx *sqlx.Tx, live, cancelled []uuid.UUI
 	if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("revive descendants of requeued tasks: %w", err)
 	}
-	if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, uuidArray(live), actor); err != nil {
-		return fmt.Errorf("fail-fast cancel: %w", err)
-	}
-	if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, uuidArray(live), actor); err != nil {
-		return fmt.Errorf("fail-fast revive: %w", err)
+	if err := failFastTasks(ctx, tx, runs, actor, res); err != nil {
+		return err
 	}
 	if len(cancelled) > 0 {
 		// A cancelled run's task that was running when the run was
@@ -335,6 +332,30 @@ func reconcileTasks(ctx context.Context, tx *sqlx.Tx, live, cancelled []uuid.UUI
 		if err := tx.GetContext(ctx, &n, qCancelTasks, uuidArray(cancelled), actor, "run cancelled"); err != nil {
 			return fmt.Errorf("cancel tasks of cancelled runs: %w", err)
 		}
+	}
+	return nil
+}
+
+// failFastTasks cancels the unstarted tasks of the locked live fail_fast
+// runs that have a DEAD task (qFailFast) and revives those fail_fast
+// cancelled in the ones that have none any more (qFailFastRevive). Both
+// statements only touch fail_fast runs, so a pass without one (most
+// targeted passes) skips them.
+func failFastTasks(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor string, res *AdvanceResult) error {
+	var ff []uuid.UUID
+	for _, r := range runs {
+		if r.FailFast && !r.CancelRequested {
+			ff = append(ff, r.ID)
+		}
+	}
+	if len(ff) == 0 {
+		return nil
+	}
+	if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, uuidArray(ff), actor); err != nil {
+		return fmt.Errorf("fail-fast cancel: %w", err)
+	}
+	if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, uuidArray(ff), actor); err != nil {
+		return fmt.Errorf("fail-fast revive: %w", err)
 	}
 	return nil
 }
