@@ -45,7 +45,7 @@ func next(t *testing.T, l *store.Listener) []string {
 
 // TestCancelRunAndAFailingFailFastRunNotifyTheCancelChannel: mode 47.
 // CancelRun tells the workers on store.CancelChannel which run to stop (and
-// still wakes the schedulers on NotifyChannel); a scheduler pass that fails
+// still wakes the schedulers on TasksChannel); a scheduler pass that fails
 // a fail_fast run while a task of it runs names that run there too, once;
 // a run without fail_fast that fails does not (its siblings run on), which
 // the next notification, another run's cancel, proves: notifications reach
