@@ -137,7 +137,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"db-statement-timeout": {"--db-statement-timeout", "20s"}, "db-lock-timeout": {"--db-lock-timeout", "10s"},
 		"db-idle-in-transaction-timeout": {"--db-idle-in-transaction-timeout", "40s"}, "xmin-horizon-warn": {"--xmin-horizon-warn", "1m"},
 		"db-health-interval": {"--db-health-interval", "5s"}, "redispatch-after": {"--redispatch-after", "1m"},
-		"sweep-interval": {"--sweep-interval", "500ms"}, "poll-interval": {"--poll-interval", "500ms"},
+		"sweep-interval": {"--sweep-interval", "500ms"}, "full-sweep-interval": {"--full-sweep-interval", "1m"}, "poll-interval": {"--poll-interval", "500ms"},
 		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"},
 		"shell-env-pass": {"--shell-env-pass", "HTTPS_PROXY"}, "http-deny-private": {"--http-deny-private"}, "lease": {"--lease", "2s"},
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
@@ -224,7 +224,7 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 func TestDaemonHelpListsOnlyTheRolesFlags(t *testing.T) {
 	t.Parallel()
 	common := []string{"--health-addr", "--id", "--db-max-conns", "--db-statement-timeout", "--xmin-horizon-warn"}
-	sched := []string{"--sweep-interval", "--redispatch-after"}
+	sched := []string{"--sweep-interval", "--full-sweep-interval", "--redispatch-after"}
 	pub := []string{"--poll-interval", "--max-message-bytes"}
 	work := []string{"--concurrency", "--lease", "--allow-shell", "--shell-env-pass", "--slot-wait"}
 	for _, tc := range []struct {

@@ -146,17 +146,9 @@ UPDATE workflow_runs r
 // Advance runs one scheduler pass over up to limit open runs after cursor
 // (nil: from the start), in ONE transaction that begins after whatever woke
 // it committed: it locks the runs (FOR UPDATE SKIP LOCKED, so concurrent
-// schedulers divide them), buries as UPSTREAM_FAILED the PENDING
-// descendants of DEAD tasks that no statement buried yet and returns to
-// PENDING the UPSTREAM_FAILED tasks with no DEAD ancestor left (both catch
-// writes of older binaries), cancels the other unstarted tasks of failed
-// fail_fast runs, returns to PENDING the tasks fail_fast cancelled in fail_fast runs
-// an operator requeued (no task DEAD any more), promotes eligible tasks
-// with their outbox rows, derives each run's state with
-// core.DeriveRunState, and settles runs with no active task. It
-// notifies, in one statement, publishers when it wrote outbox rows and
-// workers (CancelChannel) when a fail_fast run failed while some of its
-// tasks run, so that they stop at once rather than at their next heartbeat.
+// schedulers divide them) and advances them (advanceLocked). It is the
+// scheduler's full sweep, the safety net behind AdvanceRuns: a skipped run
+// is another pass's, and the next full sweep comes back to it.
 func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor string) (AdvanceResult, error) {
 	if err := advanceEdges(); err != nil {
 		return AdvanceResult{}, err
@@ -171,31 +163,96 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		if err != nil || len(runs) == 0 {
 			return err
 		}
-		ids, live, cancelled := splitRuns(runs)
-		if err := reconcileTasks(ctx, tx, live, cancelled, actor, &res); err != nil {
-			return err
-		}
-		if err := promoteTasks(ctx, tx, live, actor, &res); err != nil {
-			return err
-		}
-		stop, err := settleRuns(ctx, tx, runs, ids, &res)
-		if err != nil {
-			return err
-		}
-		res.FailFastStopped = len(stop)
-		var notices []notice
-		if res.Promoted+res.RetriesDue > 0 {
-			notices = append(notices, tasksNotice(TopicOutbox))
-		}
-		if len(stop) > 0 {
-			notices = append(notices, cancelNotice(stop))
-		}
-		return notifyAll(ctx, tx, notices...)
+		return advanceLocked(ctx, tx, runs, actor, &res)
 	})
 	if err != nil {
 		return AdvanceResult{}, err
 	}
 	return res, nil
+}
+
+// qLockNamedRuns locks the open runs among $1 in id order, WAITING for a
+// run another transaction holds (no SKIP LOCKED): a targeted pass is asked
+// for exactly these runs, because a finish in them committed, and the pass
+// that holds one may have read its tasks before that finish (its snapshot
+// did not see it). Once the lock is granted, every later statement of this
+// READ COMMITTED transaction takes a snapshot that sees the finish, so the
+// promotion cannot be missed. Id order: two targeted passes, and the
+// reaper and RequeueMany (qLockRunsOfTasks), lock in the same order and
+// cannot deadlock; full sweeps SKIP LOCKED and never wait.
+const qLockNamedRuns = `
+SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast
+  FROM workflow_runs
+ WHERE id = ANY ($1::uuid[]) AND finished_at IS NULL
+ ORDER BY id
+   FOR UPDATE`
+
+// AdvanceRuns runs a targeted scheduler pass over the runs ids (those of
+// them still open; at most a few hundred per call: the caller pages), in
+// ONE transaction that begins after the writes that named them committed
+// (the scheduler calls it on a TasksChannel notification, delivered after
+// the commit): it locks them in id order, waiting for any another pass or
+// writer holds (qLockNamedRuns), and advances them as Advance does
+// (advanceLocked). Finished and unknown ids are ignored. Result.Runs is
+// how many it locked; Result.Next is always nil.
+func (s *Store) AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) (AdvanceResult, error) {
+	if err := advanceEdges(); err != nil {
+		return AdvanceResult{}, err
+	}
+	if len(ids) == 0 {
+		return AdvanceResult{}, nil
+	}
+	var res AdvanceResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var runs []openRun
+		if err := tx.SelectContext(ctx, &runs, qLockNamedRuns, uuidArray(ids)); err != nil {
+			return fmt.Errorf("lock named runs: %w", err)
+		}
+		res.Runs = len(runs)
+		if len(runs) == 0 {
+			return nil
+		}
+		return advanceLocked(ctx, tx, runs, actor, &res)
+	})
+	if err != nil {
+		return AdvanceResult{}, err
+	}
+	return res, nil
+}
+
+// advanceLocked advances the runs tx locked: it buries as UPSTREAM_FAILED
+// the PENDING descendants of DEAD tasks that no statement buried yet and
+// returns to PENDING the UPSTREAM_FAILED tasks with no DEAD ancestor left
+// (both catch writes of older binaries), cancels the other unstarted tasks
+// of failed fail_fast runs, returns to PENDING the tasks fail_fast
+// cancelled in fail_fast runs an operator requeued (no task DEAD any
+// more), promotes eligible tasks with their outbox rows, derives each
+// run's state with core.DeriveRunState, and settles runs with no active
+// task. It notifies, in one statement, publishers (OutboxChannel) when it
+// wrote outbox rows and workers (CancelChannel) when a fail_fast run
+// failed while some of its tasks run, so that they stop at once rather
+// than at their next heartbeat.
+func advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor string, res *AdvanceResult) error {
+	ids, live, cancelled := splitRuns(runs)
+	if err := reconcileTasks(ctx, tx, runs, live, cancelled, actor, res); err != nil {
+		return err
+	}
+	if err := promoteTasks(ctx, tx, live, actor, res); err != nil {
+		return err
+	}
+	stop, err := settleRuns(ctx, tx, runs, ids, res)
+	if err != nil {
+		return err
+	}
+	res.FailFastStopped = len(stop)
+	var notices []notice
+	if res.Promoted+res.RetriesDue > 0 {
+		notices = append(notices, outboxNotice())
+	}
+	if len(stop) > 0 {
+		notices = append(notices, cancelNotice(stop))
+	}
+	return notifyAll(ctx, tx, notices...)
 }
 
 // advanceEdges checks, before any SQL runs, that every edge a pass writes is
@@ -254,20 +311,17 @@ func splitRuns(runs []openRun) (ids, live, cancelled []uuid.UUID) {
 // left, cancels the unstarted tasks of failed fail_fast runs and revives
 // those fail_fast cancelled in requeued ones; in the cancelled runs it
 // cancels every task that could still start. It records the counts in res.
-func reconcileTasks(ctx context.Context, tx *sqlx.Tx, live, cancelled []uuid.UUID, actor string, res *AdvanceResult) error {
+func reconcileTasks(ctx context.Context, tx *sqlx.Tx, runs []openRun, live, cancelled []uuid.UUID, actor string, res *AdvanceResult) error {
 	// The descendants of a DEAD task are UPSTREAM_FAILED before fail_fast
 	// cancels the rest of the run: fail_fast never takes them.
-	if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, live, actor); err != nil {
+	if err := tx.GetContext(ctx, &res.UpstreamFailed, qUpstreamFail, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("bury descendants of dead tasks: %w", err)
 	}
-	if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, live, actor); err != nil {
+	if err := tx.GetContext(ctx, &res.UpstreamRevived, qUpstreamRevive, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("revive descendants of requeued tasks: %w", err)
 	}
-	if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, live, actor); err != nil {
-		return fmt.Errorf("fail-fast cancel: %w", err)
-	}
-	if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, live, actor); err != nil {
-		return fmt.Errorf("fail-fast revive: %w", err)
+	if err := failFastTasks(ctx, tx, runs, actor, res); err != nil {
+		return err
 	}
 	if len(cancelled) > 0 {
 		// A cancelled run's task that was running when the run was
@@ -275,9 +329,33 @@ func reconcileTasks(ctx context.Context, tx *sqlx.Tx, live, cancelled []uuid.UUI
 		// its lease was reaped), and a promotion may have raced the
 		// cancel: nothing of a cancelled run may start again.
 		var n int
-		if err := tx.GetContext(ctx, &n, qCancelTasks, cancelled, actor, "run cancelled"); err != nil {
+		if err := tx.GetContext(ctx, &n, qCancelTasks, uuidArray(cancelled), actor, "run cancelled"); err != nil {
 			return fmt.Errorf("cancel tasks of cancelled runs: %w", err)
 		}
+	}
+	return nil
+}
+
+// failFastTasks cancels the unstarted tasks of the locked live fail_fast
+// runs that have a DEAD task (qFailFast) and revives those fail_fast
+// cancelled in the ones that have none any more (qFailFastRevive). Both
+// statements only touch fail_fast runs, so a pass without one (most
+// targeted passes) skips them.
+func failFastTasks(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor string, res *AdvanceResult) error {
+	var ff []uuid.UUID
+	for _, r := range runs {
+		if r.FailFast && !r.CancelRequested {
+			ff = append(ff, r.ID)
+		}
+	}
+	if len(ff) == 0 {
+		return nil
+	}
+	if err := tx.GetContext(ctx, &res.FailFastCancelled, qFailFast, uuidArray(ff), actor); err != nil {
+		return fmt.Errorf("fail-fast cancel: %w", err)
+	}
+	if err := tx.GetContext(ctx, &res.FailFastRevived, qFailFastRevive, uuidArray(ff), actor); err != nil {
+		return fmt.Errorf("fail-fast revive: %w", err)
 	}
 	return nil
 }
@@ -289,7 +367,7 @@ func promoteTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, actor stri
 		Promoted int `db:"promoted"`
 		Retries  int `db:"retries"`
 	}
-	if err := tx.GetContext(ctx, &pr, qPromote, live, actor); err != nil {
+	if err := tx.GetContext(ctx, &pr, qPromote, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("promote tasks: %w", err)
 	}
 	res.Promoted, res.RetriesDue = pr.Promoted, pr.Retries
@@ -315,7 +393,7 @@ func settleRuns(ctx context.Context, tx *sqlx.Tx, runs []openRun, ids []uuid.UUI
 	}
 	u, stop := deriveRuns(runs, byRun, eligible, res)
 	if len(u.ids) > 0 {
-		if _, err := tx.ExecContext(ctx, qUpdateRuns, u.ids, u.states, u.settled); err != nil {
+		if _, err := tx.ExecContext(ctx, qUpdateRuns, uuidArray(u.ids), u.states, u.settled); err != nil {
 			return nil, fmt.Errorf("update run states: %w", err)
 		}
 	}
@@ -332,7 +410,7 @@ func runTaskCounts(ctx context.Context, tx *sqlx.Tx, ids []uuid.UUID) (map[uuid.
 		N        int            `db:"n"`
 		Eligible int            `db:"eligible"`
 	}
-	if err := tx.SelectContext(ctx, &counts, qRunCounts, ids); err != nil {
+	if err := tx.SelectContext(ctx, &counts, qRunCounts, uuidArray(ids)); err != nil {
 		return nil, nil, fmt.Errorf("count task states: %w", err)
 	}
 	byRun := make(map[uuid.UUID]core.TaskCounts, len(ids))

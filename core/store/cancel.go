@@ -78,10 +78,10 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason strin
 		if len(ids) == 0 {
 			return cancelRefused(ctx, tx, id)
 		}
-		if err := tx.GetContext(ctx, &res.TasksCancelled, qCancelTasks, ids, actor, "run cancelled: "+reason); err != nil {
+		if err := tx.GetContext(ctx, &res.TasksCancelled, qCancelTasks, uuidArray(ids), actor, "run cancelled: "+reason); err != nil {
 			return fmt.Errorf("cancel tasks of run %s: %w", id, err)
 		}
-		return notifyAll(ctx, tx, tasksNotice(TopicTasks), cancelNotice(ids))
+		return notifyAll(ctx, tx, append(runsNotices(ids), cancelNotice(ids))...)
 	})
 	if err != nil {
 		return CancelResult{}, err

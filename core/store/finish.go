@@ -109,7 +109,7 @@ WITH RECURSIVE fin AS (
 ), buried (id, actor) AS (
     SELECT id, $9::text FROM fin WHERE state = 'DEAD'
 ), ` + buryDownstream + `, n AS (
-    SELECT pg_notify('` + NotifyChannel + `', '` + TopicTasks + `') FROM fin
+    SELECT pg_notify('` + TasksChannel + `', run_id::text) FROM fin
 )
 SELECT fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
 

@@ -10,13 +10,9 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// NotifyChannel is the LISTEN/NOTIFY channel that wakes the control plane.
-// The payload names what changed: TopicOutbox (new outbox rows: wake
-// publishers) and/or TopicTasks (task states changed: wake schedulers),
-// comma separated.
-const NotifyChannel = "flowforge_events"
-
-// Notification topics carried in NotifyChannel payloads.
+// Notification topics, as older callers name them: notify maps each to its
+// own channel (TopicOutbox to OutboxChannel, TopicTasks to TasksChannel
+// with AnyRun). New code builds notices with outboxNotice and runsNotices.
 const (
 	TopicOutbox = "outbox"
 	TopicTasks  = "tasks"
@@ -56,14 +52,52 @@ const CancelAllRuns = "*"
 // byte limit on NOTIFY payloads.
 const cancelPayloadMax = 7900
 
+// runsPayloadMax bounds a TasksChannel payload below PostgreSQL's 8000
+// byte limit on NOTIFY payloads (about 210 run ids).
+const runsPayloadMax = 7900
+
+// runsNoticesMax bounds how many TasksChannel notices one transaction
+// queues (about 1,700 runs); beyond it the transaction sends AnyRun.
+const runsNoticesMax = 8
+
 // notice is one NOTIFY: a channel and its payload.
 type notice struct {
 	channel, payload string
 }
 
-// tasksNotice wakes the listeners of topics on NotifyChannel.
-func tasksNotice(topics ...string) notice {
-	return notice{NotifyChannel, strings.Join(topics, ",")}
+// outboxNotice wakes the publishers (OutboxChannel; the payload is
+// ignored).
+func outboxNotice() notice {
+	return notice{OutboxChannel, ""}
+}
+
+// runsNotices wakes the schedulers on TasksChannel for the runs whose
+// tasks changed: the distinct run ids, comma separated, split into
+// payloads of at most runsPayloadMax bytes; one AnyRun notice when they
+// need more than runsNoticesMax payloads. No runs: no notice. The notices
+// go into the transaction's one notifyAll statement: the commit takes the
+// notification queue's lock once whatever their number.
+func runsNotices(runs []uuid.UUID) []notice {
+	runs = distinctIDs(runs)
+	var out []notice
+	var b strings.Builder
+	for _, r := range runs {
+		if b.Len()+1+36 > runsPayloadMax {
+			out = append(out, notice{TasksChannel, b.String()})
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(r.String())
+	}
+	if b.Len() > 0 {
+		out = append(out, notice{TasksChannel, b.String()})
+	}
+	if len(out) > runsNoticesMax {
+		return []notice{{TasksChannel, AnyRun}}
+	}
+	return out
 }
 
 // cancelNotice tells workers to check the running tasks of runs.
@@ -79,9 +113,21 @@ func cancelNotice(runs []uuid.UUID) notice {
 	return notice{CancelChannel, p}
 }
 
-// notify queues one NOTIFY on NotifyChannel in tx (delivered at commit).
+// notify queues one notice per topic (TopicOutbox: OutboxChannel;
+// TopicTasks: TasksChannel with AnyRun) in tx, in one statement. It is the
+// bridge for callers still naming topics (Trigger); code that knows its
+// runs uses runsNotices.
 func notify(ctx context.Context, tx *sqlx.Tx, topics ...string) error {
-	return notifyAll(ctx, tx, tasksNotice(topics...))
+	var ns []notice
+	for _, t := range topics {
+		switch t {
+		case TopicOutbox:
+			ns = append(ns, outboxNotice())
+		case TopicTasks:
+			ns = append(ns, notice{TasksChannel, AnyRun})
+		}
+	}
+	return notifyAll(ctx, tx, ns...)
 }
 
 // notifyAll queues the notices in tx in ONE statement (delivered at
@@ -110,14 +156,8 @@ type Listener struct {
 	conn *pgx.Conn
 }
 
-// Listen opens a dedicated connection to url and LISTENs on NotifyChannel.
-// The caller owns it: call Close, and on any error from Wait reconnect.
-func Listen(ctx context.Context, url string) (*Listener, error) {
-	return ListenOn(ctx, url, NotifyChannel)
-}
-
 // ListenOn opens a dedicated connection to url and LISTENs on channel
-// (NotifyChannel or CancelChannel). The caller owns it: call Close, and on
+// (TasksChannel, OutboxChannel or CancelChannel). The caller owns it: call Close, and on
 // any error from Wait reconnect.
 func ListenOn(ctx context.Context, url, channel string) (*Listener, error) {
 	conn, err := pgx.Connect(ctx, url)
@@ -132,7 +172,8 @@ func ListenOn(ctx context.Context, url, channel string) (*Listener, error) {
 }
 
 // Wait blocks until a notification arrives (returning its payload's
-// comma-separated items: topics on NotifyChannel, run ids on CancelChannel)
+// comma-separated items: run ids (or AnyRun) on TasksChannel and
+// CancelChannel, one empty item on OutboxChannel)
 // or ctx ends. A context error means "no notification in time"; any other
 // error means the connection is broken.
 func (l *Listener) Wait(ctx context.Context) ([]string, error) {
@@ -146,4 +187,21 @@ func (l *Listener) Wait(ctx context.Context) ([]string, error) {
 // Close closes the connection.
 func (l *Listener) Close() error {
 	return l.conn.Close(context.Background())
+}
+
+// parseIDs parses a comma-separated list of uuids ("" is none).
+func parseIDs(list string) ([]uuid.UUID, error) {
+	if list == "" {
+		return nil, nil
+	}
+	parts := strings.Split(list, ",")
+	out := make([]uuid.UUID, 0, len(parts))
+	for _, p := range parts {
+		id, err := uuid.Parse(p)
+		if err != nil {
+			return nil, fmt.Errorf("parse run id %q: %w", p, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
 }

@@ -45,7 +45,7 @@ func next(t *testing.T, l *store.Listener) []string {
 
 // TestCancelRunAndAFailingFailFastRunNotifyTheCancelChannel: mode 47.
 // CancelRun tells the workers on store.CancelChannel which run to stop (and
-// still wakes the schedulers on NotifyChannel); a scheduler pass that fails
+// still wakes the schedulers on TasksChannel); a scheduler pass that fails
 // a fail_fast run while a task of it runs names that run there too, once;
 // a run without fail_fast that fails does not (its siblings run on), which
 // the next notification, another run's cancel, proves: notifications reach
@@ -95,14 +95,14 @@ tasks:
 		t.Fatalf("a second pass over the failed fail_fast run: %+v; want it told once", res)
 	}
 
-	events := listenOn(t, url, store.NotifyChannel) // from here on
+	events := listenOn(t, url, store.TasksChannel) // from here on
 	if _, err := f.s.CancelRun(f.ctx, plain, "alice", "stop"); err != nil {
 		t.Fatal(err)
 	}
 	if got := next(t, cancels); !slices.Equal(got, []string{plain.String()}) {
 		t.Fatalf("cancel channel after CancelRun: %q; want [%s]", got, plain)
 	}
-	if got := next(t, events); !slices.Contains(got, store.TopicTasks) {
-		t.Fatalf("NotifyChannel after CancelRun: %q; want the schedulers woken (%s)", got, store.TopicTasks)
+	if got := next(t, events); !slices.Equal(got, []string{plain.String()}) {
+		t.Fatalf("TasksChannel after CancelRun: %q; want the schedulers woken for [%s]", got, plain)
 	}
 }

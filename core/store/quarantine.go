@@ -125,7 +125,7 @@ func (s *Store) RetryQuarantined(ctx context.Context, id int64, actor, reason st
 		if n == 0 {
 			return nil
 		}
-		return notify(ctx, tx, TopicOutbox)
+		return notifyAll(ctx, tx, outboxNotice())
 	})
 	if err != nil {
 		return err
@@ -172,7 +172,8 @@ WITH RECURSIVE d AS (
     SELECT id, $2::text FROM bury
 ), ` + buryDownstream + `
 SELECT (SELECT count(*) FROM d) AS dropped, (SELECT count(*) FROM bury) AS buried,
-       coalesce((SELECT task_run_id FROM d), '00000000-0000-0000-0000-000000000000'::uuid) AS task_run_id`
+       coalesce((SELECT task_run_id FROM d), '00000000-0000-0000-0000-000000000000'::uuid) AS task_run_id,
+       (SELECT run_id FROM bury) AS run_id`
 
 // DropQuarantined gives up on quarantined row id: the row is kept, marked
 // dropped (it is never published), and its task, when it is still READY
@@ -195,9 +196,10 @@ func (s *Store) DropQuarantined(ctx context.Context, id int64, actor, reason str
 		return DropResult{}, err
 	}
 	var row struct {
-		Dropped   int       `db:"dropped"`
-		Buried    int       `db:"buried"`
-		TaskRunID uuid.UUID `db:"task_run_id"`
+		Dropped   int        `db:"dropped"`
+		Buried    int        `db:"buried"`
+		TaskRunID uuid.UUID  `db:"task_run_id"`
+		RunID     *uuid.UUID `db:"run_id"` // the buried task's run, nil when none was buried
 	}
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		// Lock the run row before the task row, in the same order as the
@@ -208,10 +210,10 @@ func (s *Store) DropQuarantined(ctx context.Context, id int64, actor, reason str
 		if err := tx.GetContext(ctx, &row, qDropQuarantined, id, actor, reason, "dispatch dropped from the outbox quarantine: "+reason); err != nil {
 			return fmt.Errorf("drop outbox row %d: %w", id, err)
 		}
-		if row.Buried == 0 {
+		if row.Buried == 0 || row.RunID == nil {
 			return nil
 		}
-		return notify(ctx, tx, TopicTasks)
+		return notifyAll(ctx, tx, runsNotices([]uuid.UUID{*row.RunID})...)
 	})
 	if err != nil {
 		return DropResult{}, err

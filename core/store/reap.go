@@ -80,7 +80,8 @@ WITH RECURSIVE reaped AS (
 ), buried (id, actor) AS (
     SELECT id, $8::text FROM reaped WHERE state = 'DEAD'
 ), ` + buryDownstream + `
-SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded FROM reaped`
+SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded,
+       coalesce(string_agg(DISTINCT run_id::text, ','), '') AS runs FROM reaped`
 
 // qLockRunsOfTasks locks the run rows of the tasks $1, in run id order.
 const qLockRunsOfTasks = `
@@ -118,6 +119,9 @@ type ReapRequest struct {
 type ReapResult struct {
 	Reaped   int // RUNNING -> RETRYING | DEAD
 	Refunded int // of which reaped without using up the attempt (outage)
+	// Runs are the distinct ids of the runs reaped in (notified on
+	// TasksChannel in the reap's transaction).
+	Runs []uuid.UUID
 }
 
 // Reap routes up to req.Limit RUNNING tasks whose lease has expired (on
@@ -163,27 +167,37 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 		delays[i] = req.Backoff(p, r.Attempt).Milliseconds()
 	}
 	var res struct {
-		Reaped   int `db:"reaped"`
-		Refunded int `db:"refunded"`
+		Reaped   int    `db:"reaped"`
+		Refunded int    `db:"refunded"`
+		Runs     string `db:"runs"` // comma-separated ids of the runs reaped in
 	}
+	var out ReapResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if len(dying) > 0 {
 			// A reap that buries a task buries its descendants too: lock
 			// their runs first (in id order, so two reapers cannot deadlock),
 			// as every writer of several task rows of a run does.
-			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, dying); err != nil {
+			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, uuidArray(dying)); err != nil {
 				return fmt.Errorf("reap expired leases: lock runs: %w", err)
 			}
 		}
-		if err := tx.GetContext(ctx, &res, qReap, ids, until, since, notAfter, toks, delays, refunds, req.Actor); err != nil {
+		if err := tx.GetContext(ctx, &res, qReap, uuidArray(ids), until, since, notAfter, toks, delays, refunds, req.Actor); err != nil {
 			return fmt.Errorf("reap expired leases: %w", err)
 		}
-		if res.Reaped > 0 {
-			return notify(ctx, tx, TopicTasks)
+		runs, err := parseIDs(res.Runs)
+		if err != nil {
+			return fmt.Errorf("reap expired leases: %w", err)
 		}
-		return nil
+		out.Runs = runs
+		// The schedulers advance the runs reaped in (a DEAD task fails
+		// its run; a RETRYING one is promoted when due by the sweep).
+		return notifyAll(ctx, tx, runsNotices(runs)...)
 	})
-	return ReapResult{Reaped: res.Reaped, Refunded: res.Refunded}, err
+	if err != nil {
+		return ReapResult{}, err
+	}
+	out.Reaped, out.Refunded = res.Reaped, res.Refunded
+	return out, nil
 }
 
 // ReapExpired is Reap without an outage: it routes up to limit RUNNING

@@ -54,7 +54,7 @@ func (s *Store) Redispatch(ctx context.Context, after time.Duration, limit int, 
 			return fmt.Errorf("redispatch stale READY tasks: %w", err)
 		}
 		if n > 0 {
-			return notify(ctx, tx, TopicOutbox)
+			return notifyAll(ctx, tx, outboxNotice())
 		}
 		return nil
 	})

@@ -92,10 +92,10 @@ WITH RECURSIVE given AS (
                 ELSE 'fail_fast run requeued with task ' || origin::text || ': ' || $3 END
       FROM rq
 )
-SELECT g.id, g.ord, t.state, r.cancel_requested_at IS NOT NULL AS run_cancelled, rq.origin
+SELECT g.id, g.ord, t.state, r.cancel_requested_at IS NOT NULL AS run_cancelled, rq.origin, t.run_id
   FROM given g LEFT JOIN task_runs t ON t.id = g.id LEFT JOIN workflow_runs r ON r.id = t.run_id LEFT JOIN rq ON rq.id = g.id
 UNION ALL
-SELECT rq.id, NULL, NULL, false, rq.origin FROM rq WHERE rq.id NOT IN (SELECT id FROM given)
+SELECT rq.id, NULL, NULL, false, rq.origin, rq.run_id FROM rq WHERE rq.id NOT IN (SELECT id FROM given)
 ORDER BY ord NULLS LAST, id`
 
 // requeueRow is one row qRequeue returns.
@@ -105,6 +105,7 @@ type requeueRow struct {
 	State        *string    `db:"state"`
 	RunCancelled bool       `db:"run_cancelled"`
 	Origin       *uuid.UUID `db:"origin"`
+	RunID        *uuid.UUID `db:"run_id"` // nil for an unknown id
 }
 
 // RequeueOutcome says what RequeueMany did with one id.
@@ -209,10 +210,13 @@ func (s *Store) RequeueMany(ctx context.Context, ids []uuid.UUID, actor, reason 
 		if err := tx.SelectContext(ctx, &rows, qRequeue, ids, actor, reason); err != nil {
 			return fmt.Errorf("requeue: %w", err)
 		}
-		if !slices.ContainsFunc(rows, func(r requeueRow) bool { return r.Origin != nil }) {
-			return nil
+		var runs []uuid.UUID
+		for _, r := range rows {
+			if r.Origin != nil && r.RunID != nil {
+				runs = append(runs, *r.RunID)
+			}
 		}
-		return notify(ctx, tx, TopicTasks)
+		return notifyAll(ctx, tx, runsNotices(runs)...)
 	})
 	if err != nil {
 		return nil, err

@@ -209,7 +209,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	if p.cfg.DatabaseURL != "" {
 		var wait func()
-		l.wake, wait = daemon.Wakeups(ctx, p.cfg.DatabaseURL, store.TopicOutbox, p.log)
+		l.wake, wait = daemon.Wakeups(ctx, p.cfg.DatabaseURL, store.OutboxChannel, p.log)
 		defer wait()
 	}
 	tick := time.NewTicker(p.cfg.PollInterval)

@@ -1,21 +1,37 @@
-// Package scheduler is the daemon that moves work forward. Each pass, in
-// its own transactions:
+// Package scheduler is the daemon that moves work forward. Its loop, each
+// turn in its own transactions:
 //
-//	reap:    RUNNING --lease expired (db clock)--> RETRYING | DEAD   (token bumped;
-//	         a DEAD task's PENDING descendants --> UPSTREAM_FAILED, same statement)
-//	advance: lock open runs (FOR UPDATE SKIP LOCKED)
-//	         PENDING --an ancestor DEAD--> UPSTREAM_FAILED (catch-up), and back
-//	         when none is DEAD any more
-//	         fail_fast: PENDING|READY|RETRYING --a task DEAD--> CANCELLED
-//	         PENDING --deps SUCCEEDED--> READY  + outbox row (same statement)
-//	         RETRYING --backoff elapsed--> READY + outbox row
-//	         derive run state (core.DeriveRunState); settle runs with no active task
+//	targeted: the runs TasksChannel notifications named since the last turn
+//	          (a finish, reap, requeue, cancel or outbox drop committed in them)
+//	          --> store.AdvanceRuns: lock them FOR UPDATE in id order, WAITING
+//	          for a holder, then the pass below
+//	sweep:    every SweepInterval (and on AnyRun, at most ten times as often):
+//	          reap:  RUNNING --lease expired (db clock)--> RETRYING | DEAD (token bumped;
+//	                 a DEAD task's PENDING descendants --> UPSTREAM_FAILED, same statement)
+//	          redispatch READY tasks whose confirmed dispatch led to no claim
+//	          store.SweepCandidates (index-backed: retries due, promotable PENDING
+//	          tasks, open runs cancelled or with nothing active) --> AdvanceRuns
+//	full:     every FullSweepInterval, and at once when the listener (re)connects:
+//	          store.Advance over every open run (FOR UPDATE SKIP LOCKED, pages)
 //
-// A pass runs when a NOTIFY on topic "tasks" arrives (a finish, requeue or
-// cancel committed) and on every SweepInterval tick, so a lost notification
-// delays work by at most one sweep. Promotion runs in a transaction that
-// begins after the upstream finish committed, so two parents finishing at
-// once cannot both miss each other.
+//	the pass: PENDING --an ancestor DEAD--> UPSTREAM_FAILED (catch-up), and back
+//	          when none is DEAD any more
+//	          fail_fast: PENDING|READY|RETRYING --a task DEAD--> CANCELLED
+//	          PENDING --deps SUCCEEDED--> READY  + outbox row (same statement)
+//	          RETRYING --backoff elapsed--> READY + outbox row
+//	          derive run state (core.DeriveRunState); settle runs with no active task
+//
+// Promotion runs in a transaction that begins after the upstream finish
+// committed (a NOTIFY is delivered after its commit), so two parents
+// finishing at once cannot both miss each other: each names the run, and
+// the targeted pass that a later one starts waits for any pass holding the
+// run, then reads (READ COMMITTED, a statement's snapshot taken after the
+// lock) both finishes. A lock wait is bounded by the session's
+// lock_timeout (--db-lock-timeout): the pass fails and its runs are kept
+// for the next turn. A lost notification delays a promotion by at most one
+// SweepInterval, and anything else a notification would have triggered by
+// at most one FullSweepInterval. Schedulers LISTEN on TasksChannel only:
+// the publishers' OutboxChannel never wakes them.
 //
 // Clock: the reaper and the retry promotion compare lease_expires_at and
 // next_attempt_at with PostgreSQL's now() inside their statements; the

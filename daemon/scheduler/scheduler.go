@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
@@ -20,8 +22,11 @@ import (
 // Defaults for Config.
 const (
 	SweepIntervalDefault = time.Second
-	BatchSizeDefault     = 500
-	ReapLimitDefault     = 500
+	// FullSweepIntervalDefault is the period of the full paged pass over
+	// every open run (Config.FullSweepInterval).
+	FullSweepIntervalDefault = 30 * time.Second
+	BatchSizeDefault         = 500
+	ReapLimitDefault         = 500
 	// RedispatchAfterDefault is how long a READY task may stay unclaimed
 	// after its dispatch was confirmed before it is dispatched again.
 	RedispatchAfterDefault = 5 * time.Minute
@@ -37,6 +42,8 @@ type Store interface {
 	Now(ctx context.Context) (time.Time, error)
 	Reap(ctx context.Context, req store.ReapRequest) (store.ReapResult, error)
 	Advance(ctx context.Context, after *store.Cursor, limit int, actor string) (store.AdvanceResult, error)
+	AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) (store.AdvanceResult, error)
+	SweepCandidates(ctx context.Context, limit int) ([]uuid.UUID, error)
 	Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error)
 }
 
@@ -48,9 +55,19 @@ type Config struct {
 	DatabaseURL string
 	// ID names this process in task history (actor).
 	ID string
-	// SweepInterval is the period of the pass that runs even without a
-	// NOTIFY (default SweepIntervalDefault).
+	// SweepInterval is the period of the sweep that runs even without a
+	// NOTIFY (default SweepIntervalDefault): reap, redispatch, and advance
+	// the runs store.SweepCandidates finds (retries due, promotable tasks
+	// whose notification was lost, runs to settle or cancel). It bounds
+	// the delay a lost notification costs a promotion.
 	SweepInterval time.Duration
+	// FullSweepInterval is the period of the full paged pass over every
+	// open run (store.Advance), the safety net for what the sweep's
+	// candidates cannot see (a derived run state whose notification was
+	// lost while tasks still run). Default FullSweepIntervalDefault, or
+	// SweepInterval when that is longer; at least SweepInterval. A
+	// listener (re)connect runs one at once.
+	FullSweepInterval time.Duration
 	// BatchSize is how many open runs one transaction handles.
 	BatchSize int
 	// ReapLimit bounds expired leases handled per pass.
@@ -86,6 +103,8 @@ type Config struct {
 func (c Config) Validate() error {
 	for _, err := range []error{
 		daemon.CheckNotNegative("scheduler", "SweepInterval", "sweep-interval", c.SweepInterval, SweepIntervalDefault),
+		daemon.CheckNotNegative("scheduler", "FullSweepInterval", "full-sweep-interval", c.FullSweepInterval, FullSweepIntervalDefault),
+		c.checkFullSweep(),
 		daemon.CheckNotNegative("scheduler", "BatchSize", "", c.BatchSize, BatchSizeDefault),
 		daemon.CheckNotNegative("scheduler", "ReapLimit", "", c.ReapLimit, ReapLimitDefault),
 		daemon.CheckNotNegative("scheduler", "RedispatchAfter", "redispatch-after", c.RedispatchAfter, RedispatchAfterDefault),
@@ -98,6 +117,18 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// checkFullSweep bounds FullSweepInterval below by SweepInterval (each
+// after its default): a full pass more often than the sweep it backs
+// would be the sweep.
+func (c Config) checkFullSweep() error {
+	sweep := cmp.Or(c.SweepInterval, SweepIntervalDefault)
+	if c.FullSweepInterval <= 0 || c.SweepInterval < 0 || c.FullSweepInterval >= sweep {
+		return nil
+	}
+	return &daemon.SettingError{Component: "scheduler", Field: "FullSweepInterval", Flag: "full-sweep-interval", Value: c.FullSweepInterval,
+		Want: fmt.Sprintf("at least the sweep interval (%v), or 0 for the default (%v)", sweep, FullSweepIntervalDefault)}
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("scheduler: Store is required")
@@ -106,6 +137,7 @@ func (c *Config) validate() error {
 		return err
 	}
 	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
+	c.FullSweepInterval = cmp.Or(c.FullSweepInterval, max(FullSweepIntervalDefault, c.SweepInterval))
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.ReapLimit = cmp.Or(c.ReapLimit, ReapLimitDefault)
 	c.RedispatchAfter = cmp.Or(c.RedispatchAfter, RedispatchAfterDefault)
@@ -134,6 +166,9 @@ type Scheduler struct {
 	lastDB time.Time
 	failed bool
 	outage *store.Outage
+	// Also the loop's: on the process clock, when the last sweep and the
+	// last full pass began (zero: never), only to throttle them.
+	lastSweep, lastFull time.Time
 
 	signals testSignals // a nil channel outside this package's tests
 }
@@ -146,29 +181,39 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{cfg: cfg, log: cfg.Logger}, nil
 }
 
-// Run loops until ctx ends, then returns nil. A database fault never ends
-// it: the pass is retried with capped, jittered backoff, and "scheduler:
-// recovered" is logged when a pass succeeds again.
+// Run loops until ctx ends, then returns nil. Each turn it advances the
+// runs the TasksChannel notifications named since the last turn
+// (store.AdvanceRuns, BatchSize runs a transaction), then sweeps when one
+// is due: at the first turn, every SweepInterval, on a store.AnyRun
+// notification (at most ten times a SweepInterval), and after a failed
+// turn; the sweep includes the full pass every FullSweepInterval and after
+// the listener (re)connected. A database fault never ends it: the turn is
+// retried with capped, jittered backoff (the runs it failed to advance
+// kept for the next), and "scheduler: recovered" is logged when one
+// succeeds again.
 func (s *Scheduler) Run(ctx context.Context) error {
+	var runs *daemon.RunSet
 	var wake <-chan struct{}
 	if s.cfg.DatabaseURL != "" {
 		var wait func()
-		wake, wait = daemon.Wakeups(ctx, s.cfg.DatabaseURL, store.TopicTasks, s.log)
+		runs, wait = daemon.WatchRuns(ctx, s.cfg.DatabaseURL, s.log)
 		defer wait()
+		wake = runs.Wake()
 	}
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
 	bo := daemon.Recovery{Component: "scheduler", Dependency: "postgres", Log: s.log, Metrics: s.cfg.Metrics}
-	s.log.Info("scheduler: started", "sweep_interval", s.cfg.SweepInterval.String())
+	s.log.Info("scheduler: started", "sweep_interval", s.cfg.SweepInterval.String(), "full_sweep_interval", s.cfg.FullSweepInterval.String())
+	sweepDue := true
 	for {
-		err := s.RunOnce(ctx)
+		err := s.turn(ctx, runs, sweepDue)
 		s.signals.passDone(err)
 		switch {
 		case ctx.Err() != nil:
 			s.log.Info("scheduler: stopped")
 			return nil
 		case err != nil:
-			s.failed = true
+			s.failed, sweepDue = true, true
 			s.healthy.Store(false)
 			d := bo.Fail()
 			s.log.Error("scheduler: pass failed", "error", err, "failures", bo.Failures(), "retry_in", d.String())
@@ -180,23 +225,87 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 		s.healthy.Store(true)
 		bo.Succeeded()
+		sweepDue = false
 		select {
 		case <-ctx.Done():
 			s.log.Info("scheduler: stopped")
 			return nil
 		case <-wake:
 		case <-tick.C:
+			sweepDue = true
 		}
 	}
 }
 
-// RunOnce reaps expired leases, then advances every open run (in pages of
-// BatchSize runs, one transaction each). It dates the pass on the
-// database's clock first: after a failed pass, or a gap longer than
-// SweepInterval+OutageGap since the last pass, it records an outage, and
-// the reaper then grants one lease of grace from this pass and refunds the
-// attempt of a lease that lapsed during the outage. Calls must not overlap.
+// turn advances the runs notified (runs nil: none, no listener), putting
+// them back when that fails, then sweeps when sweepDue or when a
+// notification asked for it: store.AnyRun, throttled to one sweep per
+// tenth of SweepInterval (a request it does not serve yet is kept for a
+// later turn); a (re)connect of the listener, at once and with the full
+// pass (kept too when the sweep fails).
+func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool) error {
+	var t daemon.Taken
+	if runs != nil {
+		t = runs.Take()
+		if err := s.advanceNamed(ctx, t.IDs); err != nil {
+			runs.Add(t.IDs...)
+			if t.AnyRun || t.Reconnected {
+				runs.AskSweep(t.Reconnected)
+			}
+			return err
+		}
+		throttled := clock.Since(s.cfg.Clock, s.lastSweep) < s.cfg.SweepInterval/10
+		if t.AnyRun && throttled && !sweepDue && !t.Reconnected {
+			runs.AskSweep(false)
+		}
+		sweepDue = sweepDue || t.Reconnected || (t.AnyRun && !throttled)
+	}
+	if !sweepDue {
+		return nil
+	}
+	full := t.Reconnected || s.lastFull.IsZero() || clock.Since(s.cfg.Clock, s.lastFull) >= s.cfg.FullSweepInterval
+	if err := s.sweep(ctx, full); err != nil {
+		if t.Reconnected {
+			runs.AskSweep(true)
+		}
+		return err
+	}
+	if t.Reconnected {
+		s.signals.reconnectDone()
+	}
+	return nil
+}
+
+// advanceNamed runs targeted passes (store.AdvanceRuns) over ids, BatchSize
+// runs a transaction.
+func (s *Scheduler) advanceNamed(ctx context.Context, ids []uuid.UUID) error {
+	for len(ids) > 0 {
+		n := min(len(ids), s.cfg.BatchSize)
+		res, err := s.cfg.Store.AdvanceRuns(ctx, ids[:n], s.cfg.ID)
+		if err != nil {
+			return fmt.Errorf("advance named runs: %w", err)
+		}
+		s.record(res)
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// RunOnce sweeps with the full pass (see sweep). Calls must not overlap,
+// nor overlap Run.
 func (s *Scheduler) RunOnce(ctx context.Context) error {
+	return s.sweep(ctx, true)
+}
+
+// sweep reaps expired leases, redispatches lost dispatches, advances the
+// runs store.SweepCandidates finds and, when full, every open run (in
+// pages of BatchSize runs, one transaction each). It dates the sweep on the
+// database's clock first: after a failed pass, or a gap longer than
+// SweepInterval+OutageGap since the last sweep, it records an outage, and
+// the reaper then grants one lease of grace from this sweep and refunds the
+// attempt of a lease that lapsed during the outage.
+func (s *Scheduler) sweep(ctx context.Context, full bool) error {
+	s.lastSweep = s.cfg.Clock.Now()
 	start, err := s.cfg.Store.Now(ctx)
 	if err != nil {
 		return fmt.Errorf("read the database clock: %w", err)
@@ -210,6 +319,31 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 		}
 		s.log.Warn("scheduler: reached the database after an outage; lapsed leases get one lease of grace, and those that lapsed during it keep their attempt", attrs...)
 	}
+	if err := s.reapAndRedispatch(ctx, start); err != nil {
+		return err
+	}
+	cands, err := s.cfg.Store.SweepCandidates(ctx, s.cfg.BatchSize)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if err := s.advanceNamed(ctx, cands); err != nil {
+		return err
+	}
+	if full {
+		if err := s.advanceAll(ctx); err != nil {
+			return err
+		}
+		s.lastFull = s.lastSweep
+	}
+	s.lastDB, s.failed = start, false
+	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())
+	return nil
+}
+
+// reapAndRedispatch reaps the expired leases (an outage's grace applied;
+// nothing when the reap runs later than start+OutageGap) and redispatches
+// READY tasks whose confirmed dispatch led to no claim.
+func (s *Scheduler) reapAndRedispatch(ctx context.Context, start time.Time) error {
 	res, err := s.cfg.Store.Reap(ctx, store.ReapRequest{
 		Limit: s.cfg.ReapLimit,
 		Backoff: func(p core.RetryPolicy, attempt int) time.Duration {
@@ -235,27 +369,36 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 		s.cfg.Metrics.TasksRedispatched.Add(float64(redispatched))
 		s.log.Warn("scheduler: redispatched READY tasks whose confirmed dispatch led to no claim", "count", redispatched, "after", s.cfg.RedispatchAfter.String())
 	}
+	return nil
+}
+
+// advanceAll is the full pass: store.Advance over every open run, in pages
+// of BatchSize (runs another pass holds are skipped: theirs).
+func (s *Scheduler) advanceAll(ctx context.Context) error {
 	var cur *store.Cursor
 	for {
 		res, err := s.cfg.Store.Advance(ctx, cur, s.cfg.BatchSize, s.cfg.ID)
 		if err != nil {
 			return fmt.Errorf("advance: %w", err)
 		}
-		s.cfg.Metrics.TasksPromoted.Add(float64(res.Promoted + res.RetriesDue))
-		if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged > 0 {
-			s.log.Debug("scheduler: pass", "promoted", res.Promoted, "retries_due", res.RetriesDue,
-				"fail_fast_cancelled", res.FailFastCancelled, "fail_fast_revived", res.FailFastRevived,
-				"upstream_failed", res.UpstreamFailed, "upstream_revived", res.UpstreamRevived,
-				"runs_changed", res.RunsChanged, "runs_settled", res.RunsSettled)
-		}
+		s.record(res)
 		if res.Next == nil {
-			break
+			return nil
 		}
 		cur = res.Next
 	}
-	s.lastDB, s.failed = start, false
-	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())
-	return nil
+}
+
+// record counts what one pass did and logs it at Debug when it did
+// anything.
+func (s *Scheduler) record(res store.AdvanceResult) {
+	s.cfg.Metrics.TasksPromoted.Add(float64(res.Promoted + res.RetriesDue))
+	if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged > 0 {
+		s.log.Debug("scheduler: pass", "runs", res.Runs, "promoted", res.Promoted, "retries_due", res.RetriesDue,
+			"fail_fast_cancelled", res.FailFastCancelled, "fail_fast_revived", res.FailFastRevived,
+			"upstream_failed", res.UpstreamFailed, "upstream_revived", res.UpstreamRevived,
+			"runs_changed", res.RunsChanged, "runs_settled", res.RunsSettled)
+	}
 }
 
 // Live reports an error when no pass completed for a long time while the

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -39,6 +41,20 @@ func (f *fakeStore) Advance(context.Context, *store.Cursor, int, string) (store.
 		return store.AdvanceResult{}, errDown
 	}
 	return store.AdvanceResult{}, nil
+}
+
+func (f *fakeStore) AdvanceRuns(context.Context, []uuid.UUID, string) (store.AdvanceResult, error) {
+	if f.down {
+		return store.AdvanceResult{}, errDown
+	}
+	return store.AdvanceResult{}, nil
+}
+
+func (f *fakeStore) SweepCandidates(context.Context, int) ([]uuid.UUID, error) {
+	if f.down {
+		return nil, errDown
+	}
+	return nil, nil
 }
 
 func (f *fakeStore) Redispatch(context.Context, time.Duration, int, string) (int, error) {

@@ -2,18 +2,31 @@ package scheduler
 
 // testSignals let this package's tests wait for the scheduler's passes
 // instead of sleeping (in the manner of River's maintenance services). The
-// channel is made by a test and is nil otherwise; a send never blocks: a
+// channels are made by a test and are nil otherwise; a send never blocks: a
 // full channel drops the value.
 type testSignals struct {
 	// passed receives the result of every pass Run made (nil: it
 	// succeeded).
 	passed chan error
+	// reconnectSwept receives a value each time Run completed the full
+	// sweep that a (re)connect of its listener asked for: from then on
+	// the listener is connected, and a notification reaches the loop.
+	reconnectSwept chan struct{}
 }
 
 func (s *testSignals) passDone(err error) {
 	if s.passed != nil {
 		select {
 		case s.passed <- err:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) reconnectDone() {
+	if s.reconnectSwept != nil {
+		select {
+		case s.reconnectSwept <- struct{}{}:
 		default:
 		}
 	}
