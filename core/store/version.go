@@ -71,6 +71,16 @@ const (
 	recordedFloors    = `SELECT version, min_binary_version FROM schema_compat`
 )
 
+// schemaApplied is SchemaState's one-query path, for a database that has
+// both goose's table and the compatibility record: every applied version
+// with the floor Migrate recorded for it (NULL: none). Where either table
+// is missing it fails with undefined_table and SchemaState asks again
+// table by table.
+const schemaApplied = `
+SELECT g.version_id, c.min_binary_version
+  FROM (SELECT DISTINCT version_id FROM goose_db_version WHERE is_applied AND version_id > 0) g
+  LEFT JOIN schema_compat c ON c.version = g.version_id`
+
 // SchemaState reads the database's schema version and compatibility floor.
 // The floor of an applied version is the one Migrate recorded in
 // schema_compat; for a version it lacks (a database migrated by a binary
@@ -86,6 +96,31 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 	for _, m := range ms {
 		known[m.Version] = m.CompatFloor
 	}
+	var rows []struct {
+		Version int64  `db:"version_id"`
+		Floor   *int64 `db:"min_binary_version"`
+	}
+	switch err := s.db.SelectContext(ctx, &rows, schemaApplied, s.args()...); {
+	case err == nil:
+		applied := make([]int64, len(rows))
+		recorded := map[int64]int64{}
+		for i, r := range rows {
+			applied[i] = r.Version
+			if r.Floor != nil {
+				recorded[r.Version] = *r.Floor
+			}
+		}
+		return schemaOf(applied, recorded, known), nil
+	case pgCode(err) != "42P01": // undefined_table: ask table by table
+		return DBSchema{}, fmt.Errorf("read schema state: %w", err)
+	}
+	return s.schemaStateByTable(ctx, known)
+}
+
+// schemaStateByTable is SchemaState for a database that lacks goose's
+// table or the compatibility record (unmigrated, or migrated before floors
+// were recorded): it checks which exist before reading them.
+func (s *Store) schemaStateByTable(ctx context.Context, known map[int64]int64) (DBSchema, error) {
 	var gooseTable, compatTable bool
 	if err := s.db.QueryRowContext(ctx, schemaTablesExist).Scan(&gooseTable, &compatTable); err != nil {
 		return DBSchema{}, fmt.Errorf("read schema state: %w", err)
@@ -110,6 +145,13 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 			recorded[r.Version] = r.Floor
 		}
 	}
+	return schemaOf(applied, recorded, known), nil
+}
+
+// schemaOf is the schema state of a database with the applied versions:
+// the newest, and the highest floor of any (recorded, else known to this
+// binary, else the version itself).
+func schemaOf(applied []int64, recorded, known map[int64]int64) DBSchema {
 	st := DBSchema{Migrated: true}
 	for _, v := range applied {
 		st.Version = max(st.Version, v)
@@ -121,7 +163,7 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 		}
 		st.Floor = max(st.Floor, floor)
 	}
-	return st, nil
+	return st
 }
 
 // CheckSchema returns nil when this binary may run on the database's

@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+const (
+	cachedV1 = "name: cached\ntasks:\n  - {name: a, handler: noop}\n"
+	cachedV2 = "name: cached\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a]}\n"
+	cachedV3 = "name: cached\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n  - {name: c, handler: noop}\n"
+)
+
+// openStore opens a second store on dbURL with opt, closed in t.Cleanup.
+func openStore(t *testing.T, dbURL string, opt store.Options) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, dbURL, opt)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestATriggerAfterAnApplyElsewhereUsesTheNewVersion: a Store caches the
+// definitions it triggers; a version applied by another process (another
+// Store) since must still be the one the next trigger of "the newest"
+// uses — the trigger's statement finds its cached version superseded,
+// inserts nothing, and the Store reloads — while an asked-for version
+// stays that version (versions never change). Without the check the second
+// trigger below creates a run of version 1.
+func TestATriggerAfterAnApplyElsewhereUsesTheNewVersion(t *testing.T) {
+	t.Parallel()
+	for _, oneShot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pooled", true: "one-shot"}[oneShot], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.apply(cachedV1)
+			trig := openStore(t, f.url, store.Options{MaxConns: 2, OneShot: oneShot})
+			trigger := func(version int) store.Run {
+				t.Helper()
+				res, err := trig.Trigger(f.ctx, store.TriggerRequest{Workflow: "cached", Version: version, Actor: "test"})
+				if err != nil {
+					t.Fatalf("trigger version %d: %v", version, err)
+				}
+				return f.run(res.RunID)
+			}
+			many := func(version int) []store.Run {
+				t.Helper()
+				ids, err := trig.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "cached", Version: version, Params: []json.RawMessage{nil, json.RawMessage(`{"n":2}`)}, Actor: "test"})
+				if err != nil || len(ids) != 2 {
+					t.Fatalf("trigger many of version %d: %v %v", version, ids, err)
+				}
+				return []store.Run{f.run(ids[0]), f.run(ids[1])}
+			}
+			want := func(what string, r store.Run, version, tasks int) {
+				t.Helper()
+				if r.WorkflowVersion != version || r.TasksTotal != tasks || len(r.Tasks) != tasks {
+					t.Fatalf("%s: run of version %d with %d tasks, want version %d with %d", what, r.WorkflowVersion, len(r.Tasks), version, tasks)
+				}
+			}
+			want("first trigger", trigger(0), 1, 1) // caches version 1 as the newest
+			f.apply(cachedV2)                       // another store: trig's cache does not hear of it
+			want("trigger after an apply elsewhere", trigger(0), 2, 2)
+			want("pinned version 1", trigger(1), 1, 1) // caches version 1 for good
+			f.apply(cachedV3)
+			for _, r := range many(0) {
+				want("bulk trigger after an apply elsewhere", r, 3, 3)
+			}
+			want("pinned version 1 after another apply", trigger(1), 1, 1)
+			for _, r := range many(2) {
+				want("pinned bulk trigger", r, 2, 2)
+			}
+		})
+	}
+}
+
+// TestTriggerManyWritesEveryRunOrNone: a batch's runs are created in one
+// transaction, each with its params, its roots READY with one outbox row
+// each; a batch with one bad params object (or a task key its params cannot
+// render) writes nothing and names the run.
+func TestTriggerManyWritesEveryRunOrNone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(diamond)
+	f.apply("name: keyed\ntasks:\n  - {name: a, handler: noop, idempotency_key: 'k-{{ .Params.day }}'}\n")
+	params := []json.RawMessage{json.RawMessage(`{"day":"mon"}`), nil, json.RawMessage(`{"day":"tue","n":1}`)}
+	ids, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "diamond", Params: params, Actor: "test"})
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("trigger many: %v %v", ids, err)
+	}
+	wantParams := []string{`{"day": "mon"}`, `{}`, `{"n": 1, "day": "tue"}`}
+	for i, id := range ids {
+		r := f.run(id)
+		if string(r.Params) != wantParams[i] || r.TasksTotal != 4 {
+			t.Fatalf("run %d: params %s, %d tasks; want %s, 4", i, r.Params, r.TasksTotal, wantParams[i])
+		}
+		if ts := f.tasks(id); ts["a"].State != core.TaskReady || f.outboxRows(ts["a"].ID) != 1 || ts["d"].State != core.TaskPending {
+			t.Fatalf("run %d: tasks %+v", i, ts)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM outbox`); n != 3 {
+		t.Fatalf("%d outbox rows, want 3 (one root per run)", n)
+	}
+	cases := []struct {
+		name, workflow string
+		params         []json.RawMessage
+		index          int
+	}{
+		{"not an object", "diamond", []json.RawMessage{nil, json.RawMessage(`[1]`)}, 1},
+		{"not JSON", "diamond", []json.RawMessage{json.RawMessage(`{`), nil}, 0},
+		{"a NUL character", "diamond", []json.RawMessage{nil, nil, json.RawMessage(`{"a":"\u0000"}`)}, 2},
+		{"a key its params cannot render", "keyed", []json.RawMessage{json.RawMessage(`{"day":"mon"}`), json.RawMessage(`{}`)}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := f.count(`SELECT count(*) FROM workflow_runs`)
+			_, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: c.workflow, Params: c.params, Actor: "test"})
+			var bad *store.BadRunError
+			if !errors.Is(err, core.ErrBadParams) || !errors.As(err, &bad) || bad.Index != c.index {
+				t.Fatalf("err = %v, want core.ErrBadParams for run index %d", err, c.index)
+			}
+			if after := f.count(`SELECT count(*) FROM workflow_runs`); after != before {
+				t.Fatalf("%d runs written by a refused batch", after-before)
+			}
+		})
+	}
+	if _, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "nope", Params: []json.RawMessage{nil}}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown workflow: %v, want ErrNotFound", err)
+	}
+	tooMany := make([]json.RawMessage, store.TriggerManyMax+1)
+	if _, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "diamond", Params: tooMany}); !errors.Is(err, core.ErrBadParams) {
+		t.Fatalf("%d runs: %v, want core.ErrBadParams", len(tooMany), err)
+	}
+}
+
+// TestATriggerWakesOnlyThePublishers: a trigger's roots are READY with
+// their outbox rows, so its one notification names the outbox topic only
+// (the scheduler has nothing to do for it).
+func TestATriggerWakesOnlyThePublishers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(diamond)
+	l, err := store.Listen(f.ctx, f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	f.trigger("diamond", "")
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	topics, err := l.Wait(ctx)
+	if err != nil || !slices.Equal(topics, []string{store.TopicOutbox}) {
+		t.Fatalf("notification %v (%v), want [%s]", topics, err, store.TopicOutbox)
+	}
+}
