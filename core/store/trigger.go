@@ -406,3 +406,28 @@ type BadRunError struct {
 func (e *BadRunError) Error() string { return fmt.Sprintf("run %d: %v", e.Index+1, e.Err) }
 
 func (e *BadRunError) Unwrap() error { return e.Err }
+
+// CheckRuns checks, writing nothing, that runs of version (0: the newest)
+// of workflow can be created with each of params: each is a params object
+// (core.ValidateParams) from which every task's idempotency key renders.
+// It returns the version it checked against, which a caller creating the
+// runs in several TriggerMany calls passes to each so that all are of one
+// version. Errors: a *BadRunError (wrapping core.ErrBadParams) naming the
+// first bad params object, ErrNotFound for an unknown workflow.
+func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, params []json.RawMessage) (int, error) {
+	wf, err := s.definition(ctx, workflow, version, false)
+	if err != nil {
+		return 0, err
+	}
+	for i, p := range params {
+		_, pmap, err := triggerParams(TriggerRequest{Params: p})
+		if err == nil {
+			var rows taskRows
+			err = rows.add(&wf.Definition, uuid.Nil, pmap)
+		}
+		if err != nil {
+			return 0, &BadRunError{Index: i, Err: err}
+		}
+	}
+	return wf.Version, nil
+}
