@@ -146,9 +146,9 @@ func readRunsFile(env *Env, path string, from int) ([]runsLine, error) {
 	}
 	if len(out) == 0 {
 		if from > 1 {
-			return nil, usageError("--runs-file %s has no run from line %d on (it has %d lines)", path, from, n)
+			return nil, usageError("--runs-file %s has no run from line %d on (it has %d lines; nothing was triggered)", path, from, n)
 		}
-		return nil, usageError("--runs-file %s has no run: want one JSON params object per line", path)
+		return nil, usageError("--runs-file %s has no run: want one JSON params object per line (nothing was triggered)", path)
 	}
 	return out, nil
 }
