@@ -28,8 +28,8 @@ func runCommand(env *Env) *cli.Command {
 		UsageText: "ffctl run trigger|list|show|wait|cancel [command options] [arguments...]\n\nExample:\n  id=$(ffctl run trigger nightly-report --param date=2026-11-30)\n  ffctl run wait \"$id\" --timeout 10m",
 		Subcommands: []*cli.Command{
 			{
-				Name:      "trigger",
-				Usage:     "start a run of a workflow",
+				Name:  "trigger",
+				Usage: "start a run of a workflow",
 				UsageText: "ffctl run trigger NAME [--param k=v]... [--params-file F] [--idempotency-key K] [--wait [--timeout D]] [-o json]\n" +
 					"ffctl run trigger NAME --runs-file F [--batch-size N] [--from-line L] [-o json]\n\n" +
 					"--runs-file creates one run per line of F (a JSON params object; blank lines are skipped).\n" +
