@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -47,41 +48,49 @@ type TriggerResult struct {
 //	$3  text      workflow name        $4  int     workflow version
 //	$5  jsonb[]   run params           $6  text[]  run idempotency keys (NULL: none)
 //	$7  bool      fail_fast            $8  bool    the version was asked for (pinned)
-//	$9..$20       the task runs, column by column (taskRows), $9 their run ids
-//	$21 text      NOTIFY channel       $22 text    NOTIFY payload
+//	$9..$17       the definition's tasks, column by column (taskDefs), once
+//	$18 text[]    task idempotency keys, run by run, task by task ("": none;
+//	              empty when no task has a key template)
+//	$19 int       the definition's number of tasks
+//	$20 text      NOTIFY channel       $21 text    NOTIFY payload
 //
 // wf is the stale-definition check: a caller may hold a cached definition,
 // and unless it asked for that version ($8; versions are immutable, never
 // updated or deleted) the statement inserts nothing when a newer version
 // has been applied since; the caller then reloads and retries (current is
 // false). Runs whose idempotency key is taken are skipped (ON CONFLICT DO
-// NOTHING); only the inserted runs get task runs. Root tasks are inserted
-// READY with fencing token 1 and their outbox rows are written from the
-// inserted rows (RETURNING), not re-read from task_runs: no scheduler hop
-// before the first dispatch, no index walk. One NOTIFY when a run was
-// created.
+// NOTHING); only the inserted runs get task runs: every inserted run times
+// every task of the definition (def, computed once). Root tasks are
+// inserted READY with fencing token 1 and their outbox rows are written
+// from the inserted rows (RETURNING), not re-read from task_runs: no
+// scheduler hop before the first dispatch, no index walk. One NOTIFY when a
+// run was created.
 const qTrigger = `
 WITH wf AS (
   SELECT 1 WHERE $8::bool OR NOT EXISTS (SELECT 1 FROM workflows w WHERE w.name = $3::text AND w.version > $4::int)
+), input AS (
+  SELECT * FROM unnest($1::uuid[], $5::jsonb[], $6::text[]) WITH ORDINALITY AS r(id, params, ikey, ord)
 ), run AS (
   INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
   SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool
-    FROM wf, unnest($1::uuid[], $5::jsonb[], $6::text[]) AS r(id, params, ikey)
+    FROM wf, input r
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING id
+), def AS MATERIALIZED (
+  SELECT d.ord, d.name, d.handler, d.params, ARRAY(SELECT jsonb_array_elements_text(d.deps)) AS deps,
+         jsonb_array_length(d.deps) = 0 AS root, d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms, d.ttl_ms
+    FROM unnest($9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[])
+         WITH ORDINALITY AS d(name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ttl_ms, ord)
 ), task AS (
   INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
                          initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
                          fencing_token, ready_at, idempotency_ttl_ms)
-  SELECT u.id, u.run_id, u.name, u.handler, u.params, ARRAY(SELECT jsonb_array_elements_text(u.deps)),
-         CASE WHEN jsonb_array_length(u.deps) = 0 THEN 'READY' ELSE 'PENDING' END,
-         u.max_attempts, u.initial_ms, u.max_ms, u.timeout_ms, NULLIF(u.ikey, ''),
-         CASE WHEN jsonb_array_length(u.deps) = 0 THEN 1 ELSE 0 END,
-         CASE WHEN jsonb_array_length(u.deps) = 0 THEN now() END, NULLIF(u.ttl_ms, 0)
-    FROM unnest($9::uuid[], $10::uuid[], $11::text[], $12::text[], $13::jsonb[], $14::jsonb[], $15::int[],
-                $16::bigint[], $17::bigint[], $18::bigint[], $19::text[], $20::bigint[])
-         AS u(run_id, id, name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ikey, ttl_ms)
-    JOIN run ON run.id = u.run_id
+  SELECT gen_random_uuid(), run.id, d.name, d.handler, d.params, d.deps,
+         CASE WHEN d.root THEN 'READY' ELSE 'PENDING' END,
+         d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms,
+         NULLIF(($18::text[])[(r.ord - 1) * $19::int + d.ord], ''),
+         CASE WHEN d.root THEN 1 ELSE 0 END, CASE WHEN d.root THEN now() END, NULLIF(d.ttl_ms, 0)
+    FROM run JOIN input r ON r.id = run.id CROSS JOIN def d
   RETURNING id, run_id, task_name, handler, fencing_token, state
 ), root AS (
   INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
@@ -90,7 +99,7 @@ WITH wf AS (
 )
 SELECT EXISTS (SELECT 1 FROM wf) AS current,
        (SELECT count(*) FROM run) AS created,
-       (SELECT count(*) FROM (SELECT pg_notify($21::text, $22::text) FROM run LIMIT 1) n) AS notified`
+       (SELECT count(*) FROM (SELECT pg_notify($20::text, $21::text) FROM run LIMIT 1) n) AS notified`
 
 // Trigger validates the request, then creates the run, its task runs (roots
 // READY with their outbox rows) and notifies the publishers in ONE
@@ -103,7 +112,7 @@ SELECT EXISTS (SELECT 1 FROM wf) AS current,
 // param), ErrCommitOutcomeUnknown when the statement got no answer (the
 // run may exist).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
-	params, pmap, err := triggerParams(req)
+	params, err := triggerParams(req)
 	if err != nil {
 		return TriggerResult{}, err
 	}
@@ -111,7 +120,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 	if req.IdempotencyKey != "" {
 		keys = []sql.NullString{{String: req.IdempotencyKey, Valid: true}}
 	}
-	runs := []newRun{{id: uuid.New(), params: params, pmap: pmap}}
+	runs := []newRun{{id: uuid.New(), params: params}}
 	created, wf, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, keys)
 	if err != nil {
 		return TriggerResult{}, err
@@ -125,11 +134,10 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 }
 
 // newRun is one run a trigger is about to insert: its id and its checked
-// params, raw and decoded.
+// params.
 type newRun struct {
 	id     uuid.UUID
 	params json.RawMessage
-	pmap   map[string]any
 }
 
 // staleRetries bounds how often insertRuns reloads a definition that a
@@ -170,16 +178,17 @@ func (s *Store) insertRuns(ctx context.Context, workflow string, version int, ru
 }
 
 // triggerArgs are qTrigger's parameters for runs of wf (pinned: the caller
-// asked for this version). Errors wrap core.ErrBadParams (see newTaskRows).
+// asked for this version). Errors wrap core.ErrBadParams (see
+// runKeys.add); with several runs as a *BadRunError naming the run.
 func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString) ([]any, error) {
 	def := &wf.Definition
 	ids := make([]string, len(runs))
 	params := make([]string, len(runs))
-	var rows taskRows
+	var rk runKeys
 	for i, r := range runs {
 		ids[i] = r.id.String()
 		params[i] = string(r.params)
-		if err := rows.add(def, r.id, r.pmap); err != nil {
+		if err := rk.add(def, r.params); err != nil {
 			if len(runs) > 1 {
 				return nil, &BadRunError{Index: i, Err: err}
 			}
@@ -192,88 +201,110 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 			ikeys[i] = &k.String
 		}
 	}
+	t := newTaskDefs(def)
 	return []any{
 		ids, wf.ID, wf.Name, wf.Version, params, ikeys, def.FailFast, pinned,
-		rows.runIDs, rows.ids, rows.names, rows.handlers, rows.params, rows.deps,
-		rows.maxAttempts, rows.initial, rows.maxBackoff, rows.timeouts, rows.keys, rows.ttls,
+		t.names, t.handlers, t.params, t.deps, t.maxAttempts, t.initial, t.maxBackoff, t.timeouts, t.ttls,
+		rk.keys, len(def.Tasks),
 		NotifyChannel, TopicOutbox,
 	}, nil
 }
 
 // triggerParams checks the request's params (nil means {}) with
-// core.ValidateParams, and its idempotency key, and returns the params and
-// their decoding (numbers kept verbatim, for the tasks' idempotency keys).
+// core.ValidateParams, and its idempotency key, and returns the params.
 // Errors wrap core.ErrBadParams.
-func triggerParams(req TriggerRequest) (json.RawMessage, map[string]any, error) {
+func triggerParams(req TriggerRequest) (json.RawMessage, error) {
 	params := req.Params
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
 	if err := core.ValidateParams(params); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return params, nil
+}
+
+// decodeParams decodes checked params for the tasks' idempotency keys
+// (numbers kept verbatim). Errors wrap core.ErrBadParams.
+func decodeParams(params json.RawMessage) (map[string]any, error) {
 	var pmap map[string]any
 	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.UseNumber() // numbers render verbatim in idempotency keys
 	if err := dec.Decode(&pmap); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
+		return nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
 	}
-	return params, pmap, nil
+	return pmap, nil
 }
 
-// taskRows are the task runs of new runs, column by column, as qTrigger
-// takes them ($9..$20).
-type taskRows struct {
-	runIDs      []string
-	ids         []string
+// taskDefs are a definition's tasks, column by column, as qTrigger takes
+// them ($9..$17): what every run of it copies into its task runs.
+type taskDefs struct {
 	names       []string
 	handlers    []string
 	params      []string // JSON objects
 	deps        []string // JSON arrays of task names
 	maxAttempts []int64
-	initial     []int64  // initial backoff, ms
-	maxBackoff  []int64  // ms
-	timeouts    []int64  // ms; 0: none
-	keys        []string // "": none
-	ttls        []int64  // ms; 0: a recorded result is reused for ever
+	initial     []int64 // initial backoff, ms
+	maxBackoff  []int64 // ms
+	timeouts    []int64 // ms; 0: none
+	ttls        []int64 // ms; 0: a recorded result is reused for ever
 }
 
-// add appends the task runs of run runID of def, their idempotency keys
-// rendered from the run's params pmap. Errors wrap core.ErrBadParams: a key
-// template that cannot be rendered (a missing param) or a key that cannot
-// be stored; rows is then left with a partial run.
-func (rows *taskRows) add(def *core.Definition, runID uuid.UUID, pmap map[string]any) error {
-	run := runID.String()
+func newTaskDefs(def *core.Definition) taskDefs {
+	n := len(def.Tasks)
+	t := taskDefs{
+		names: make([]string, n), handlers: make([]string, n), params: make([]string, n), deps: make([]string, n),
+		maxAttempts: make([]int64, n), initial: make([]int64, n), maxBackoff: make([]int64, n),
+		timeouts: make([]int64, n), ttls: make([]int64, n),
+	}
+	for i, task := range def.Tasks {
+		t.names[i], t.handlers[i], t.params[i] = task.Name, task.Handler, "{}"
+		if len(task.Params) > 0 && string(task.Params) != "null" {
+			t.params[i] = string(task.Params)
+		}
+		d := task.DependsOn
+		if d == nil {
+			d = []string{}
+		}
+		db, _ := json.Marshal(d)
+		t.deps[i] = string(db)
+		p := task.Policy()
+		t.maxAttempts[i] = int64(p.MaxAttempts)
+		t.initial[i] = p.InitialBackoff.Milliseconds()
+		t.maxBackoff[i] = p.MaxBackoff.Milliseconds()
+		t.timeouts[i] = task.TimeoutOrZero().Milliseconds()
+		t.ttls[i] = task.IdempotencyTTLOrZero().Milliseconds()
+	}
+	return t
+}
+
+// runKeys are the task idempotency keys of new runs, run by run and task
+// by task ($18): empty while no task of the definition has a key template.
+type runKeys struct {
+	keys []string // "": none
+}
+
+// add appends the task keys of a run of def with the checked params
+// (decoded only when a task has a key template). Errors wrap
+// core.ErrBadParams: a key template that cannot be rendered (a missing
+// param) or a key that cannot be stored.
+func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
+	if !slices.ContainsFunc(def.Tasks, func(t core.TaskDef) bool { return t.IdempotencyKey != "" }) {
+		return nil
+	}
+	pmap, err := decodeParams(params)
+	if err != nil {
+		return err
+	}
 	for _, t := range def.Tasks {
 		key, err := taskIdempotencyKey(def.Name, t, pmap)
 		if err != nil {
 			return err
 		}
-		params := "{}"
-		if len(t.Params) > 0 && string(t.Params) != "null" {
-			params = string(t.Params)
-		}
-		d := t.DependsOn
-		if d == nil {
-			d = []string{}
-		}
-		db, _ := json.Marshal(d)
-		p := t.Policy()
-		rows.runIDs = append(rows.runIDs, run)
-		rows.ids = append(rows.ids, uuid.NewString())
-		rows.names = append(rows.names, t.Name)
-		rows.handlers = append(rows.handlers, t.Handler)
-		rows.params = append(rows.params, params)
-		rows.deps = append(rows.deps, string(db))
-		rows.maxAttempts = append(rows.maxAttempts, int64(p.MaxAttempts))
-		rows.initial = append(rows.initial, p.InitialBackoff.Milliseconds())
-		rows.maxBackoff = append(rows.maxBackoff, p.MaxBackoff.Milliseconds())
-		rows.timeouts = append(rows.timeouts, t.TimeoutOrZero().Milliseconds())
-		rows.keys = append(rows.keys, key)
-		rows.ttls = append(rows.ttls, t.IdempotencyTTLOrZero().Milliseconds())
+		rk.keys = append(rk.keys, key)
 	}
 	return nil
 }
@@ -375,11 +406,11 @@ func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid
 	}
 	runs := make([]newRun, len(req.Params))
 	for i, p := range req.Params {
-		params, pmap, err := triggerParams(TriggerRequest{Params: p})
+		params, err := triggerParams(TriggerRequest{Params: p})
 		if err != nil {
 			return nil, &BadRunError{Index: i, Err: err}
 		}
-		runs[i] = newRun{id: uuid.New(), params: params, pmap: pmap}
+		runs[i] = newRun{id: uuid.New(), params: params}
 	}
 	created, _, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, nil)
 	if err != nil {
@@ -420,10 +451,10 @@ func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, par
 		return 0, err
 	}
 	for i, p := range params {
-		_, pmap, err := triggerParams(TriggerRequest{Params: p})
+		params, err := triggerParams(TriggerRequest{Params: p})
 		if err == nil {
-			var rows taskRows
-			err = rows.add(&wf.Definition, uuid.Nil, pmap)
+			var rk runKeys
+			err = rk.add(&wf.Definition, params)
 		}
 		if err != nil {
 			return 0, &BadRunError{Index: i, Err: err}
