@@ -19,7 +19,8 @@ import (
 )
 
 // BatchSizeDefault is how many runs of a --runs-file one transaction
-// creates unless --batch-size says otherwise.
+// creates unless --batch-size says otherwise (fewer for a workflow of many
+// tasks: see store.TriggerManyBatch).
 const BatchSizeDefault = 500
 
 // batchTimeout bounds one batch's statement. A batch runs on a context
@@ -95,7 +96,7 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	}
 	// Every line against the definition too (its tasks' idempotency keys),
 	// before the first batch; all batches then create runs of this version.
-	version, err := s.CheckRuns(c.Context, name, c.Int("version"), params)
+	wf, err := s.CheckRuns(c.Context, name, c.Int("version"), params)
 	var bad *store.BadRunError
 	switch {
 	case errors.As(err, &bad):
@@ -103,8 +104,8 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	case err != nil:
 		return failure(err)
 	}
-	b := bulk{env: env, s: s, name: name, version: version, json: format == "json"}
-	return b.trigger(c.Context, lines, size)
+	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json"}
+	return b.trigger(c.Context, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)))
 }
 
 // readRunsFile reads path ("-": standard input) and returns its runs from

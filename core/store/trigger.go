@@ -121,7 +121,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		keys = []sql.NullString{{String: req.IdempotencyKey, Valid: true}}
 	}
 	runs := []newRun{{id: uuid.New(), params: params}}
-	created, wf, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, keys)
+	created, wf, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, keys, 0)
 	if err != nil {
 		return TriggerResult{}, err
 	}
@@ -148,13 +148,17 @@ const staleRetries = 5
 // version (0: the newest) of workflow with qTrigger, reloading the
 // definition and retrying when the cached one turned out stale. It returns
 // how many runs were inserted (fewer only when a key was taken) and the
-// definition used. Errors: those of Trigger.
-func (s *Store) insertRuns(ctx context.Context, workflow string, version int, runs []newRun, keys []sql.NullString) (int, Workflow, error) {
+// definition used. More than maxTaskRuns task runs (0: no bound) is
+// core.ErrBadParams. Errors: those of Trigger.
+func (s *Store) insertRuns(ctx context.Context, workflow string, version int, runs []newRun, keys []sql.NullString, maxTaskRuns int) (int, Workflow, error) {
 	fresh := false
 	for range staleRetries {
 		wf, err := s.definition(ctx, workflow, version, fresh)
 		if err != nil {
 			return 0, Workflow{}, err
+		}
+		if n := len(runs) * len(wf.Definition.Tasks); maxTaskRuns > 0 && n > maxTaskRuns {
+			return 0, Workflow{}, fmt.Errorf("%w: %d runs of %d tasks are %d task runs in one batch, more than %d", core.ErrBadParams, len(runs), len(wf.Definition.Tasks), n, maxTaskRuns)
 		}
 		args, err := triggerArgs(wf, version != 0, runs, keys)
 		if err != nil {
@@ -388,6 +392,18 @@ type TriggerManyRequest struct {
 // and one transaction carry them all.
 const TriggerManyMax = 5000
 
+// TriggerManyMaxTaskRuns bounds the task runs (runs × the definition's
+// tasks) of one TriggerMany call, for the same reason: a caller of a large
+// workflow sends fewer runs per call (see TriggerManyBatch).
+const TriggerManyMaxTaskRuns = 100_000
+
+// TriggerManyBatch is the most runs of a workflow of tasks tasks that one
+// TriggerMany call takes: at most want, TriggerManyMax, and the runs whose
+// task runs fit TriggerManyMaxTaskRuns, and at least 1.
+func TriggerManyBatch(want, tasks int) int {
+	return max(1, min(want, TriggerManyMax, TriggerManyMaxTaskRuns/max(tasks, 1)))
+}
+
 // TriggerMany creates len(req.Params) runs of one workflow version in ONE
 // statement (one transaction: all of them or none), their roots READY with
 // their outbox rows, and notifies the publishers once. It returns the runs'
@@ -412,7 +428,7 @@ func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid
 		}
 		runs[i] = newRun{id: uuid.New(), params: params}
 	}
-	created, _, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, nil)
+	created, _, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -441,14 +457,16 @@ func (e *BadRunError) Unwrap() error { return e.Err }
 // CheckRuns checks, writing nothing, that runs of version (0: the newest)
 // of workflow can be created with each of params: each is a params object
 // (core.ValidateParams) from which every task's idempotency key renders.
-// It returns the version it checked against, which a caller creating the
-// runs in several TriggerMany calls passes to each so that all are of one
-// version. Errors: a *BadRunError (wrapping core.ErrBadParams) naming the
-// first bad params object, ErrNotFound for an unknown workflow.
-func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, params []json.RawMessage) (int, error) {
+// It returns the workflow version it checked against, whose Version a
+// caller creating the runs in several TriggerMany calls passes to each so
+// that all are of one version (and whose tasks size its batches: see
+// TriggerManyBatch); the caller must not modify it. Errors: a *BadRunError
+// (wrapping core.ErrBadParams) naming the first bad params object,
+// ErrNotFound for an unknown workflow.
+func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, params []json.RawMessage) (Workflow, error) {
 	wf, err := s.definition(ctx, workflow, version, false)
 	if err != nil {
-		return 0, err
+		return Workflow{}, err
 	}
 	for i, p := range params {
 		params, err := triggerParams(TriggerRequest{Params: p})
@@ -457,8 +475,8 @@ func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, par
 			err = rk.add(&wf.Definition, params)
 		}
 		if err != nil {
-			return 0, &BadRunError{Index: i, Err: err}
+			return Workflow{}, &BadRunError{Index: i, Err: err}
 		}
 	}
-	return wf.Version, nil
+	return wf, nil
 }

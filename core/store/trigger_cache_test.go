@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,5 +163,52 @@ func TestATriggerWakesOnlyThePublishers(t *testing.T) {
 	topics, err := l.Wait(ctx)
 	if err != nil || !slices.Equal(topics, []string{store.TopicOutbox}) {
 		t.Fatalf("notification %v (%v), want [%s]", topics, err, store.TopicOutbox)
+	}
+}
+
+// TestTriggerManyBoundsTheTaskRunsOfOneBatch: one statement carries a
+// batch, so its task runs are bounded (a batch of a large workflow is
+// refused before anything is written), and TriggerManyBatch sizes batches
+// that fit.
+func TestTriggerManyBoundsTheTaskRunsOfOneBatch(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ want, tasks, batch int }{
+		{500, 1, 500},
+		{500, 1000, 100},
+		{10_000, 1, store.TriggerManyMax},
+		{1, 1000, 1},
+		{500, 0, 500},
+		{3, store.TriggerManyMaxTaskRuns * 2, 1},
+	} {
+		if got := store.TriggerManyBatch(c.want, c.tasks); got != c.batch {
+			t.Errorf("TriggerManyBatch(%d, %d) = %d, want %d", c.want, c.tasks, got, c.batch)
+		}
+	}
+	f := newFixture(t)
+	var src strings.Builder
+	src.WriteString("name: wide\ntasks:\n")
+	const tasks = 200
+	for i := range tasks {
+		fmt.Fprintf(&src, "  - {name: t%d, handler: noop}\n", i)
+	}
+	f.apply(src.String())
+	n := store.TriggerManyBatch(store.TriggerManyMax, tasks)
+	if _, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "wide", Params: make([]json.RawMessage, n+1)}); !errors.Is(err, core.ErrBadParams) {
+		t.Fatalf("%d runs of %d tasks: %v, want core.ErrBadParams", n+1, tasks, err)
+	}
+	if got := f.count(`SELECT count(*) FROM workflow_runs`); got != 0 {
+		t.Fatalf("%d runs written by a refused batch", got)
+	}
+	// Every run gets every task (a batch well inside the bound: writing
+	// 100,000 task runs would only slow the test).
+	ids, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "wide", Params: make([]json.RawMessage, 3)})
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("3 runs of %d tasks: %d ids, %v", tasks, len(ids), err)
+	}
+	if got := f.count(`SELECT count(*) FROM task_runs`); got != 3*tasks {
+		t.Fatalf("%d task runs, want %d", got, 3*tasks)
+	}
+	if got := f.count(`SELECT count(*) FROM outbox`); got != 3*tasks {
+		t.Fatalf("%d outbox rows, want %d (every task is a root)", got, 3*tasks)
 	}
 }
