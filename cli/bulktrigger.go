@@ -104,7 +104,7 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	case err != nil:
 		return failure(err)
 	}
-	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json"}
+	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor()}
 	return b.trigger(c.Context, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)))
 }
 
@@ -159,6 +159,7 @@ type bulk struct {
 	name    string
 	version int
 	json    bool
+	actor   string
 	created []bulkRun
 }
 
@@ -174,7 +175,7 @@ func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int) error {
 			params[i] = l.params
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: actor()})
+		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
 		cancel()
 		if err != nil {
 			return b.stopped(batch[0].line, b.batchError(batch, err))

@@ -56,11 +56,16 @@ func EmbeddedSchemaWindow() (SchemaWindow, error) {
 	if err != nil {
 		return SchemaWindow{}, err
 	}
+	return windowOf(ms), nil
+}
+
+// windowOf is the window of a binary with the embedded migrations ms.
+func windowOf(ms []Migration) SchemaWindow {
 	w := SchemaWindow{Min: SchemaVersionMin}
 	for _, m := range ms {
 		w.Latest = max(w.Latest, m.Version)
 	}
-	return w, nil
+	return w
 }
 
 // Queries of SchemaState: whether goose's table and the compatibility
@@ -92,6 +97,12 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 	if err != nil {
 		return DBSchema{}, err
 	}
+	return s.schemaState(ctx, ms)
+}
+
+// schemaState is SchemaState with this binary's embedded migrations ms
+// (read once by CheckSchema for the window and the floors).
+func (s *Store) schemaState(ctx context.Context, ms []Migration) (DBSchema, error) {
 	known := make(map[int64]int64, len(ms))
 	for _, m := range ms {
 		known[m.Version] = m.CompatFloor
@@ -173,11 +184,12 @@ func schemaOf(applied []int64, recorded, known map[int64]int64) DBSchema {
 // ErrSchemaTooNew (with what to do) otherwise, or the error of reading the
 // schema state.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	w, err := EmbeddedSchemaWindow()
+	ms, err := EmbeddedMigrations()
 	if err != nil {
 		return err
 	}
-	st, err := s.SchemaState(ctx)
+	w := windowOf(ms)
+	st, err := s.schemaState(ctx, ms)
 	if err != nil {
 		return fmt.Errorf("check schema: %w", err)
 	}
