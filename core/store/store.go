@@ -72,7 +72,8 @@ type Store struct {
 }
 
 // Open connects to url (a postgres:// URL or key=value DSN) and pings it,
-// bounded by ctx. Every session of the pool carries opt's session bounds
+// bounded by ctx (a OneShot store is not pinged: its first query connects).
+// Every session of the pool carries opt's session bounds
 // (StatementTimeout, LockTimeout, IdleInTxTimeout). It does not check the
 // schema: see CheckSchema. Errors: a url that does not parse, a database
 // that does not answer.
