@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,16 +50,22 @@ func logger(c *cli.Context, env *Env) (*slog.Logger, error) {
 }
 
 // openStore connects to the database for a one-shot command and checks the
-// schema.
+// schema. The schema check is the connection's first query (the store is
+// OneShot: no ping before it), so a cold start pays the connection set-up
+// and one round trip; a database that does not answer is reported as
+// store.Open reports it.
 func openStore(c *cli.Context) (*store.Store, error) {
 	ctx, cancel := context.WithTimeout(c.Context, 15*time.Second)
 	defer cancel()
-	s, err := store.Open(ctx, databaseURL(c), store.Options{MaxConns: 4})
+	s, err := store.Open(ctx, databaseURL(c), store.Options{MaxConns: 4, OneShot: true})
 	if err != nil {
 		return nil, failure(err)
 	}
 	if err := s.CheckSchema(ctx); err != nil {
 		s.Close()
+		if !errors.Is(err, store.ErrSchemaOutdated) && !errors.Is(err, store.ErrSchemaTooNew) {
+			err = fmt.Errorf("connect to database %s: %w", store.RedactURL(databaseURL(c)), err)
+		}
 		return nil, failure(err)
 	}
 	return s, nil

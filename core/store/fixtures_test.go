@@ -23,12 +23,13 @@ type fixture struct {
 	ctx context.Context
 	s   *store.Store
 	db  *sql.DB
+	url string // the database's
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	s, db, _ := storetest.NewWithDB(t)
-	return &fixture{t: t, ctx: t.Context(), s: s, db: db}
+	s, db, url := storetest.NewWithDB(t)
+	return &fixture{t: t, ctx: t.Context(), s: s, db: db, url: url}
 }
 
 // apply parses and stores a workflow definition.

@@ -10,14 +10,6 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-// Notification topics, as older callers name them: notify maps each to its
-// own channel (TopicOutbox to OutboxChannel, TopicTasks to TasksChannel
-// with AnyRun). New code builds notices with outboxNotice and runsNotices.
-const (
-	TopicOutbox = "outbox"
-	TopicTasks  = "tasks"
-)
-
 // TasksChannel is the channel that wakes schedulers when task states
 // changed (issue 14: a channel per topic, so the server filters and
 // publishers are not woken by finishes). Its payload is the
@@ -111,23 +103,6 @@ func cancelNotice(runs []uuid.UUID) notice {
 		p = CancelAllRuns
 	}
 	return notice{CancelChannel, p}
-}
-
-// notify queues one notice per topic (TopicOutbox: OutboxChannel;
-// TopicTasks: TasksChannel with AnyRun) in tx, in one statement. It is the
-// bridge for callers still naming topics (Trigger); code that knows its
-// runs uses runsNotices.
-func notify(ctx context.Context, tx *sqlx.Tx, topics ...string) error {
-	var ns []notice
-	for _, t := range topics {
-		switch t {
-		case TopicOutbox:
-			ns = append(ns, outboxNotice())
-		case TopicTasks:
-			ns = append(ns, notice{TasksChannel, AnyRun})
-		}
-	}
-	return notifyAll(ctx, tx, ns...)
 }
 
 // notifyAll queues the notices in tx in ONE statement (delivered at

@@ -53,16 +53,27 @@ type Options struct {
 	// inside a transaction this long; 0 keeps the server's default. See
 	// IdleInTxTimeoutDefault and ValidateSession.
 	IdleInTxTimeout time.Duration
+	// OneShot says the pool serves one short command (the CLI): the
+	// trigger path's statements are sent unprepared (pgx's
+	// QueryExecModeExec: one round trip on a new connection, where a
+	// prepared statement takes two) and Open does not ping (the first
+	// query, CheckSchema's, finds a database that does not answer).
+	OneShot bool
 }
 
 // Store is a handle on FlowForge's database. It is safe for concurrent use.
 type Store struct {
 	db  *sqlx.DB
 	log *slog.Logger
+	// defs caches the workflow definitions Trigger used (see definition).
+	defs *defCache
+	// oneShot: see Options.OneShot.
+	oneShot bool
 }
 
 // Open connects to url (a postgres:// URL or key=value DSN) and pings it,
-// bounded by ctx. Every session of the pool carries opt's session bounds
+// bounded by ctx (a OneShot store is not pinged: its first query connects).
+// Every session of the pool carries opt's session bounds
 // (StatementTimeout, LockTimeout, IdleInTxTimeout). It does not check the
 // schema: see CheckSchema. Errors: a url that does not parse, a database
 // that does not answer.
@@ -82,15 +93,27 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	db.SetMaxOpenConns(n)
 	db.SetMaxIdleConns(n)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("connect to database %s: %w", RedactURL(url), err)
+	if !opt.OneShot {
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("connect to database %s: %w", RedactURL(url), err)
+		}
 	}
 	log := opt.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{db: db, log: log}, nil
+	return &Store{db: db, log: log, defs: newDefCache(), oneShot: opt.OneShot}, nil
+}
+
+// args prepends, for a OneShot store, pgx's unprepared mode to a
+// statement's arguments (every parameter of such a statement must carry an
+// explicit cast: the server infers its type).
+func (s *Store) args(args ...any) []any {
+	if s.oneShot {
+		return append([]any{pgx.QueryExecModeExec}, args...)
+	}
+	return args
 }
 
 // Close closes the pool.
@@ -149,13 +172,22 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		if pgCode(err) == "" {
-			// No answer from the server: the COMMIT may have been applied.
-			return fmt.Errorf("commit: %w: %w", ErrCommitOutcomeUnknown, err)
-		}
-		return fmt.Errorf("commit: %w", err)
+		return unanswered("commit", err)
 	}
 	return nil
+}
+
+// unanswered wraps err, the error of a COMMIT or of a statement that
+// commits on its own (what names it), with ErrCommitOutcomeUnknown when the
+// server gave no answer (no SQLSTATE: the connection failed or the context
+// ended after it was sent), so the write may have been applied. An error
+// the server sent is a rollback and is only wrapped with what.
+func unanswered(what string, err error) error {
+	if pgCode(err) == "" {
+		// No answer from the server: the commit may have been applied.
+		return fmt.Errorf("%s: %w: %w", what, ErrCommitOutcomeUnknown, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // ErrCommitOutcomeUnknown is wrapped by every store write whose COMMIT got

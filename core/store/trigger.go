@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -40,163 +41,276 @@ type TriggerResult struct {
 	Existing bool
 }
 
-const qInsertRun = `
-INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (idempotency_key) DO NOTHING`
+// qTrigger creates runs of one workflow version in ONE statement (its own
+// transaction: one round trip). Its parameters:
+//
+//	$1  uuid[]    run ids              $2  bigint  workflow id
+//	$3  text      workflow name        $4  int     workflow version
+//	$5  jsonb[]   run params           $6  text[]  run idempotency keys (NULL: none)
+//	$7  bool      fail_fast            $8  bool    the version was asked for (pinned)
+//	$9..$17       the definition's tasks, column by column (taskDefs), once
+//	$18 text[]    task idempotency keys, run by run, task by task ("": none;
+//	              empty when no task has a key template)
+//	$19 int       the definition's number of tasks
+//	$20 text      NOTIFY channel       $21 text    NOTIFY payload
+//
+// wf is the stale-definition check: a caller may hold a cached definition,
+// and unless it asked for that version ($8; versions are immutable, never
+// updated or deleted) the statement inserts nothing when a newer version
+// has been applied since; the caller then reloads and retries (current is
+// false). Runs whose idempotency key is taken are skipped (ON CONFLICT DO
+// NOTHING); only the inserted runs get task runs: every inserted run times
+// every task of the definition (def, computed once). Root tasks are
+// inserted READY with fencing token 1 and their outbox rows are written
+// from the inserted rows (RETURNING), not re-read from task_runs: no
+// scheduler hop before the first dispatch, no index walk. One NOTIFY when a
+// run was created.
+const qTrigger = `
+WITH wf AS (
+  SELECT 1 WHERE $8::bool OR NOT EXISTS (SELECT 1 FROM workflows w WHERE w.name = $3::text AND w.version > $4::int)
+), input AS (
+  SELECT * FROM unnest($1::uuid[], $5::jsonb[], $6::text[]) WITH ORDINALITY AS r(id, params, ikey, ord)
+), run AS (
+  INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
+  SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool
+    FROM wf, input r
+  ON CONFLICT (idempotency_key) DO NOTHING
+  RETURNING id
+), def AS MATERIALIZED (
+  SELECT d.ord, d.name, d.handler, d.params, ARRAY(SELECT jsonb_array_elements_text(d.deps)) AS deps,
+         jsonb_array_length(d.deps) = 0 AS root, d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms, d.ttl_ms
+    FROM unnest($9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[])
+         WITH ORDINALITY AS d(name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ttl_ms, ord)
+), task AS (
+  INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
+                         initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
+                         fencing_token, ready_at, idempotency_ttl_ms)
+  SELECT gen_random_uuid(), run.id, d.name, d.handler, d.params, d.deps,
+         CASE WHEN d.root THEN 'READY' ELSE 'PENDING' END,
+         d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms,
+         NULLIF(($18::text[])[(r.ord - 1) * $19::int + d.ord], ''),
+         CASE WHEN d.root THEN 1 ELSE 0 END, CASE WHEN d.root THEN now() END, NULLIF(d.ttl_ms, 0)
+    FROM run JOIN input r ON r.id = run.id CROSS JOIN def d
+  RETURNING id, run_id, task_name, handler, fencing_token, state
+), root AS (
+  INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
+  SELECT id, fencing_token, ` + dispatchPayloadSQL + `
+    FROM task WHERE state = 'READY'
+)
+SELECT EXISTS (SELECT 1 FROM wf) AS current,
+       (SELECT count(*) FROM run) AS created,
+       (SELECT count(*) FROM (SELECT pg_notify($20::text, $21::text) FROM run LIMIT 1) n) AS notified`
 
-// Root tasks are inserted READY with fencing token 1 and get their outbox
-// rows in the same transaction: no scheduler hop before the first dispatch.
-const qInsertTasks = `
-INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
-                       initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
-                       fencing_token, ready_at, idempotency_ttl_ms)
-SELECT u.id, $1, u.name, u.handler, u.params, ARRAY(SELECT jsonb_array_elements_text(u.deps)),
-       CASE WHEN jsonb_array_length(u.deps) = 0 THEN 'READY' ELSE 'PENDING' END,
-       u.max_attempts, u.initial_ms, u.max_ms, u.timeout_ms, NULLIF(u.ikey, ''),
-       CASE WHEN jsonb_array_length(u.deps) = 0 THEN 1 ELSE 0 END,
-       CASE WHEN jsonb_array_length(u.deps) = 0 THEN now() END, NULLIF(u.ttl_ms, 0)
-  FROM unnest($2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[], $7::int[], $8::bigint[], $9::bigint[], $10::bigint[], $11::text[], $12::bigint[])
-       AS u(id, name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ikey, ttl_ms)`
-
-const qInsertRootOutbox = `
-INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
-SELECT id, fencing_token, ` + dispatchPayloadSQL + `
-  FROM task_runs WHERE run_id = $1 AND state = 'READY'`
-
-// Trigger validates the request, then in ONE transaction creates the run,
-// its task runs (roots READY with their outbox rows) and notifies the
-// publishers. Errors: core.ErrBadParams for bad params, ErrNotFound for an
-// unknown workflow, ErrConflict for an idempotency key reused with other
-// params, core.ErrBadParams also when a task's idempotency_key template
-// cannot be rendered from the params (a missing param).
+// Trigger validates the request, then creates the run, its task runs (roots
+// READY with their outbox rows) and notifies the publishers in ONE
+// statement: one round trip when the Store has the workflow's definition
+// cached (see Store.definition), and a second one only when an idempotency
+// key is already taken. Errors: core.ErrBadParams for bad params,
+// ErrNotFound for an unknown workflow, ErrConflict for an idempotency key
+// reused with other params, core.ErrBadParams also when a task's
+// idempotency_key template cannot be rendered from the params (a missing
+// param), ErrCommitOutcomeUnknown when the statement got no answer (the
+// run may exist).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
-	params, pmap, err := triggerParams(req)
+	params, err := triggerParams(req)
 	if err != nil {
 		return TriggerResult{}, err
 	}
-	wf, err := s.GetWorkflow(ctx, req.Workflow, req.Version)
-	if err != nil {
-		return TriggerResult{}, err
-	}
-	def := wf.Definition
-	rows, err := newTaskRows(&def, pmap)
-	if err != nil {
-		return TriggerResult{}, err
-	}
-	runID := uuid.New()
-	var ikey sql.NullString
+	var keys []sql.NullString
 	if req.IdempotencyKey != "" {
-		ikey = sql.NullString{String: req.IdempotencyKey, Valid: true}
+		keys = []sql.NullString{{String: req.IdempotencyKey, Valid: true}}
 	}
-	res := TriggerResult{RunID: runID}
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		r, err := tx.ExecContext(ctx, qInsertRun, runID, wf.ID, wf.Name, wf.Version, string(params), ikey, def.FailFast)
-		if err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		if k, _ := r.RowsAffected(); k == 0 {
-			existing, err := existingRun(ctx, tx, req.IdempotencyKey, wf.Name, params)
-			if err != nil {
-				return err
-			}
-			res = existing
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, qInsertTasks, runID, rows.ids, rows.names, rows.handlers, rows.params, rows.deps,
-			rows.maxAttempts, rows.initial, rows.maxBackoff, rows.timeouts, rows.keys, rows.ttls); err != nil {
-			return fmt.Errorf("insert task runs: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, qInsertRootOutbox, runID); err != nil {
-			return fmt.Errorf("insert outbox rows: %w", err)
-		}
-		return notify(ctx, tx, TopicOutbox, TopicTasks)
-	})
+	runs := []newRun{{id: uuid.New(), params: params}}
+	created, wf, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, keys, 0)
 	if err != nil {
 		return TriggerResult{}, err
 	}
-	return res, nil
+	if created == 1 {
+		return TriggerResult{RunID: runs[0].id}, nil
+	}
+	// The key is taken: the only way a run of a current definition is not
+	// inserted.
+	return existingRun(ctx, s.db, req.IdempotencyKey, wf.Name, params)
+}
+
+// newRun is one run a trigger is about to insert: its id and its checked
+// params.
+type newRun struct {
+	id     uuid.UUID
+	params json.RawMessage
+}
+
+// staleRetries bounds how often insertRuns reloads a definition that a
+// concurrent apply made stale; each retry follows a committed apply.
+const staleRetries = 5
+
+// insertRuns inserts runs (with idempotency keys keys, nil for none) of
+// version (0: the newest) of workflow with qTrigger, reloading the
+// definition and retrying when the cached one turned out stale. It returns
+// how many runs were inserted (fewer only when a key was taken) and the
+// definition used. More than maxTaskRuns task runs (0: no bound) is
+// core.ErrBadParams. Errors: those of Trigger.
+func (s *Store) insertRuns(ctx context.Context, workflow string, version int, runs []newRun, keys []sql.NullString, maxTaskRuns int) (int, Workflow, error) {
+	fresh := false
+	for range staleRetries {
+		wf, err := s.definition(ctx, workflow, version, fresh)
+		if err != nil {
+			return 0, Workflow{}, err
+		}
+		if n := len(runs) * len(wf.Definition.Tasks); maxTaskRuns > 0 && n > maxTaskRuns {
+			return 0, Workflow{}, fmt.Errorf("%w: %d runs of %d tasks are %d task runs in one batch, more than %d", core.ErrBadParams, len(runs), len(wf.Definition.Tasks), n, maxTaskRuns)
+		}
+		args, err := triggerArgs(wf, version != 0, runs, keys)
+		if err != nil {
+			return 0, Workflow{}, err
+		}
+		var res struct {
+			Current  bool  `db:"current"`
+			Created  int   `db:"created"`
+			Notified int64 `db:"notified"`
+		}
+		if err := s.db.QueryRowxContext(ctx, qTrigger, s.args(args...)...).StructScan(&res); err != nil {
+			return 0, Workflow{}, unanswered("trigger", err)
+		}
+		if res.Current {
+			return res.Created, wf, nil
+		}
+		s.defs.forget(workflow)
+		fresh = true
+	}
+	return 0, Workflow{}, fmt.Errorf("trigger %q: new versions keep being applied; retry", workflow)
+}
+
+// triggerArgs are qTrigger's parameters for runs of wf (pinned: the caller
+// asked for this version). Errors wrap core.ErrBadParams (see
+// runKeys.add); with several runs as a *BadRunError naming the run.
+func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString) ([]any, error) {
+	def := &wf.Definition
+	ids := make([]string, len(runs))
+	params := make([]string, len(runs))
+	var rk runKeys
+	for i, r := range runs {
+		ids[i] = r.id.String()
+		params[i] = string(r.params)
+		if err := rk.add(def, r.params); err != nil {
+			if len(runs) > 1 {
+				return nil, &BadRunError{Index: i, Err: err}
+			}
+			return nil, err
+		}
+	}
+	ikeys := make([]*string, len(runs))
+	for i, k := range keys {
+		if k.Valid {
+			ikeys[i] = &k.String
+		}
+	}
+	t := newTaskDefs(def)
+	return []any{
+		ids, wf.ID, wf.Name, wf.Version, params, ikeys, def.FailFast, pinned,
+		t.names, t.handlers, t.params, t.deps, t.maxAttempts, t.initial, t.maxBackoff, t.timeouts, t.ttls,
+		rk.keys, len(def.Tasks),
+		OutboxChannel, "",
+	}, nil
 }
 
 // triggerParams checks the request's params (nil means {}) with
-// core.ValidateParams, and its idempotency key, and returns the params and
-// their decoding (numbers kept verbatim, for the tasks' idempotency keys).
+// core.ValidateParams, and its idempotency key, and returns the params.
 // Errors wrap core.ErrBadParams.
-func triggerParams(req TriggerRequest) (json.RawMessage, map[string]any, error) {
+func triggerParams(req TriggerRequest) (json.RawMessage, error) {
 	params := req.Params
 	if len(params) == 0 {
 		params = json.RawMessage(`{}`)
 	}
 	if err := core.ValidateParams(params); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return params, nil
+}
+
+// decodeParams decodes checked params for the tasks' idempotency keys
+// (numbers kept verbatim). Errors wrap core.ErrBadParams.
+func decodeParams(params json.RawMessage) (map[string]any, error) {
 	var pmap map[string]any
 	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.UseNumber() // numbers render verbatim in idempotency keys
 	if err := dec.Decode(&pmap); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
+		return nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
 	}
-	return params, pmap, nil
+	return pmap, nil
 }
 
-// taskRows are the task runs of a new run, column by column, as
-// qInsertTasks takes them ($2..$12).
-type taskRows struct {
-	ids         []string
+// taskDefs are a definition's tasks, column by column, as qTrigger takes
+// them ($9..$17): what every run of it copies into its task runs.
+type taskDefs struct {
 	names       []string
 	handlers    []string
 	params      []string // JSON objects
 	deps        []string // JSON arrays of task names
 	maxAttempts []int64
-	initial     []int64  // initial backoff, ms
-	maxBackoff  []int64  // ms
-	timeouts    []int64  // ms; 0: none
-	keys        []string // "": none
-	ttls        []int64  // ms; 0: a recorded result is reused for ever
+	initial     []int64 // initial backoff, ms
+	maxBackoff  []int64 // ms
+	timeouts    []int64 // ms; 0: none
+	ttls        []int64 // ms; 0: a recorded result is reused for ever
 }
 
-// newTaskRows builds the task runs of a run of def, their idempotency keys
-// rendered from the run's params pmap. Errors wrap core.ErrBadParams: a key
-// template that cannot be rendered (a missing param) or a key that cannot
-// be stored.
-func newTaskRows(def *core.Definition, pmap map[string]any) (taskRows, error) {
+func newTaskDefs(def *core.Definition) taskDefs {
 	n := len(def.Tasks)
-	rows := taskRows{
-		ids: make([]string, n), names: make([]string, n), handlers: make([]string, n),
-		params: make([]string, n), deps: make([]string, n),
+	t := taskDefs{
+		names: make([]string, n), handlers: make([]string, n), params: make([]string, n), deps: make([]string, n),
 		maxAttempts: make([]int64, n), initial: make([]int64, n), maxBackoff: make([]int64, n),
-		timeouts: make([]int64, n), keys: make([]string, n), ttls: make([]int64, n),
+		timeouts: make([]int64, n), ttls: make([]int64, n),
 	}
-	for i, t := range def.Tasks {
-		rows.ids[i] = uuid.NewString()
-		rows.names[i] = t.Name
-		rows.handlers[i] = t.Handler
-		rows.params[i] = "{}"
-		if len(t.Params) > 0 && string(t.Params) != "null" {
-			rows.params[i] = string(t.Params)
+	for i, task := range def.Tasks {
+		t.names[i], t.handlers[i], t.params[i] = task.Name, task.Handler, "{}"
+		if len(task.Params) > 0 && string(task.Params) != "null" {
+			t.params[i] = string(task.Params)
 		}
-		d := t.DependsOn
+		d := task.DependsOn
 		if d == nil {
 			d = []string{}
 		}
 		db, _ := json.Marshal(d)
-		rows.deps[i] = string(db)
-		p := t.Policy()
-		rows.maxAttempts[i] = int64(p.MaxAttempts)
-		rows.initial[i] = p.InitialBackoff.Milliseconds()
-		rows.maxBackoff[i] = p.MaxBackoff.Milliseconds()
-		rows.timeouts[i] = t.TimeoutOrZero().Milliseconds()
+		t.deps[i] = string(db)
+		p := task.Policy()
+		t.maxAttempts[i] = int64(p.MaxAttempts)
+		t.initial[i] = p.InitialBackoff.Milliseconds()
+		t.maxBackoff[i] = p.MaxBackoff.Milliseconds()
+		t.timeouts[i] = task.TimeoutOrZero().Milliseconds()
+		t.ttls[i] = task.IdempotencyTTLOrZero().Milliseconds()
+	}
+	return t
+}
+
+// runKeys are the task idempotency keys of new runs, run by run and task
+// by task ($18): empty while no task of the definition has a key template.
+type runKeys struct {
+	keys []string // "": none
+}
+
+// add appends the task keys of a run of def with the checked params
+// (decoded only when a task has a key template). Errors wrap
+// core.ErrBadParams: a key template that cannot be rendered (a missing
+// param) or a key that cannot be stored.
+func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
+	if !slices.ContainsFunc(def.Tasks, func(t core.TaskDef) bool { return t.IdempotencyKey != "" }) {
+		return nil
+	}
+	pmap, err := decodeParams(params)
+	if err != nil {
+		return err
+	}
+	for _, t := range def.Tasks {
 		key, err := taskIdempotencyKey(def.Name, t, pmap)
 		if err != nil {
-			return taskRows{}, err
+			return err
 		}
-		rows.keys[i] = key
-		rows.ttls[i] = t.IdempotencyTTLOrZero().Milliseconds()
+		rk.keys = append(rk.keys, key)
 	}
-	return rows, nil
+	return nil
 }
 
 // taskIdempotencyKey renders the idempotency key template of task t of
@@ -217,14 +331,16 @@ func taskIdempotencyKey(workflow string, t core.TaskDef, pmap map[string]any) (s
 
 // existingRun returns the run that holds idempotency key ikey, which a
 // trigger of workflow with params found taken: the same workflow and params
-// are that run (Existing); others are ErrConflict.
-func existingRun(ctx context.Context, tx *sqlx.Tx, ikey, workflow string, params json.RawMessage) (TriggerResult, error) {
+// are that run (Existing); others are ErrConflict. It is a statement of its
+// own, after the trigger's: the run holding the key has committed by then
+// (the trigger's ON CONFLICT waited for it).
+func existingRun(ctx context.Context, q sqlx.QueryerContext, ikey, workflow string, params json.RawMessage) (TriggerResult, error) {
 	var existing struct {
 		ID       uuid.UUID `db:"id"`
 		Workflow string    `db:"workflow_name"`
 		Same     bool      `db:"same"`
 	}
-	err := tx.GetContext(ctx, &existing, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1`, ikey, string(params))
+	err := sqlx.GetContext(ctx, q, &existing, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1`, ikey, string(params))
 	if errors.Is(err, sql.ErrNoRows) {
 		return TriggerResult{}, fmt.Errorf("idempotency key %q: the run holding it vanished; retry", ikey)
 	}
@@ -257,4 +373,110 @@ func ValidateIdempotencyKey(k string) error {
 		return fmt.Errorf("%w: idempotency key contains a NUL character", core.ErrBadParams)
 	}
 	return nil
+}
+
+// TriggerManyRequest asks for many runs of one workflow version, one per
+// params object, without idempotency keys.
+type TriggerManyRequest struct {
+	// Workflow is the workflow's name; Version 0 means the newest.
+	Workflow string
+	Version  int
+	// Params holds one JSON object per run (nil means {}); each is checked
+	// with core.ValidateParams before anything is written.
+	Params []json.RawMessage
+	// Actor is recorded in the history (OS user or process id).
+	Actor string
+}
+
+// TriggerManyMax bounds the runs of one TriggerMany call: one statement
+// and one transaction carry them all.
+const TriggerManyMax = 5000
+
+// TriggerManyMaxTaskRuns bounds the task runs (runs × the definition's
+// tasks) of one TriggerMany call, for the same reason: a caller of a large
+// workflow sends fewer runs per call (see TriggerManyBatch).
+const TriggerManyMaxTaskRuns = 100_000
+
+// TriggerManyBatch is the most runs of a workflow of tasks tasks that one
+// TriggerMany call takes: at most want, TriggerManyMax, and the runs whose
+// task runs fit TriggerManyMaxTaskRuns, and at least 1.
+func TriggerManyBatch(want, tasks int) int {
+	return max(1, min(want, TriggerManyMax, TriggerManyMaxTaskRuns/max(tasks, 1)))
+}
+
+// TriggerMany creates len(req.Params) runs of one workflow version in ONE
+// statement (one transaction: all of them or none), their roots READY with
+// their outbox rows, and notifies the publishers once. It returns the runs'
+// ids in the order of req.Params. Errors: core.ErrBadParams (with the
+// 0-based index of the first bad params object, as a *BadRunError) before
+// anything is written, also for more than TriggerManyMax runs or a task
+// idempotency key that cannot be rendered; ErrNotFound for an unknown
+// workflow; ErrCommitOutcomeUnknown when the statement got no answer (the
+// runs may all exist).
+func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid.UUID, error) {
+	if len(req.Params) > TriggerManyMax {
+		return nil, fmt.Errorf("%w: %d runs in one batch, more than %d", core.ErrBadParams, len(req.Params), TriggerManyMax)
+	}
+	if len(req.Params) == 0 {
+		return nil, nil
+	}
+	runs := make([]newRun, len(req.Params))
+	for i, p := range req.Params {
+		params, err := triggerParams(TriggerRequest{Params: p})
+		if err != nil {
+			return nil, &BadRunError{Index: i, Err: err}
+		}
+		runs[i] = newRun{id: uuid.New(), params: params}
+	}
+	created, _, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
+	if err != nil {
+		return nil, err
+	}
+	if created != len(runs) {
+		// Unreachable: runs without keys cannot conflict.
+		return nil, fmt.Errorf("trigger %q: %d of %d runs created", req.Workflow, created, len(runs))
+	}
+	ids := make([]uuid.UUID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.id
+	}
+	return ids, nil
+}
+
+// BadRunError is TriggerMany's refusal of the params of one run (Index,
+// 0-based, in the request's Params); Err wraps core.ErrBadParams.
+type BadRunError struct {
+	Index int
+	Err   error
+}
+
+func (e *BadRunError) Error() string { return fmt.Sprintf("run %d: %v", e.Index+1, e.Err) }
+
+func (e *BadRunError) Unwrap() error { return e.Err }
+
+// CheckRuns checks, writing nothing, that runs of version (0: the newest)
+// of workflow can be created with each of params: each is a params object
+// (core.ValidateParams) from which every task's idempotency key renders.
+// It returns the workflow version it checked against, whose Version a
+// caller creating the runs in several TriggerMany calls passes to each so
+// that all are of one version (and whose tasks size its batches: see
+// TriggerManyBatch); the caller must not modify it. Errors: a *BadRunError
+// (wrapping core.ErrBadParams) naming the first bad params object,
+// ErrNotFound for an unknown workflow.
+func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, params []json.RawMessage) (Workflow, error) {
+	wf, err := s.definition(ctx, workflow, version, false)
+	if err != nil {
+		return Workflow{}, err
+	}
+	for i, p := range params {
+		params, err := triggerParams(TriggerRequest{Params: p})
+		if err == nil {
+			var rk runKeys
+			err = rk.add(&wf.Definition, params)
+		}
+		if err != nil {
+			return Workflow{}, &BadRunError{Index: i, Err: err}
+		}
+	}
+	return wf, nil
 }

@@ -56,11 +56,16 @@ func EmbeddedSchemaWindow() (SchemaWindow, error) {
 	if err != nil {
 		return SchemaWindow{}, err
 	}
+	return windowOf(ms), nil
+}
+
+// windowOf is the window of a binary with the embedded migrations ms.
+func windowOf(ms []Migration) SchemaWindow {
 	w := SchemaWindow{Min: SchemaVersionMin}
 	for _, m := range ms {
 		w.Latest = max(w.Latest, m.Version)
 	}
-	return w, nil
+	return w
 }
 
 // Queries of SchemaState: whether goose's table and the compatibility
@@ -70,6 +75,16 @@ const (
 	appliedVersions   = `SELECT DISTINCT version_id FROM goose_db_version WHERE is_applied AND version_id > 0`
 	recordedFloors    = `SELECT version, min_binary_version FROM schema_compat`
 )
+
+// schemaApplied is SchemaState's one-query path, for a database that has
+// both goose's table and the compatibility record: every applied version
+// with the floor Migrate recorded for it (NULL: none). Where either table
+// is missing it fails with undefined_table and SchemaState asks again
+// table by table.
+const schemaApplied = `
+SELECT g.version_id, c.min_binary_version
+  FROM (SELECT DISTINCT version_id FROM goose_db_version WHERE is_applied AND version_id > 0) g
+  LEFT JOIN schema_compat c ON c.version = g.version_id`
 
 // SchemaState reads the database's schema version and compatibility floor.
 // The floor of an applied version is the one Migrate recorded in
@@ -82,10 +97,41 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 	if err != nil {
 		return DBSchema{}, err
 	}
+	return s.schemaState(ctx, ms)
+}
+
+// schemaState is SchemaState with this binary's embedded migrations ms
+// (read once by CheckSchema for the window and the floors).
+func (s *Store) schemaState(ctx context.Context, ms []Migration) (DBSchema, error) {
 	known := make(map[int64]int64, len(ms))
 	for _, m := range ms {
 		known[m.Version] = m.CompatFloor
 	}
+	var rows []struct {
+		Version int64  `db:"version_id"`
+		Floor   *int64 `db:"min_binary_version"`
+	}
+	switch err := s.db.SelectContext(ctx, &rows, schemaApplied, s.args()...); {
+	case err == nil:
+		applied := make([]int64, len(rows))
+		recorded := map[int64]int64{}
+		for i, r := range rows {
+			applied[i] = r.Version
+			if r.Floor != nil {
+				recorded[r.Version] = *r.Floor
+			}
+		}
+		return schemaOf(applied, recorded, known), nil
+	case pgCode(err) != "42P01": // undefined_table: ask table by table
+		return DBSchema{}, fmt.Errorf("read schema state: %w", err)
+	}
+	return s.schemaStateByTable(ctx, known)
+}
+
+// schemaStateByTable is SchemaState for a database that lacks goose's
+// table or the compatibility record (unmigrated, or migrated before floors
+// were recorded): it checks which exist before reading them.
+func (s *Store) schemaStateByTable(ctx context.Context, known map[int64]int64) (DBSchema, error) {
 	var gooseTable, compatTable bool
 	if err := s.db.QueryRowContext(ctx, schemaTablesExist).Scan(&gooseTable, &compatTable); err != nil {
 		return DBSchema{}, fmt.Errorf("read schema state: %w", err)
@@ -110,6 +156,13 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 			recorded[r.Version] = r.Floor
 		}
 	}
+	return schemaOf(applied, recorded, known), nil
+}
+
+// schemaOf is the schema state of a database with the applied versions:
+// the newest, and the highest floor of any (recorded, else known to this
+// binary, else the version itself).
+func schemaOf(applied []int64, recorded, known map[int64]int64) DBSchema {
 	st := DBSchema{Migrated: true}
 	for _, v := range applied {
 		st.Version = max(st.Version, v)
@@ -121,7 +174,7 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 		}
 		st.Floor = max(st.Floor, floor)
 	}
-	return st, nil
+	return st
 }
 
 // CheckSchema returns nil when this binary may run on the database's
@@ -131,11 +184,12 @@ func (s *Store) SchemaState(ctx context.Context) (DBSchema, error) {
 // ErrSchemaTooNew (with what to do) otherwise, or the error of reading the
 // schema state.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	w, err := EmbeddedSchemaWindow()
+	ms, err := EmbeddedMigrations()
 	if err != nil {
 		return err
 	}
-	st, err := s.SchemaState(ctx)
+	w := windowOf(ms)
+	st, err := s.schemaState(ctx, ms)
 	if err != nil {
 		return fmt.Errorf("check schema: %w", err)
 	}

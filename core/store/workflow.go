@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -32,7 +33,7 @@ func (w *Workflow) decode() error {
 
 const qLatestWorkflow = `
 SELECT id, name, version, definition, created_at
-  FROM workflows WHERE name = $1 ORDER BY version DESC LIMIT 1`
+  FROM workflows WHERE name = $1::text ORDER BY version DESC LIMIT 1`
 
 const qInsertWorkflow = `
 INSERT INTO workflows (name, version, definition) VALUES ($1, $2, $3)
@@ -79,6 +80,7 @@ func (s *Store) ApplyWorkflow(ctx context.Context, def *core.Definition) (Workfl
 		created = true
 		return nil
 	})
+	s.defs.forget(def.Name) // this process triggers the new version without a retry
 	if err != nil {
 		return Workflow{}, false, err
 	}
@@ -92,12 +94,18 @@ func (s *Store) GetWorkflow(ctx context.Context, name string, version int) (Work
 }
 
 func getWorkflow(ctx context.Context, q sqlx.QueryerContext, name string, version int) (Workflow, error) {
+	return getWorkflowArgs(ctx, q, name, version, func(a ...any) []any { return a })
+}
+
+// getWorkflowArgs is getWorkflow with args applied to the query's
+// arguments (Store.args).
+func getWorkflowArgs(ctx context.Context, q sqlx.QueryerContext, name string, version int, args func(...any) []any) (Workflow, error) {
 	var wf Workflow
 	var err error
 	if version == 0 {
-		err = sqlx.GetContext(ctx, q, &wf, qLatestWorkflow, name)
+		err = sqlx.GetContext(ctx, q, &wf, qLatestWorkflow, args(name)...)
 	} else {
-		err = sqlx.GetContext(ctx, q, &wf, `SELECT id, name, version, definition, created_at FROM workflows WHERE name = $1 AND version = $2`, name, version)
+		err = sqlx.GetContext(ctx, q, &wf, `SELECT id, name, version, definition, created_at FROM workflows WHERE name = $1::text AND version = $2::int`, args(name, version)...)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		if version != 0 {
@@ -135,4 +143,70 @@ SELECT DISTINCT ON (w.name) w.name, w.version, jsonb_array_length(w.definition->
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	return out, nil
+}
+
+// definition returns the workflow version a trigger creates runs of: the
+// one asked for (version > 0) or the newest (version 0), from the Store's
+// cache unless fresh. A cached newest version may have been superseded by
+// an apply elsewhere: qTrigger checks it still is the newest and inserts
+// nothing otherwise, and the caller reloads with fresh. An asked-for
+// version is cached for good: versions are never updated or deleted.
+// Errors: those of GetWorkflow.
+func (s *Store) definition(ctx context.Context, name string, version int, fresh bool) (Workflow, error) {
+	if !fresh {
+		if wf, ok := s.defs.get(name, version); ok {
+			return wf, nil
+		}
+	}
+	wf, err := getWorkflowArgs(ctx, s.db, name, version, s.args)
+	if err != nil {
+		return Workflow{}, err
+	}
+	s.defs.put(version, wf)
+	return wf, nil
+}
+
+// defCacheMax bounds the definitions a Store caches; past it the cache
+// starts again empty.
+const defCacheMax = 256
+
+// defKey names a cached definition: version 0 is "the newest".
+type defKey struct {
+	name    string
+	version int
+}
+
+// defCache is a Store's cache of workflow definitions, safe for concurrent
+// use. Its Workflows are shared: callers must not modify them.
+type defCache struct {
+	mu   sync.Mutex
+	defs map[defKey]Workflow
+}
+
+func newDefCache() *defCache { return &defCache{defs: map[defKey]Workflow{}} }
+
+func (c *defCache) get(name string, version int) (Workflow, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wf, ok := c.defs[defKey{name, version}]
+	return wf, ok
+}
+
+// put caches wf, read as version (0: the newest).
+func (c *defCache) put(version int, wf Workflow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.defs) >= defCacheMax {
+		clear(c.defs)
+	}
+	c.defs[defKey{wf.Name, version}] = wf
+	c.defs[defKey{wf.Name, wf.Version}] = wf
+}
+
+// forget drops the cached newest version of name (its numbered versions
+// stay: they do not change).
+func (c *defCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.defs, defKey{name, 0})
 }

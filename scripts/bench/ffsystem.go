@@ -93,7 +93,7 @@ func (s *ffSystem) jobs() []job {
 		out = append(out, job{System: s.sysKey, Workload: "W1", Variant: "daemon " + m,
 			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }})
 	}
-	return append(out,
+	return append(append(out,
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.continuous(ctx, "W2", s.ff.baseDB, mode, p.Continuous)
 		}},
@@ -109,7 +109,7 @@ func (s *ffSystem) jobs() []job {
 		job{System: s.sysKey, Workload: "W5", Variant: "buffers", FirstRoundOnly: true, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.buffersCheck(ctx, mode, p.BufferRuns)
 		}},
-	)
+	), s.triggerJobs()...)
 }
 
 // burnDown runs W1 with the layout's backlog, sized to drain long enough.

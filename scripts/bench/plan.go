@@ -94,7 +94,7 @@ func (p plan) burnDownSized(n *int, run func(n int) (sample, error)) (sample, er
 
 // wantsSystem reports whether -only lets any workload of system run.
 func (p plan) wantsSystem(system string) bool {
-	for _, w := range []string{"W1", "W2", "W3", "W4", "W5", "C"} {
+	for _, w := range []string{"W1", "W2", "W3", "W4", "W5", "W6", "C"} {
 		if p.wants(system, w) {
 			return true
 		}

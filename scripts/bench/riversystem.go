@@ -87,7 +87,7 @@ func (s *riverSystem) jobs() []job {
 			return smp, err
 		}})
 	}
-	return append(out,
+	return append(append(out,
 		job{System: sysRiver, Workload: "W2", Variant: varRiverBench, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.continuous(ctx, s.base, p.Continuous)
 		}},
@@ -100,5 +100,5 @@ func (s *riverSystem) jobs() []job {
 		job{System: sysRiver, Workload: "W5", Variant: varRiverBench, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.continuous(ctx, s.hist, p.Continuous)
 		}},
-	)
+	), s.triggerJobs()...)
 }

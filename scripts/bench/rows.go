@@ -79,7 +79,7 @@ func tableRows(p plan) []rowSpec {
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
 	}
-	return append(rows, dagRows(p)...)
+	return append(append(rows, dagRows(p)...), triggerRows()...)
 }
 
 func dagRows(p plan) []rowSpec {

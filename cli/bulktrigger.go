@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// BatchSizeDefault is how many runs of a --runs-file one transaction
+// creates unless --batch-size says otherwise (fewer for a workflow of many
+// tasks: see store.TriggerManyBatch).
+const BatchSizeDefault = 500
+
+// batchTimeout bounds one batch's statement. A batch runs on a context
+// that a signal does not cancel: an interrupt takes effect between
+// batches, so every batch either committed or never started.
+const batchTimeout = 2 * time.Minute
+
+// bulkExclusive are the flags that --runs-file excludes: each line is a
+// run's whole params, and a batch neither waits nor de-duplicates.
+var bulkExclusive = []string{"param", "params-file", "idempotency-key", "wait", "timeout"}
+
+// runsLine is one run of a --runs-file: its params and its 1-based line
+// number.
+type runsLine struct {
+	line   int
+	params json.RawMessage
+}
+
+// bulkRun is one created run in -o json output.
+type bulkRun struct {
+	Line  int       `json:"line"`
+	RunID uuid.UUID `json:"run_id"`
+}
+
+// bulkJSON is the -o json output of a bulk trigger.
+type bulkJSON struct {
+	Workflow string    `json:"workflow"`
+	Created  int       `json:"created"`
+	Complete bool      `json:"complete"`
+	Runs     []bulkRun `json:"runs"`
+	// ResumeFromLine is the --from-line that goes on where an interrupted
+	// or failed trigger stopped (0 when Complete).
+	ResumeFromLine int `json:"resume_from_line,omitempty"`
+}
+
+// runTriggerMany is `ffctl run trigger NAME --runs-file F`: every line of
+// F is validated first (a bad one is a usage error naming it, and nothing
+// is written), then the runs are created --batch-size at a time, one
+// transaction per batch, each batch's run ids printed once it committed
+// (one per line; -o json prints one object at the end). A signal stops it
+// between batches: the committed batches stay, and the message says how
+// many runs were created and the --from-line that resumes.
+func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
+	for _, f := range bulkExclusive {
+		if c.IsSet(f) {
+			return usageError("--runs-file and --%s cannot be combined: each line of the file is one run's whole params, and a bulk trigger neither waits nor takes idempotency keys", f)
+		}
+	}
+	size := c.Int("batch-size")
+	if size < 1 || size > store.TriggerManyMax {
+		return usageError("--batch-size %d: want 1 to %d", size, store.TriggerManyMax)
+	}
+	from := c.Int("from-line")
+	if from < 1 {
+		return usageError("--from-line %d: lines are numbered from 1", from)
+	}
+	if c.Int("version") < 0 {
+		return usageError("--version %d: must be positive", c.Int("version"))
+	}
+	path := c.String("runs-file")
+	lines, err := readRunsFile(env, path, from)
+	if err != nil {
+		return err
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	params := make([]json.RawMessage, len(lines))
+	for i, l := range lines {
+		params[i] = l.params
+	}
+	// Every line against the definition too (its tasks' idempotency keys),
+	// before the first batch; all batches then create runs of this version.
+	wf, err := s.CheckRuns(c.Context, name, c.Int("version"), params)
+	var bad *store.BadRunError
+	switch {
+	case errors.As(err, &bad):
+		return usageError("--runs-file %s line %d: %v (nothing was triggered)", path, lines[bad.Index].line, bad.Err)
+	case err != nil:
+		return failure(err)
+	}
+	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor()}
+	return b.trigger(c.Context, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)))
+}
+
+// readRunsFile reads path ("-": standard input) and returns its runs from
+// line from on: one line each, blank lines skipped (store.CheckRuns checks
+// them). A line longer than core.MaxParamsBytes, or a file with no run, is
+// a usage error naming the line and the reason.
+func readRunsFile(env *Env, path string, from int) ([]runsLine, error) {
+	var r io.Reader
+	if path == "-" {
+		r = env.Stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, usageError("--runs-file: cannot read %s: %v", path, errors.Unwrap(err))
+		}
+		defer f.Close()
+		r = f
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), core.MaxParamsBytes+2) // a line at the limit, its \r\n
+	var out []runsLine
+	n := 0
+	for sc.Scan() {
+		n++
+		line := bytes.TrimSpace(sc.Bytes())
+		if n < from || len(line) == 0 {
+			continue
+		}
+		// Checked by store.CheckRuns, with the workflow's keys.
+		out = append(out, runsLine{line: n, params: json.RawMessage(bytes.Clone(line))})
+	}
+	switch err := sc.Err(); {
+	case errors.Is(err, bufio.ErrTooLong):
+		return nil, usageError("--runs-file %s line %d: %v: longer than the limit of %d bytes (nothing was triggered)", path, n+1, core.ErrBadParams, core.MaxParamsBytes)
+	case err != nil:
+		return nil, usageError("--runs-file: cannot read %s: %v", path, err)
+	}
+	if len(out) == 0 {
+		if from > 1 {
+			return nil, usageError("--runs-file %s has no run from line %d on (it has %d lines; nothing was triggered)", path, from, n)
+		}
+		return nil, usageError("--runs-file %s has no run: want one JSON params object per line (nothing was triggered)", path)
+	}
+	return out, nil
+}
+
+// bulk is one bulk trigger in progress.
+type bulk struct {
+	env     *Env
+	s       *store.Store
+	name    string
+	version int
+	json    bool
+	actor   string
+	created []bulkRun
+}
+
+// trigger creates lines' runs size at a time and reports them.
+func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int) error {
+	for start := 0; start < len(lines); start += size {
+		if ctx.Err() != nil {
+			return b.stopped(lines[start].line, nil)
+		}
+		batch := lines[start:min(start+size, len(lines))]
+		params := make([]json.RawMessage, len(batch))
+		for i, l := range batch {
+			params[i] = l.params
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
+		cancel()
+		if err != nil {
+			return b.stopped(batch[0].line, b.batchError(batch, err))
+		}
+		for i, id := range ids {
+			b.created = append(b.created, bulkRun{Line: batch[i].line, RunID: id})
+			if !b.json {
+				fmt.Fprintln(b.env.Stdout, id)
+			}
+		}
+	}
+	if b.json {
+		return writeJSON(b.env.Stdout, bulkJSON{Workflow: b.name, Created: len(b.created), Complete: true, Runs: b.runs()})
+	}
+	return nil
+}
+
+// batchError says what a failed batch (its lines) means for its runs.
+func (b *bulk) batchError(batch []runsLine, err error) error {
+	first, last := batch[0].line, batch[len(batch)-1].line
+	var bad *store.BadRunError
+	switch {
+	case errors.As(err, &bad):
+		return usageError("--runs-file line %d: %v", batch[bad.Index].line, bad.Err)
+	case errors.Is(err, core.ErrBadParams):
+		return usageError("%v", err)
+	case errors.Is(err, store.ErrCommitOutcomeUnknown):
+		return failure(fmt.Errorf("lines %d to %d: %w: the runs of these lines may have been created; check with `ffctl run list --workflow %s` before resuming", first, last, err, b.name))
+	}
+	return failure(fmt.Errorf("lines %d to %d: %w (their runs were not created)", first, last, err))
+}
+
+// stopped reports a bulk trigger that stopped before line next: because of
+// err, or (err nil) an interrupt. What was created is printed and the
+// message says how many runs there are and where to resume.
+func (b *bulk) stopped(next int, err error) error {
+	if b.json {
+		if werr := writeJSON(b.env.Stdout, bulkJSON{Workflow: b.name, Created: len(b.created), Runs: b.runs(), ResumeFromLine: next}); werr != nil {
+			return werr
+		}
+	}
+	say := fmt.Sprintf("%d runs created (by the lines before line %d); resume with --from-line %d", len(b.created), next, next)
+	if err == nil {
+		// A failure: ffctl exits 128+signal when a signal cut it short.
+		return failure(errors.New("interrupted; " + say))
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Code: ee.Code, Err: fmt.Errorf("%w; %s", ee.Err, say)}
+	}
+	return fmt.Errorf("%w; %s", err, say)
+}
+
+func (b *bulk) runs() []bulkRun {
+	if b.created == nil {
+		return []bulkRun{}
+	}
+	return b.created
+}

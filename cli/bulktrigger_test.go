@@ -1,0 +1,265 @@
+package cli_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+const bulkWorkflow = "name: bulk\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a]}\n"
+
+// runsFile writes content to a file in a temporary directory and returns
+// its path.
+func runsFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runCount is how many runs the database holds.
+func (h *harness) runCount() int {
+	h.t.Helper()
+	var n int
+	if err := h.db.QueryRowContext(h.ctx, `SELECT count(*) FROM workflow_runs`).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// TestABadRunsFileIsRefusedWithItsLineAndWritesNothing: every line of a
+// --runs-file is checked before the first batch (also against the
+// workflow: a task key its params cannot render), so one bad line anywhere
+// is a usage error naming it and its reason, and no run is created, even
+// with batches of one.
+func TestABadRunsFileIsRefusedWithItsLineAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	h.apply("name: keyed\ntasks:\n  - {name: a, handler: noop, idempotency_key: 'k-{{ .Params.day }}'}\n")
+	large := `{"x":"` + strings.Repeat("y", core.MaxParamsBytes) + `"}`
+	cases := []struct {
+		name, workflow, content string
+		want                    []string
+	}{
+		{"not JSON", "bulk", "{}\n{\"a\":\n{}\n", []string{"line 2", "not JSON"}},
+		{"not an object", "bulk", "{}\n\n[1, 2]\n", []string{"line 3", "want a JSON object, got an array"}},
+		{"a string", "bulk", "\"x\"\n", []string{"line 1", "want a JSON object"}},
+		{"a NUL character", "bulk", "{}\n{\"a\":\"\\u0000\"}\n", []string{"line 2", "NUL character"}},
+		{"two objects on a line", "bulk", "{} {}\n", []string{"line 1", "trailing data"}},
+		{"a line too large", "bulk", "{}\n{}\n" + large + "\n", []string{"line 3", "limit of"}},
+		{"an empty file", "bulk", "", []string{"has no run"}},
+		{"only blank lines", "bulk", "\n  \n\n", []string{"has no run"}},
+		{"a key its params cannot render", "keyed", "{\"day\":\"mon\"}\n{\"day\":\"tue\"}\n{}\n", []string{"line 3", "invalid params"}},
+		{"an unknown workflow", "nope", "{}\n", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := h.snapshot()
+			r := h.ff("run", "trigger", c.workflow, "--runs-file", runsFile(t, c.content), "--batch-size", "1")
+			if c.want == nil {
+				expect(t, r, 1, "not found")
+			} else {
+				expect(t, r, 2, c.want...)
+				expect(t, r, 2, "nothing was triggered")
+			}
+			if r.stdout != "" {
+				t.Fatalf("a refused file printed run ids:\n%s", r)
+			}
+			h.assertUnchanged(before)
+		})
+	}
+}
+
+// TestBulkTriggerFlagsThatDoNotCombine: --runs-file gives each run its
+// whole params, neither waits nor de-duplicates: the flags that would say
+// otherwise are usage errors, as are the bulk flags without it.
+func TestBulkTriggerFlagsThatDoNotCombine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	f := runsFile(t, "{}\n")
+	params := runsFile(t, "{}")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runs-file", f, "--param", "a=b"}, "--runs-file and --param"},
+		{[]string{"--runs-file", f, "--params-file", params}, "--runs-file and --params-file"},
+		{[]string{"--runs-file", f, "--idempotency-key", "k"}, "--runs-file and --idempotency-key"},
+		{[]string{"--runs-file", f, "--wait"}, "--runs-file and --wait"},
+		{[]string{"--runs-file", f, "--timeout", "1s"}, "--runs-file and --timeout"},
+		{[]string{"--runs-file", f, "--batch-size", "0"}, "--batch-size 0"},
+		{[]string{"--runs-file", f, "--from-line", "0"}, "--from-line 0"},
+		{[]string{"--batch-size", "10"}, "--batch-size goes with --runs-file"},
+		{[]string{"--from-line", "2"}, "--from-line goes with --runs-file"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			expect(t, h.ff(append([]string{"run", "trigger", "bulk"}, c.args...)...), 2, c.want)
+		})
+	}
+	if n := h.runCount(); n != 0 {
+		t.Fatalf("%d runs created by refused commands", n)
+	}
+}
+
+// TestBulkTriggerCreatesOneRunPerLine: every non-blank line is one run with
+// that line's params, created in batches, each id printed once (in line
+// order), or in -o json with its line; --from-line starts further on;
+// standard input works as a file.
+func TestBulkTriggerCreatesOneRunPerLine(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	var lines []string
+	var want []string // the params of each run, in order
+	for i := range 11 {
+		if i%4 == 3 {
+			lines = append(lines, "  ")
+			continue
+		}
+		p := fmt.Sprintf(`{"i": %d}`, i)
+		lines = append(lines, p)
+		want = append(want, p)
+	}
+	content := strings.Join(lines, "\n") + "\n"
+	check := func(t *testing.T, ids []string, want []string) {
+		t.Helper()
+		if len(ids) != len(want) {
+			t.Fatalf("%d run ids, want %d: %v", len(ids), len(want), ids)
+		}
+		for i, s := range ids {
+			r := h.run(uuid.MustParse(s))
+			if string(r.Params) != want[i] || r.TasksTotal != 2 || r.Workflow != "bulk" {
+				t.Fatalf("run %d: %+v, want params %s", i, r, want[i])
+			}
+		}
+	}
+	t.Run("table", func(t *testing.T) {
+		r := h.must("run", "trigger", "bulk", "--runs-file", runsFile(t, content), "--batch-size", "3")
+		check(t, strings.Fields(r.stdout), want)
+	})
+	t.Run("stdin from a line on", func(t *testing.T) {
+		r := h.ffIn(content, "run", "trigger", "bulk", "--runs-file", "-", "--from-line", "5")
+		expect(t, r, 0)
+		check(t, strings.Fields(r.stdout), want[3:]) // lines 5.. are i = 4, 5, 6, 8, 9, 10
+	})
+	t.Run("json", func(t *testing.T) {
+		r := h.must("run", "trigger", "bulk", "--runs-file", runsFile(t, content), "--batch-size", "4", "-o", "json")
+		out := decode[struct {
+			Workflow string `json:"workflow"`
+			Created  int    `json:"created"`
+			Complete bool   `json:"complete"`
+			Runs     []struct {
+				Line  int    `json:"line"`
+				RunID string `json:"run_id"`
+			} `json:"runs"`
+		}](t, r.stdout)
+		if out.Workflow != "bulk" || out.Created != len(want) || !out.Complete || len(out.Runs) != len(want) {
+			t.Fatalf("json output %+v", out)
+		}
+		var ids []string
+		for i, run := range out.Runs {
+			if strings.TrimSpace(lines[run.Line-1]) != want[i] {
+				t.Fatalf("run %d says line %d, which is %q, want %q", i, run.Line, lines[run.Line-1], want[i])
+			}
+			ids = append(ids, run.RunID)
+		}
+		check(t, ids, want)
+	})
+	if n, total := h.runCount(), 3*len(want)-3; n != total {
+		t.Fatalf("%d runs in the database, want %d", n, total)
+	}
+}
+
+// TestABulkBatchWhoseCommitReplyIsLostSaysItsRunsMayExist: a batch's
+// statement committed but its reply was lost: ffctl must not say that
+// those runs were not created; it names the lines whose runs may exist and
+// how to check before resuming.
+func TestABulkBatchWhoseCommitReplyIsLostSaysItsRunsMayExist(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	f := runsFile(t, "{}\n{}\n{}\n")
+	via, p := lostCommitHarness(t, h, "INSERT INTO workflow_runs")
+	r := lostCommitRun(t, via, p, func() bool { return h.runCount() == 2 }, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", "2")
+	if !p.Fired() {
+		t.Fatalf("the proxy never matched the batch's insert: %s", r)
+	}
+	expect(t, r, 1, "lines 1 to 2", "may have been created", "ffctl run list --workflow bulk")
+	if strings.Contains(r.stderr, "were not created") || r.stdout != "" {
+		t.Fatalf("a batch of unknown outcome reported as not created or printed:\n%s", r)
+	}
+	if n := h.runCount(); n != 2 {
+		t.Fatalf("%d runs, want the 2 of the batch that committed", n)
+	}
+}
+
+// TestCtrlCDuringABulkTriggerKeepsTheCommittedBatches runs this test binary
+// as a real ffctl creating runs one per batch, sends it SIGINT once runs
+// exist, and checks that it exits 130 having printed exactly the ids of the
+// runs that exist, says how many, and that --from-line with the line it
+// names creates the rest: every line has exactly one run in the end.
+func TestCtrlCDuringABulkTriggerKeepsTheCommittedBatches(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	const n = 3000
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "{\"i\": %d}\n", i)
+	}
+	f := runsFile(t, b.String())
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(h.ctx, self, "--database-url", h.url, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", "1")
+	cmd.Env = append(os.Environ(), beFFCTL+"=1")
+	var out, errOut syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first batches committed", func() bool { return h.runCount() >= 5 })
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130 (did all %d batches end first?)\nstderr: %s", err, n, errOut.String())
+	}
+	ids := strings.Fields(out.String())
+	created := h.runCount()
+	if len(ids) != created || created >= n {
+		t.Fatalf("printed %d ids, %d runs exist, want equal and fewer than %d", len(ids), created, n)
+	}
+	want := fmt.Sprintf("interrupted; %d runs created (by the lines before line %d); resume with --from-line %d", created, created+1, created+1)
+	if !strings.Contains(errOut.String(), want) {
+		t.Fatalf("stderr %q, want it to say %q", errOut.String(), want)
+	}
+	r := h.must("run", "trigger", "bulk", "--runs-file", f, "--from-line", fmt.Sprint(created+1))
+	if len(strings.Fields(r.stdout)) != n-created {
+		t.Fatalf("resume printed %d ids, want %d", len(strings.Fields(r.stdout)), n-created)
+	}
+	var lines, distinct int
+	if err := h.db.QueryRowContext(h.ctx, `SELECT count(*), count(DISTINCT params->>'i') FROM workflow_runs`).Scan(&lines, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if lines != n || distinct != n {
+		t.Fatalf("%d runs for %d distinct lines, want %d each", lines, distinct, n)
+	}
+}
