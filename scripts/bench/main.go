@@ -18,9 +18,10 @@ import (
 	"time"
 )
 
-// beforeCommit is the FlowForge commit of the "before" column: main
-// before the wave of issues 12–14.
-const beforeCommit = "7165631"
+// beforeCommit is the FlowForge commit of the "before" column: main as it
+// landed before issue 14 (throughput: batched claims and finishes,
+// incremental scheduling, the one-statement trigger).
+const beforeCommit = "b860cf5"
 
 // benchEnv is what every system runs against.
 type benchEnv struct {
