@@ -65,23 +65,21 @@ func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
 // READY, and by its run (not cancelled, not a failed fail_fast run); it
 // bumps the token, counts the attempt, and sets the lease on the database
 // clock, each row with its history row in the same statement. The rows are
-// locked in id order first (locked), so two workers' batches that share
-// rows wait for each other instead of deadlocking. The lease is measured
+// locked in id order first (lk), so two workers' batches that share rows
+// wait for each other instead of deadlocking. The lease is measured
 // from clock_timestamp(), the moment the row is written (after any lock
 // wait), not from now(), the start of the transaction: a claim that waited
 // behind a lock must not commit a lease already partly or wholly spent.
 const qClaim = `
-WITH req AS (
-    SELECT q.id, q.tok FROM unnest($1::uuid[], $2::bigint[]) AS q(id, tok)
-), locked AS (
-    SELECT t.id FROM task_runs t WHERE t.id IN (SELECT id FROM req) ORDER BY t.id FOR UPDATE OF t
-), claimed AS (
+WITH claimed AS (
     UPDATE task_runs t
        SET state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
            lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond', heartbeat_at = clock_timestamp(),
            worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
-      FROM req q, locked l, workflow_runs r
-     WHERE t.id = q.id AND l.id = q.id AND t.state = 'READY' AND t.fencing_token = q.tok AND r.id = t.run_id
+      FROM unnest($1::uuid[], $2::bigint[]) AS q(id, tok),
+           (SELECT l.id FROM task_runs l WHERE l.id = ANY ($1::uuid[]) ORDER BY l.id FOR UPDATE) lk,
+           workflow_runs r
+     WHERE t.id = q.id AND lk.id = q.id AND t.state = 'READY' AND t.fencing_token = q.tok AND r.id = t.run_id
        AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED')
  RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
            t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,

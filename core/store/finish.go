@@ -88,19 +88,13 @@ type FinishResult struct {
 // parallel arrays, one entry per attempt (id, token, outcome, result text,
 // error, permanent, retry delay in ms, idempotency key, worker, reused
 // task run, reused run, reuse note). Each row is fenced by its own token
-// and state RUNNING; the rows are locked in id order first. It writes each
+// and state RUNNING; the rows are locked in id order first (lk). It writes each
 // row's history, stores the results of the keys the attempts own, buries
 // in the same statement the descendants of the tasks it makes DEAD
 // (buryDownstream), and notifies at most once (n: the payload could be
 // string_agg(DISTINCT run_id::text, ',') of fin).
 const qFinish = `
-WITH RECURSIVE req AS (
-    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[],
-                         $8::text[], $9::text[], $10::uuid[], $11::uuid[], $12::text[])
-        AS q(id, tok, outcome, result, error, permanent, delay_ms, key, worker, reused_from, reused_run, note)
-), locked AS (
-    SELECT t.id FROM task_runs t WHERE t.id IN (SELECT id FROM req) ORDER BY t.id FOR UPDATE OF t
-), fin AS (
+WITH RECURSIVE fin AS (
     UPDATE task_runs t
        SET state = CASE WHEN q.outcome = 'SUCCEEDED' THEN 'SUCCEEDED'
                         WHEN q.outcome = 'CANCELLED' THEN 'CANCELLED'
@@ -114,8 +108,11 @@ WITH RECURSIVE req AS (
            finished_at = CASE WHEN q.outcome <> 'FAILED' OR q.permanent OR t.attempt >= t.max_attempts THEN now() END,
            next_attempt_at = CASE WHEN q.outcome = 'FAILED' AND NOT q.permanent AND t.attempt < t.max_attempts
                                   THEN now() + q.delay_ms * interval '1 millisecond' END
-      FROM req q, locked l
-     WHERE t.id = q.id AND l.id = q.id AND t.state = 'RUNNING' AND t.fencing_token = q.tok
+      FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[],
+                  $8::text[], $9::text[], $10::uuid[], $11::uuid[], $12::text[])
+               AS q(id, tok, outcome, result, error, permanent, delay_ms, key, worker, reused_from, reused_run, note),
+           (SELECT l.id FROM task_runs l WHERE l.id = ANY ($1::uuid[]) ORDER BY l.id FOR UPDATE) lk
+     WHERE t.id = q.id AND lk.id = q.id AND t.state = 'RUNNING' AND t.fencing_token = q.tok
  RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.result, q.key, q.worker, q.error, q.reused_from, q.note
 ), ik AS (
     UPDATE idempotency_keys k SET result = fin.result, completed_at = now()

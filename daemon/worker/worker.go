@@ -183,6 +183,9 @@ type Worker struct {
 	// handBacksWG counts the goroutines of deliveries in handBack.
 	handBacksWG sync.WaitGroup
 	finishes    finishBatcher
+	// pending carries decoded deliveries from consume to claimLoop; Run
+	// closes it when it stops.
+	pending chan pendingDelivery
 
 	abortCtx context.Context
 	abort    context.CancelCauseFunc
@@ -213,6 +216,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("worker_id", cfg.ID),
 		slots:    make(chan struct{}, cfg.Concurrency),
+		pending:  make(chan pendingDelivery, cfg.Concurrency),
 		abortCtx: ctx,
 		abort:    cancel,
 	}
@@ -289,7 +293,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopListening()
 		listening.Wait()
 	}()
-	pending := make(chan pendingDelivery, w.cfg.Concurrency)
+	pending := w.pending
 	work := make(chan claimedDelivery, w.cfg.Concurrency)
 	var loops sync.WaitGroup
 	loops.Add(1 + w.cfg.Concurrency)
