@@ -154,8 +154,8 @@ func (w *Worker) takeSlot(ctx context.Context, p pendingDelivery) bool {
 
 // gather adds to batch (whose deliveries hold slots) the deliveries of
 // pending that are there already and find a free slot, up to the batch
-// bound; once it holds two or more it waits up to BatchWindowDefault for
-// more. The first delivery that finds no free slot ends the batch and is
+// bound; once it holds two or more, and a slot is still free, it waits up
+// to BatchWindowDefault for more. The first delivery that finds no free slot ends the batch and is
 // returned as next (it waits for its slot as the next head).
 func (w *Worker) gather(ctx context.Context, pending <-chan pendingDelivery, batch []pendingDelivery) ([]pendingDelivery, *pendingDelivery) {
 	limit := min(w.cfg.Concurrency, BatchMaxDefault)
@@ -166,7 +166,9 @@ func (w *Worker) gather(ctx context.Context, pending <-chan pendingDelivery, bat
 		select {
 		case p, ok = <-pending:
 		default:
-			if len(batch) < 2 {
+			if len(batch) < 2 || len(w.slots) == cap(w.slots) {
+				// Light load, or no slot left for another delivery (nor,
+				// with prefetch = Concurrency, a delivery to come): claim now.
 				return batch, nil
 			}
 			if window == nil {
