@@ -33,6 +33,7 @@ func TestAWorkerRunsOnlyTheWinnersOfAClaimBatch(t *testing.T) {
 	})
 	r := newRig(t, reg, func(c *Config) { c.Concurrency = 8 })
 	r.signals.lost = make(chan uuid.UUID, 8)
+	r.signals.received = make(chan uuid.UUID, 8)
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
@@ -45,6 +46,7 @@ func TestAWorkerRunsOnlyTheWinnersOfAClaimBatch(t *testing.T) {
 		})
 	}
 	r.w.signals = r.signals
+	r.w.statementsInFlight = 1 // the held claim holds back every other
 	storetest.Apply(t, r.st, "name: one\ntasks:\n  - {name: a, handler: count}\n")
 	ctx := t.Context()
 	ids := make([]uuid.UUID, 6)
@@ -90,10 +92,20 @@ func TestAWorkerRunsOnlyTheWinnersOfAClaimBatch(t *testing.T) {
 		t.Fatalf("%d dispatches, want %d", n, len(ids))
 	}
 	n := <-first
+	for range ids {
+		select {
+		case <-r.signals.received:
+		case <-time.After(20 * time.Second):
+			t.Fatal("not every dispatch reached the worker")
+		}
+	}
+	// Behind the held claim: one delivery the claim loop holds, waiting
+	// for the statement, and the rest in pending.
+	want := max(len(ids)-n-1, 0)
 	deadline := time.Now().Add(20 * time.Second)
-	for len(r.w.pending) < len(ids)-n {
+	for len(r.w.pending) != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries wait behind the first claim of %d, want %d", len(r.w.pending), n, len(ids)-n)
+			t.Fatalf("%d deliveries wait behind the first claim of %d, want %d", len(r.w.pending), n, want)
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for state
 	}

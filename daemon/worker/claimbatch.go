@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/flowforge/flowforge/core"
@@ -22,6 +23,10 @@ const (
 	// it claims: the most a batch delays a claim. A lone delivery is
 	// claimed at once.
 	BatchWindowDefault = time.Millisecond
+	// statementsInFlightDefault is how many claim statements one worker
+	// runs at once: a batch waits for at most that many before its own.
+	// (Finish statements run one at a time: see finishBatcher.)
+	statementsInFlightDefault = 2
 )
 
 // pendingDelivery is a decoded dispatch waiting for a slot and its claim.
@@ -57,6 +62,7 @@ func (w *Worker) consume(ctx context.Context, cons *broker.Consumer, pending cha
 			if !ok {
 				continue
 			}
+			w.signals.deliveryReceived(p.disp.TaskRunID)
 			if p.disp.Handler != "" && !w.cfg.Registry.Has(p.disp.Handler) {
 				w.handBacksWG.Add(1)
 				go func() {
@@ -100,13 +106,19 @@ func (w *Worker) decode(d broker.Delivery) (pendingDelivery, bool) {
 }
 
 // claimLoop takes the deliveries of pending in order, each into a slot
-// (takeSlot), gathers those that arrive meanwhile into one batch (gather),
-// claims the batch in one statement and hands every delivery, with its
-// row's answer, to the runners (work). It returns, closing work, once
+// (takeSlot), waits until fewer than statementsInFlight claim statements
+// run, gathers those that arrived meanwhile into one batch (gather),
+// claims the batch in one statement (in a goroutine of its own) and hands
+// every delivery, with its row's answer, to the runners (work). It returns, closing work, once
 // pending is closed and drained; after ctx ends it claims nothing more and
 // requeues what it takes.
 func (w *Worker) claimLoop(ctx context.Context, pending <-chan pendingDelivery, work chan<- claimedDelivery) {
-	defer close(work)
+	inFlight := make(chan struct{}, max(w.statementsInFlight, 1))
+	var claims sync.WaitGroup
+	defer func() {
+		claims.Wait()
+		close(work)
+	}()
 	var next *pendingDelivery
 	for {
 		var head pendingDelivery
@@ -122,9 +134,17 @@ func (w *Worker) claimLoop(ctx context.Context, pending <-chan pendingDelivery, 
 		if !w.takeSlot(ctx, head) {
 			continue
 		}
+		// Wait for a statement slot first: what arrives meanwhile joins
+		// this batch.
+		inFlight <- struct{}{}
 		batch := []pendingDelivery{head}
 		batch, next = w.gather(ctx, pending, batch)
-		w.claimBatch(ctx, batch, work)
+		claims.Add(1)
+		go func() {
+			defer claims.Done()
+			defer func() { <-inFlight }()
+			w.claimBatch(ctx, batch, work)
+		}()
 	}
 }
 

@@ -18,6 +18,8 @@ type testSignals struct {
 	// handedBack receives the task run id of every delivery handBack
 	// requeued unclaimed.
 	handedBack chan uuid.UUID
+	// received receives the task run id of every dispatch consume decoded.
+	received chan uuid.UUID
 	// lost receives the task run id of every delivery whose claim lost
 	// (acked without running).
 	lost chan uuid.UUID
@@ -58,6 +60,15 @@ func (s *testSignals) claimLost(id uuid.UUID) {
 	if s.lost != nil {
 		select {
 		case s.lost <- id:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) deliveryReceived(id uuid.UUID) {
+	if s.received != nil {
+		select {
+		case s.received <- id:
 		default:
 		}
 	}

@@ -186,6 +186,9 @@ type Worker struct {
 	// pending carries decoded deliveries from consume to claimLoop; Run
 	// closes it when it stops.
 	pending chan pendingDelivery
+	// statementsInFlight bounds the claim statements in flight at once
+	// (statementsInFlightDefault; tests set 1).
+	statementsInFlight int
 
 	abortCtx context.Context
 	abort    context.CancelCauseFunc
@@ -213,12 +216,13 @@ func New(cfg Config) (*Worker, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &Worker{
-		cfg:      cfg,
-		log:      cfg.Logger.With("worker_id", cfg.ID),
-		slots:    make(chan struct{}, cfg.Concurrency),
-		pending:  make(chan pendingDelivery, cfg.Concurrency),
-		abortCtx: ctx,
-		abort:    cancel,
+		cfg:                cfg,
+		log:                cfg.Logger.With("worker_id", cfg.ID),
+		slots:              make(chan struct{}, cfg.Concurrency),
+		pending:            make(chan pendingDelivery, cfg.Concurrency),
+		statementsInFlight: statementsInFlightDefault,
+		abortCtx:           ctx,
+		abort:              cancel,
 	}
 	cfg.Metrics.SetDeadLetterSource(w.deadLetterDepth)
 	return w, nil
