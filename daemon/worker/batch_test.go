@@ -11,13 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
-// TestAWorkerRunsOnlyTheWinnersOfAClaimBatch: mode 50 at the worker. The
-// first claim is held back until every other delivery waits behind it, so
-// the next batch holds them all: three fresh dispatches, a duplicate of a
+// TestAWorkerRunsOnlyTheWinnersOfAClaimBatch: mode 50 at the worker. Every
+// slot is taken until all deliveries wait, so one batch holds them all: three fresh dispatches, a duplicate of a
 // task another worker runs, one of a cancelled run and a stale one (a
 // token behind; the task's current token is a fresh row's). Only the
 // winners run; each loser is acked, explained and counted by its reason.
@@ -34,19 +32,12 @@ func TestAWorkerRunsOnlyTheWinnersOfAClaimBatch(t *testing.T) {
 	r := newRig(t, reg, func(c *Config) { c.Concurrency = 8 })
 	r.signals.lost = make(chan uuid.UUID, 8)
 	r.signals.received = make(chan uuid.UUID, 8)
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
-	first := make(chan int, 1)
-	var once sync.Once
-	r.signals.beforeClaim = func(reqs []store.ClaimRequest) {
-		once.Do(func() {
-			first <- len(reqs)
-			<-release
-		})
-	}
 	r.w.signals = r.signals
-	r.w.statementsInFlight = 1 // the held claim holds back every other
+	// Every slot starts taken (as by running tasks), so the first delivery
+	// waits for one while the others queue behind it.
+	for range cap(r.w.slots) {
+		r.w.slots <- struct{}{}
+	}
 	storetest.Apply(t, r.st, "name: one\ntasks:\n  - {name: a, handler: count}\n")
 	ctx := t.Context()
 	ids := make([]uuid.UUID, 6)
@@ -87,11 +78,9 @@ func TestAWorkerRunsOnlyTheWinnersOfAClaimBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.start()
-	t.Cleanup(releaseAll) // before the rig's stop, which waits for the claim loop
 	if n := r.publish(); n != len(ids) {
 		t.Fatalf("%d dispatches, want %d", n, len(ids))
 	}
-	n := <-first
 	for range ids {
 		select {
 		case <-r.signals.received:
@@ -99,17 +88,16 @@ func TestAWorkerRunsOnlyTheWinnersOfAClaimBatch(t *testing.T) {
 			t.Fatal("not every dispatch reached the worker")
 		}
 	}
-	// Behind the held claim: one delivery the claim loop holds, waiting
-	// for the statement, and the rest in pending.
-	want := max(len(ids)-n-1, 0)
 	deadline := time.Now().Add(20 * time.Second)
-	for len(r.w.pending) != want {
+	for len(r.w.pending) != len(ids)-1 { // the first waits for a slot in the claim loop
 		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries wait behind the first claim of %d, want %d", len(r.w.pending), n, want)
+			t.Fatalf("%d deliveries wait behind the first, want %d", len(r.w.pending), len(ids)-1)
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for state
 	}
-	releaseAll()
+	for range cap(r.w.slots) {
+		<-r.w.slots // the slots free: the first takes one and gathers the rest
+	}
 	for range fresh {
 		if f := r.awaitFinished(30 * time.Second); !f.OK || f.State != core.TaskSucceeded {
 			t.Fatalf("finish %+v, want SUCCEEDED", f)

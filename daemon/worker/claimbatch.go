@@ -235,9 +235,6 @@ func (w *Worker) claimBatch(ctx context.Context, batch []pendingDelivery, work c
 	// after the server committed it would leave RUNNING tasks that this
 	// worker never runs (until their leases expire and cost an attempt).
 	// Shutdown was checked just above; the claim itself is bounded.
-	if w.signals.beforeClaim != nil {
-		w.signals.beforeClaim(reqs)
-	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
 	res, err := w.cfg.Store.ClaimMany(cctx, reqs, w.cfg.ID, w.cfg.Lease)
 	cancel()

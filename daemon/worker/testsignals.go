@@ -23,9 +23,6 @@ type testSignals struct {
 	// lost receives the task run id of every delivery whose claim lost
 	// (acked without running).
 	lost chan uuid.UUID
-	// beforeClaim, when set, is called with each claim batch's requests before
-	// its statement runs (it may block, holding the claim back).
-	beforeClaim func(reqs []store.ClaimRequest)
 }
 
 // attemptFinished is what execute did with one attempt: the finish it

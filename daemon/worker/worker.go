@@ -187,7 +187,7 @@ type Worker struct {
 	// closes it when it stops.
 	pending chan pendingDelivery
 	// statementsInFlight bounds the claim statements in flight at once
-	// (statementsInFlightDefault; tests set 1).
+	// (statementsInFlightDefault).
 	statementsInFlight int
 
 	abortCtx context.Context
