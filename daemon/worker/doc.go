@@ -19,8 +19,9 @@
 // gives each a slot and claims together, in one store.ClaimMany, those
 // that are already waiting and find a free slot (up to BatchMaxDefault or
 // Concurrency); a batch that holds two or more waits up to
-// BatchWindowDefault (1 ms) for more, a lone delivery is claimed at once,
-// so light load pays no window. Concurrency long-lived runners take each
+// BatchWindowDefault (1 ms) for more while a slot is still free, a lone
+// delivery is claimed at once, so light load pays no window; at most two
+// claim statements run at once. Concurrency long-lived runners take each
 // row's answer and ack, explain or run it exactly as a lone claim would;
 // every error path stays per row (a lock timeout requeues, an ambiguous
 // error is read back per row). Outcomes are recorded by a finishBatcher:
