@@ -180,17 +180,17 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if role.Runs(supervisor.RoleScheduler) {
 		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after")}
 	}
+	// Failpoints are a testing aid (package failpoint).
+	fps, err := failpoint.Parse(env.env(failpoint.EnvVar))
+	if err != nil {
+		return cfg, usageError("%s: %v", failpoint.EnvVar, err)
+	}
 	if role.Runs(supervisor.RolePublisher) {
-		// Failpoints are a testing aid (package failpoint).
-		fps, err := failpoint.Parse(env.env(failpoint.EnvVar))
-		if err != nil {
-			return cfg, usageError("%s: %v", failpoint.EnvVar, err)
-		}
 		cfg.Publisher = publisher.Config{PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Failpoints: fps}
 	}
 	if role.Runs(supervisor.RoleWorker) {
 		cfg.Worker = worker.Config{Registry: env.Registry, Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"),
-			SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace")}
+			SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"), Failpoints: fps}
 		cfg.Handlers = handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"),
 			ShellSupervisor: shellSupervisor(), HTTPDenyPrivate: c.Bool("http-deny-private")}
 	}

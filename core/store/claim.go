@@ -57,21 +57,29 @@ func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
 	return out
 }
 
-// qClaim is READY -> RUNNING in one statement: it requires the fencing token
-// the dispatch message carries (so a message of an older generation can
-// never claim a newer one), bumps the token, counts the attempt, and sets the
-// lease on the database clock. The lease is measured from clock_timestamp(),
-// the moment the row is written (after any lock wait), not from now(), the
-// start of the transaction: a claim that waited behind a lock must not
-// commit a lease already partly or wholly spent.
+// qClaim is READY -> RUNNING for a batch of tasks in one statement: $1 and
+// $2 are parallel arrays of task ids and the fencing tokens their
+// dispatches carry ($1[i] is claimed only with $2[i], so a message of an
+// older generation can never claim a newer one), $3 the worker, $4 the
+// lease in milliseconds. Each row is fenced by its own token and state
+// READY, and by its run (not cancelled, not a failed fail_fast run); it
+// bumps the token, counts the attempt, and sets the lease on the database
+// clock, each row with its history row in the same statement. The rows are
+// locked in id order first (lk), so two workers' batches that share rows
+// wait for each other instead of deadlocking. The lease is measured
+// from clock_timestamp(), the moment the row is written (after any lock
+// wait), not from now(), the start of the transaction: a claim that waited
+// behind a lock must not commit a lease already partly or wholly spent.
 const qClaim = `
 WITH claimed AS (
     UPDATE task_runs t
        SET state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
            lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond', heartbeat_at = clock_timestamp(),
            worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
-      FROM workflow_runs r
-     WHERE t.id = $1 AND t.state = 'READY' AND t.fencing_token = $2 AND r.id = t.run_id
+      FROM unnest($1::uuid[], $2::bigint[]) AS q(id, tok),
+           (SELECT l.id FROM task_runs l WHERE l.id = ANY ($1::uuid[]) ORDER BY l.id FOR UPDATE) lk,
+           workflow_runs r
+     WHERE t.id = q.id AND lk.id = q.id AND t.state = 'READY' AND t.fencing_token = q.tok AND r.id = t.run_id
        AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED')
  RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
            t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
@@ -87,32 +95,92 @@ SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_
        c.idempotency_key, c.lease_expires_at
   FROM claimed c`
 
+// ClaimRequest asks for one task of a ClaimMany batch: its id and the
+// fencing token its dispatch carried.
+type ClaimRequest struct {
+	ID    uuid.UUID
+	Token int64
+}
+
+// ClaimResult is the answer to one ClaimRequest: OK with the claimed
+// attempt, or OK false when that claim lost (see Claim).
+type ClaimResult struct {
+	Task ClaimedTask
+	OK   bool
+}
+
+// ClaimMaxBatch bounds the requests of one ClaimMany (and FinishMany):
+// one statement's arrays, and the rows it locks at once.
+const ClaimMaxBatch = 1000
+
 // Claim moves the task READY -> RUNNING for workerID if it is still READY
-// with the fencing token the dispatch carried. ok=false (nil error) means the
-// claim lost: a duplicate or stale delivery, a cancelled task or run (or a
-// failed fail_fast run), or an unknown id; the caller acks the message and runs nothing. lease is the lease
-// duration (rounded to milliseconds), measured from the write. The claim
-// waits at most LockWaitFor(lease) for a lock, then fails with an error
-// wrapping ErrLockTimeout (nothing written). Any other error may have come
-// after the claim committed: see ClaimedBy.
+// with the fencing token the dispatch carried: a ClaimMany of one, through
+// the same statement. ok=false (nil error) means the claim lost: a
+// duplicate or stale delivery, a cancelled task or run (or a failed
+// fail_fast run), or an unknown id; the caller acks the message and runs
+// nothing. Errors are ClaimMany's.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
-	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {
-		return ClaimedTask{}, false, err
+	res, err := s.claimMany(ctx, []ClaimRequest{{ID: id, Token: token}}, workerID, lease)
+	if err != nil {
+		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, err)
 	}
-	var c ClaimedTask
+	return res[0].Task, res[0].OK, nil
+}
+
+// ClaimMany claims a batch of tasks for workerID in one transaction of one
+// conditional statement (qClaim), each request fenced by its own token:
+// the result has one entry per request, in order, OK for the winners only.
+// A request whose id already appeared earlier in reqs loses (a duplicate
+// delivery). lease is the lease duration (rounded to milliseconds),
+// measured from each row's write. The claim waits at most
+// LockWaitFor(lease) for a lock, then fails with an error wrapping
+// ErrLockTimeout (nothing written, for every request). Any other error may
+// have come after the claim committed: see ClaimedBy, per request. At most
+// ClaimMaxBatch requests.
+func (s *Store) ClaimMany(ctx context.Context, reqs []ClaimRequest, workerID string, lease time.Duration) ([]ClaimResult, error) {
+	res, err := s.claimMany(ctx, reqs, workerID, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim %d tasks: %w", len(reqs), err)
+	}
+	return res, nil
+}
+
+// claimMany is ClaimMany with its errors unwrapped.
+func (s *Store) claimMany(ctx context.Context, reqs []ClaimRequest, workerID string, lease time.Duration) ([]ClaimResult, error) {
+	if err := mustEdge(core.TaskReady, core.TaskRunning); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 || len(reqs) > ClaimMaxBatch {
+		return nil, fmt.Errorf("a batch holds 1 to %d requests", ClaimMaxBatch)
+	}
+	ids := make([][16]byte, 0, len(reqs))
+	toks := make([]int64, 0, len(reqs))
+	first := make(map[uuid.UUID]int, len(reqs))
+	for i, r := range reqs {
+		if _, dup := first[r.ID]; dup {
+			continue
+		}
+		first[r.ID] = i
+		ids = append(ids, r.ID)
+		toks = append(toks, r.Token)
+	}
+	var rows []ClaimedTask
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		if err := setLockTimeout(ctx, tx, LockWaitFor(lease)); err != nil {
 			return err
 		}
-		return tx.GetContext(ctx, &c, qClaim, id, token, workerID, lease.Milliseconds())
+		return tx.SelectContext(ctx, &rows, qClaim, ids, toks, workerID, lease.Milliseconds())
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return ClaimedTask{}, false, nil
-	}
 	if err != nil {
-		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, asLockTimeout(err))
+		return nil, asLockTimeout(err)
 	}
-	return c, true, nil
+	out := make([]ClaimResult, len(reqs))
+	for _, c := range rows {
+		if i, ok := first[c.ID]; ok {
+			out[i] = ClaimResult{Task: c, OK: true}
+		}
+	}
+	return out, nil
 }
 
 // qClaimedBy reads back what qClaim returns, for the attempt holding token

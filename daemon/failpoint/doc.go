@@ -36,6 +36,11 @@
 //     cancelled its context, then stamps the rows as usual. Proves that a
 //     shutdown signal between confirm and stamp does not roll the stamp
 //     back (mode 44).
+//   - worker.exit-before-finish-batch: once the worker has built a batch
+//     of finished attempts, it exits with status ExitCode (3) before the
+//     batch's statement runs, as a SIGKILL between the handlers' return and
+//     the commit would. Proves that those attempts are reaped and retried
+//     and none is recorded twice (mode 52).
 //
 // A daemon logs a warning at start when failpoints are configured, so a
 // failpoint left set in a real deployment is visible.

@@ -26,9 +26,11 @@ const (
 	PublisherExitAfterConfirm Name = "publisher.exit-after-confirm"
 	// PublisherSigtermAfterConfirm: see SignalIf.
 	PublisherSigtermAfterConfirm Name = "publisher.sigterm-after-confirm"
+	// WorkerExitBeforeFinishBatch: see the package documentation.
+	WorkerExitBeforeFinishBatch Name = "worker.exit-before-finish-batch"
 )
 
-var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm}
+var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch}
 
 // Failpoints is a set of armed failpoints, each with the number of times it
 // will still fire. A nil *Failpoints is valid and never fires. It is safe

@@ -45,6 +45,9 @@ type Metrics struct {
 	// ClaimsLost counts deliveries whose claim matched nothing, by reason
 	// (duplicate, stale, not_ready, unknown_task).
 	ClaimsLost *prometheus.CounterVec
+	// WriteBatchSize observes the rows of each claim and finish statement
+	// of the worker, by statement ("claim", "finish").
+	WriteBatchSize *prometheus.HistogramVec
 	// StaleWrites counts finishes and heartbeats rejected by the fencing
 	// token (the lease was lost), by operation (finish, renew).
 	StaleWrites *prometheus.CounterVec
@@ -221,10 +224,12 @@ func (m *Metrics) InitDependencies(deps ...string) {
 func New() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
-		Registry:            r,
-		TasksClaimed:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_claimed_total", Help: "Tasks claimed (READY -> RUNNING)."}),
-		TasksFinished:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_finished_total", Help: labelHelp("Attempt outcomes recorded, by resulting task state", "state", finishedStates())}, []string{"state"}),
-		HandedBack:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_deliveries_handed_back_total", Help: "Deliveries requeued without a claim, by reason (unknown_handler, no_slot)."}, []string{"reason"}),
+		Registry:      r,
+		TasksClaimed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_claimed_total", Help: "Tasks claimed (READY -> RUNNING)."}),
+		TasksFinished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_finished_total", Help: labelHelp("Attempt outcomes recorded, by resulting task state", "state", finishedStates())}, []string{"state"}),
+		HandedBack:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_deliveries_handed_back_total", Help: "Deliveries requeued without a claim, by reason (unknown_handler, no_slot)."}, []string{"reason"}),
+		WriteBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flowforge_worker_batch_rows", Help: "Rows of each claim and finish statement of the worker.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}, []string{"statement"}),
 		ClaimsLost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_claims_lost_total", Help: "Deliveries whose claim matched no READY row, by reason."}, []string{"reason"}),
 		StaleWrites:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_stale_writes_rejected_total", Help: "Writes rejected by the fencing token, by operation."}, []string{"op"}),
 		PoisonMessages:      prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_poison_messages_total", Help: "Deliveries that were not valid dispatch messages (dead-lettered)."}),
@@ -246,7 +251,7 @@ func New() *Metrics {
 	m.DBDeadTuples = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_db_dead_tuples", Help: "Dead tuples (n_dead_tup) of FlowForge's hot tables, by table."}, []string{"table"})
 	m.OutboxQuarantinedTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_outbox_quarantined_total", Help: "Outbox rows this process quarantined."})
 	r.MustRegister(m.OutboxQuarantinedTotal)
-	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
+	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.WriteBatchSize, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		m.DBOldestTransactionSeconds, m.DBXminHorizonSeconds, m.DBXminHorizonXIDs, m.DBDeadTuples,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

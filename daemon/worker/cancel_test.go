@@ -27,9 +27,13 @@ type finishRecorder struct {
 	finished chan store.FinishRequest
 }
 
-func (s *finishRecorder) Finish(_ context.Context, req store.FinishRequest) (core.TaskState, bool, error) {
-	s.finished <- req
-	return core.TaskCancelled, true, nil
+func (s *finishRecorder) FinishMany(_ context.Context, reqs []store.FinishRequest) ([]store.FinishResult, error) {
+	out := make([]store.FinishResult, len(reqs))
+	for i, req := range reqs {
+		s.finished <- req
+		out[i] = store.FinishResult{State: core.TaskCancelled, OK: true}
+	}
+	return out, nil
 }
 
 // stopRenewer renews every lease; once stop is set it reports the run

@@ -3,7 +3,8 @@
 //
 //	decode        not a valid dispatch         -> log, count, Reject (dead-letter queue)
 //	take a slot   none free within SlotWait    -> Requeue (another worker may take it)
-//	claim         READY+token -> RUNNING, new token, attempt+1, lease on the db clock
+//	claim         READY+token -> RUNNING, new token, attempt+1, lease on the db clock,
+//	              in a batch with the deliveries that arrived meanwhile
 //	              lost (duplicate, stale, cancelled, unknown) -> Ack, run nothing
 //	ack           right after the claim commits: from here the database lease,
 //	              not broker redelivery, governs retries
@@ -13,6 +14,23 @@
 //	finish        RUNNING+token -> SUCCEEDED | RETRYING | DEAD | CANCELLED
 //	              rejected (token moved on) -> logged and counted as a stale write
 //	              the heartbeat keeps renewing until the finish returns
+//
+// Batching: one goroutine (consume) decodes deliveries; one (claimLoop)
+// gives each a slot and claims together, in one store.ClaimMany, those
+// that are already waiting and find a free slot (up to BatchMaxDefault or
+// Concurrency); a batch that holds two or more waits up to
+// BatchWindowDefault (1 ms) for more while a slot is still free, a lone
+// delivery is claimed at once, so light load pays no window; at most two
+// claim statements run at once. Concurrency long-lived runners take each
+// row's answer and ack, explain or run it exactly as a lone claim would;
+// every error path stays per row (a lock timeout requeues, an ambiguous
+// error is read back per row). Outcomes are recorded by a finishBatcher:
+// the attempt that finds no finish statement in flight records the queue
+// in one store.FinishMany and hands the next batch to the first attempt
+// that queued meanwhile, so a batch adds at most one statement's wait. A
+// row's own error (a poisoned row, see store.FinishMany) or a batch that
+// got no answer is retried per row for up to one lease, as before. Each
+// attempt's heartbeat renews until its own row is recorded.
 //
 // Why ack after claim: a handler may run longer than RabbitMQ's
 // consumer_timeout (30 min by default), which closes the channel of a

@@ -18,6 +18,11 @@ type testSignals struct {
 	// handedBack receives the task run id of every delivery handBack
 	// requeued unclaimed.
 	handedBack chan uuid.UUID
+	// received receives the task run id of every dispatch consume decoded.
+	received chan uuid.UUID
+	// lost receives the task run id of every delivery whose claim lost
+	// (acked without running).
+	lost chan uuid.UUID
 }
 
 // attemptFinished is what execute did with one attempt: the finish it
@@ -43,6 +48,24 @@ func (s *testSignals) deliveryHandedBack(id uuid.UUID) {
 	if s.handedBack != nil {
 		select {
 		case s.handedBack <- id:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) claimLost(id uuid.UUID) {
+	if s.lost != nil {
+		select {
+		case s.lost <- id:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) deliveryReceived(id uuid.UUID) {
+	if s.received != nil {
+		select {
+		case s.received <- id:
 		default:
 		}
 	}

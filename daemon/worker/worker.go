@@ -21,6 +21,7 @@ import (
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/clock"
+	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -50,11 +51,11 @@ var ErrTimeout = errors.New("task timeout")
 
 // Store is what the worker needs from the database.
 type Store interface {
-	Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (store.ClaimedTask, bool, error)
+	ClaimMany(ctx context.Context, reqs []store.ClaimRequest, workerID string, lease time.Duration) ([]store.ClaimResult, error)
 	TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error)
 	ClaimedBy(ctx context.Context, id uuid.UUID, token int64, workerID string) (store.ClaimedTask, bool, error)
 	OwnershipOf(ctx context.Context, id uuid.UUID) (store.TaskOwnership, error)
-	Finish(ctx context.Context, req store.FinishRequest) (core.TaskState, bool, error)
+	FinishMany(ctx context.Context, reqs []store.FinishRequest) ([]store.FinishResult, error)
 	ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (store.KeyClaim, error)
 	ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error)
 }
@@ -103,6 +104,8 @@ type Config struct {
 	// round trip instead of at their next heartbeat. Empty: heartbeats
 	// alone deliver cancellation (within Lease/3).
 	DatabaseURL string
+	// Failpoints is a testing aid (package failpoint); nil in production.
+	Failpoints *failpoint.Failpoints
 }
 
 // Validate checks the settings of c against their bounds, the one place
@@ -177,7 +180,15 @@ type Worker struct {
 	cfg   Config
 	log   *slog.Logger
 	slots chan struct{}
-	wg    sync.WaitGroup
+	// handBacksWG counts the goroutines of deliveries in handBack.
+	handBacksWG sync.WaitGroup
+	finishes    finishBatcher
+	// pending carries decoded deliveries from consume to claimLoop; Run
+	// closes it when it stops.
+	pending chan pendingDelivery
+	// statementsInFlight bounds the claim statements in flight at once
+	// (statementsInFlightDefault).
+	statementsInFlight int
 
 	abortCtx context.Context
 	abort    context.CancelCauseFunc
@@ -205,11 +216,13 @@ func New(cfg Config) (*Worker, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &Worker{
-		cfg:      cfg,
-		log:      cfg.Logger.With("worker_id", cfg.ID),
-		slots:    make(chan struct{}, cfg.Concurrency),
-		abortCtx: ctx,
-		abort:    cancel,
+		cfg:                cfg,
+		log:                cfg.Logger.With("worker_id", cfg.ID),
+		slots:              make(chan struct{}, cfg.Concurrency),
+		pending:            make(chan pendingDelivery, cfg.Concurrency),
+		statementsInFlight: statementsInFlightDefault,
+		abortCtx:           ctx,
+		abort:              cancel,
 	}
 	cfg.Metrics.SetDeadLetterSource(w.deadLetterDepth)
 	return w, nil
@@ -264,6 +277,9 @@ func (w *Worker) Abort() { w.abort(ErrAborted) }
 func (w *Worker) Run(ctx context.Context) error {
 	bo := daemon.Recovery{Component: "worker", Dependency: "rabbitmq", Log: w.log, Metrics: w.cfg.Metrics}
 	w.log.Info("worker: started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease.String(), "handlers", w.cfg.Registry.Names())
+	if w.cfg.Failpoints != nil {
+		w.log.Warn("worker: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", w.cfg.Failpoints.String())
+	}
 	cons := w.first
 	w.first = nil
 	// The cancel listener outlives ctx: in-flight handlers may still be
@@ -281,6 +297,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopListening()
 		listening.Wait()
 	}()
+	pending := w.pending
+	work := make(chan claimedDelivery, w.cfg.Concurrency)
+	var loops sync.WaitGroup
+	loops.Add(1 + w.cfg.Concurrency)
+	go func() {
+		defer loops.Done()
+		w.claimLoop(ctx, pending, work)
+	}()
+	for range w.cfg.Concurrency {
+		go func() {
+			defer loops.Done()
+			for c := range work {
+				w.runClaimed(ctx, c)
+			}
+		}()
+	}
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
@@ -298,7 +330,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		bo.Succeeded()
 		w.consuming.Store(true)
 		w.current.Store(cons)
-		w.consume(ctx, cons)
+		w.consume(ctx, cons, pending)
 		w.current.Store(nil)
 		w.consuming.Store(false)
 		if ctx.Err() != nil {
@@ -321,103 +353,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		_ = cons.Cancel(cctx)
 		cancel()
 	}
-	w.wg.Wait()
+	// Deliveries not yet claimed are requeued by the claim loop, which
+	// ends once pending is drained; the runners end with their attempts.
+	w.handBacksWG.Wait()
+	close(pending)
+	loops.Wait()
 	if cons != nil {
 		cons.Close()
 	}
 	w.abort(ErrAborted)
 	w.log.Info("worker: stopped")
 	return nil
-}
-
-func (w *Worker) consume(ctx context.Context, cons *broker.Consumer) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case d, ok := <-cons.Deliveries():
-			if !ok {
-				return
-			}
-			w.wg.Add(1)
-			go w.handle(ctx, d)
-		}
-	}
-}
-
-// handle settles one delivery exactly once.
-func (w *Worker) handle(ctx context.Context, d broker.Delivery) {
-	defer w.wg.Done()
-	disp, err := core.DecodeDispatch(d.Body)
-	if err != nil {
-		w.cfg.Metrics.PoisonMessages.Inc()
-		w.log.Error("worker: rejected a message that is not a dispatch (sent to the dead-letter queue)",
-			"message_id", d.MessageID, "error", err, "body_prefix", core.SanitizeText(string(d.Body), 200))
-		if err := d.Reject(); err != nil {
-			w.log.Warn("worker: reject poison message", "error", err)
-		}
-		return
-	}
-	log := w.log.With("task_run_id", disp.TaskRunID, "run_id", disp.RunID, "fencing_token", disp.FencingToken)
-	if w.handBack(ctx, d, disp, log) {
-		return
-	}
-	timer := time.NewTimer(w.cfg.SlotWait)
-	defer timer.Stop()
-	select {
-	case w.slots <- struct{}{}:
-	case <-timer.C:
-		w.cfg.Metrics.HandedBack.WithLabelValues("no_slot").Inc()
-		log.Info("worker: no free slot; handing the delivery back", "slot_wait", w.cfg.SlotWait.String())
-		_ = d.Requeue()
-		return
-	case <-ctx.Done():
-		_ = d.Requeue()
-		return
-	}
-	defer func() { <-w.slots }()
-	if ctx.Err() != nil {
-		_ = d.Requeue()
-		return
-	}
-	// The claim must not be cut short by shutdown: a statement cancelled
-	// after the server committed it would leave a RUNNING task that this
-	// worker never runs (until its lease expires and costs an attempt).
-	// Shutdown was checked just above; the claim itself is bounded.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
-	claimed, ok, err := w.cfg.Store.Claim(cctx, disp.TaskRunID, disp.FencingToken, w.cfg.ID, w.cfg.Lease)
-	cancel()
-	if err != nil {
-		// The error may have come after the claim committed (its reply was
-		// lost): read the row back and act on what it says. A lock
-		// timeout is certain to have written nothing.
-		if errors.Is(err, store.ErrLockTimeout) {
-			log.Warn("worker: claim gave up waiting for a lock; requeueing the delivery", "error", err)
-		} else {
-			claimed, ok = w.claimCommitted(disp, err, log)
-		}
-		if !ok {
-			_ = backoff.Sleep(ctx, time.Second)
-			_ = d.Requeue()
-			return
-		}
-	}
-	if !ok {
-		reason := w.explainLostClaim(ctx, disp)
-		w.cfg.Metrics.ClaimsLost.WithLabelValues(reason).Inc()
-		log.Info("worker: claim lost; acking without running", "reason", reason, "redelivered", d.Redelivered)
-		if err := d.Ack(); err != nil {
-			log.Warn("worker: ack", "error", err)
-		}
-		return
-	}
-	w.cfg.Metrics.TasksClaimed.Inc()
-	if err := d.Ack(); err != nil {
-		// The claim committed: the lease, not the broker, now governs this
-		// task. A redelivery will lose its claim.
-		log.Warn("worker: ack after claim failed; the lease governs the task", "error", err)
-	}
-	w.execute(claimed)
 }
 
 // handBack requeues, without claiming, a delivery for a handler this worker
@@ -570,7 +516,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	w.cfg.Metrics.InFlight.Inc()
 	defer w.cfg.Metrics.InFlight.Dec()
 	log := w.log.With("task_run_id", c.ID, "run_id", c.RunID, "task", c.TaskName, "attempt", c.Attempt, "fencing_token", c.FencingToken)
-	log.Info("worker: running task", "handler", c.Handler)
+	log.Debug("worker: running task", "handler", c.Handler)
 
 	hctx, cancel := context.WithCancelCause(w.abortCtx)
 	defer cancel(nil)
@@ -624,24 +570,24 @@ func (w *Worker) execute(c store.ClaimedTask) {
 	default:
 		w.cfg.Metrics.TasksFinished.WithLabelValues(string(state)).Inc()
 		if req.Outcome == store.OutcomeSucceeded {
-			log.Info("worker: task finished", "state", state)
+			log.Debug("worker: task finished", "state", state)
 		} else {
-			log.Warn("worker: task finished", "state", state, "error", req.Error, "retry_in", req.RetryDelay.String())
+			log.Debug("worker: task finished", "state", state, "error", req.Error, "retry_in", req.RetryDelay.String())
 		}
 	}
 }
 
-// finish records the outcome, retrying database errors for up to one lease
-// (the heartbeat keeps renewing meanwhile); past that the worker gives up,
+// finish records the outcome through the finish batcher (recordFinish),
+// retrying this row's errors for up to one lease (the heartbeat keeps
+// renewing meanwhile); past that the worker gives up,
 // its heartbeat stops and the lapsed lease hands the task to the reaper.
 func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskState, bool, error) {
 	deadline := w.cfg.Clock.Now().Add(w.cfg.Lease)
 	var bo backoff.Backoff
 	bo.Min, bo.Max = 50*time.Millisecond, 2*time.Second
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		state, ok, err := w.cfg.Store.Finish(ctx, req)
-		cancel()
+		res := w.recordFinish(req)
+		state, ok, err := res.State, res.OK, res.Err
 		if err == nil {
 			ambiguous := bo.Reset()
 			if ambiguous {

@@ -1,0 +1,290 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon/backoff"
+)
+
+// Batching of claims (see doc.go).
+const (
+	// BatchMaxDefault bounds the rows of one claim or finish statement
+	// (and never more than Concurrency claims).
+	BatchMaxDefault = 64
+	// BatchWindowDefault is how long a claim batch that already holds more
+	// than one delivery (the worker is under load) waits for more before
+	// it claims: the most a batch delays a claim. A lone delivery is
+	// claimed at once.
+	BatchWindowDefault = time.Millisecond
+	// statementsInFlightDefault is how many claim statements one worker
+	// runs at once: a batch waits for at most that many before its own.
+	// (Finish statements run one at a time: see finishBatcher.)
+	statementsInFlightDefault = 2
+)
+
+// pendingDelivery is a decoded dispatch waiting for a slot and its claim.
+type pendingDelivery struct {
+	d       broker.Delivery
+	disp    core.Dispatch
+	log     *slog.Logger
+	arrived time.Time // process clock: only measures SlotWait
+}
+
+// claimedDelivery is a delivery holding a slot, with its claim's answer:
+// res when the batch's statement answered, err when it did not.
+type claimedDelivery struct {
+	pendingDelivery
+	res store.ClaimResult
+	err error
+}
+
+// consume decodes each delivery of cons and hands it to the claim loop
+// (pending) until ctx ends or the consumer closes. A delivery that is not
+// a dispatch is rejected here; one for a handler this worker lacks goes
+// through handBack in a goroutine of its own (it waits before it requeues).
+func (w *Worker) consume(ctx context.Context, cons *broker.Consumer, pending chan<- pendingDelivery) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d, ok := <-cons.Deliveries():
+			if !ok {
+				return
+			}
+			p, ok := w.decode(d)
+			if !ok {
+				continue
+			}
+			w.signals.deliveryReceived(p.disp.TaskRunID)
+			if p.disp.Handler != "" && !w.cfg.Registry.Has(p.disp.Handler) {
+				w.handBacksWG.Add(1)
+				go func() {
+					defer w.handBacksWG.Done()
+					if !w.handBack(ctx, p.d, p.disp, p.log) {
+						w.enqueue(ctx, pending, p)
+					}
+				}()
+				continue
+			}
+			w.enqueue(ctx, pending, p)
+		}
+	}
+}
+
+// enqueue hands p to the claim loop, or back to the queue when the worker
+// stops first.
+func (w *Worker) enqueue(ctx context.Context, pending chan<- pendingDelivery, p pendingDelivery) {
+	select {
+	case pending <- p:
+	case <-ctx.Done():
+		_ = p.d.Requeue()
+	}
+}
+
+// decode turns d into a pendingDelivery; a message that is not a dispatch
+// is counted, logged and rejected (dead-lettered), and ok is false.
+func (w *Worker) decode(d broker.Delivery) (pendingDelivery, bool) {
+	disp, err := core.DecodeDispatch(d.Body)
+	if err != nil {
+		w.cfg.Metrics.PoisonMessages.Inc()
+		w.log.Error("worker: rejected a message that is not a dispatch (sent to the dead-letter queue)",
+			"message_id", d.MessageID, "error", err, "body_prefix", core.SanitizeText(string(d.Body), 200))
+		if err := d.Reject(); err != nil {
+			w.log.Warn("worker: reject poison message", "error", err)
+		}
+		return pendingDelivery{}, false
+	}
+	log := w.log.With("task_run_id", disp.TaskRunID, "run_id", disp.RunID, "fencing_token", disp.FencingToken)
+	return pendingDelivery{d: d, disp: disp, log: log, arrived: w.cfg.Clock.Now()}, true
+}
+
+// claimLoop takes the deliveries of pending in order, each into a slot
+// (takeSlot), waits until fewer than statementsInFlight claim statements
+// run, gathers those that arrived meanwhile into one batch (gather),
+// claims the batch in one statement (in a goroutine of its own) and hands
+// every delivery, with its row's answer, to the runners (work). It returns, closing work, once
+// pending is closed and drained; after ctx ends it claims nothing more and
+// requeues what it takes.
+func (w *Worker) claimLoop(ctx context.Context, pending <-chan pendingDelivery, work chan<- claimedDelivery) {
+	inFlight := make(chan struct{}, max(w.statementsInFlight, 1))
+	var claims sync.WaitGroup
+	defer func() {
+		claims.Wait()
+		close(work)
+	}()
+	var next *pendingDelivery
+	for {
+		var head pendingDelivery
+		if next != nil {
+			head, next = *next, nil
+		} else {
+			p, ok := <-pending
+			if !ok {
+				return
+			}
+			head = p
+		}
+		if !w.takeSlot(ctx, head) {
+			continue
+		}
+		// Wait for a statement slot first: what arrives meanwhile joins
+		// this batch.
+		inFlight <- struct{}{}
+		batch := []pendingDelivery{head}
+		batch, next = w.gather(ctx, pending, batch)
+		claims.Add(1)
+		go func() {
+			defer claims.Done()
+			defer func() { <-inFlight }()
+			w.claimBatch(ctx, batch, work)
+		}()
+	}
+}
+
+// takeSlot waits up to SlotWait (from the delivery's arrival) for a free
+// slot; a delivery that gets none, or arrives while the worker stops, is
+// handed back to the queue and takeSlot returns false.
+func (w *Worker) takeSlot(ctx context.Context, p pendingDelivery) bool {
+	if ctx.Err() != nil {
+		_ = p.d.Requeue()
+		return false
+	}
+	timer := time.NewTimer(w.cfg.SlotWait - w.cfg.Clock.Now().Sub(p.arrived))
+	defer timer.Stop()
+	select {
+	case w.slots <- struct{}{}:
+	case <-timer.C:
+		w.cfg.Metrics.HandedBack.WithLabelValues("no_slot").Inc()
+		p.log.Info("worker: no free slot; handing the delivery back", "slot_wait", w.cfg.SlotWait.String())
+		_ = p.d.Requeue()
+		return false
+	case <-ctx.Done():
+		_ = p.d.Requeue()
+		return false
+	}
+	return true
+}
+
+// gather adds to batch (whose deliveries hold slots) the deliveries of
+// pending that are there already and find a free slot, up to the batch
+// bound; once it holds two or more, and a slot is still free, it waits up
+// to BatchWindowDefault for more. The first delivery that finds no free slot ends the batch and is
+// returned as next (it waits for its slot as the next head).
+func (w *Worker) gather(ctx context.Context, pending <-chan pendingDelivery, batch []pendingDelivery) ([]pendingDelivery, *pendingDelivery) {
+	limit := min(w.cfg.Concurrency, BatchMaxDefault)
+	var window <-chan time.Time
+	for len(batch) < limit && ctx.Err() == nil {
+		var p pendingDelivery
+		var ok bool
+		select {
+		case p, ok = <-pending:
+		default:
+			if len(batch) < 2 || len(w.slots) == cap(w.slots) {
+				// Light load, or no slot left for another delivery (nor,
+				// with prefetch = Concurrency, a delivery to come): claim now.
+				return batch, nil
+			}
+			if window == nil {
+				t := time.NewTimer(BatchWindowDefault)
+				defer t.Stop()
+				window = t.C
+			}
+			select {
+			case p, ok = <-pending:
+			case <-window:
+				return batch, nil
+			}
+		}
+		if !ok {
+			return batch, nil
+		}
+		select {
+		case w.slots <- struct{}{}:
+			batch = append(batch, p)
+		default:
+			return batch, &p
+		}
+	}
+	return batch, nil
+}
+
+// claimBatch claims batch (every delivery holding a slot) in one
+// ClaimMany and hands each delivery with its answer to the runners. After
+// ctx ended it claims nothing: the deliveries are requeued and their slots
+// freed.
+func (w *Worker) claimBatch(ctx context.Context, batch []pendingDelivery, work chan<- claimedDelivery) {
+	if ctx.Err() != nil {
+		for _, p := range batch {
+			_ = p.d.Requeue()
+			<-w.slots
+		}
+		return
+	}
+	reqs := make([]store.ClaimRequest, len(batch))
+	for i, p := range batch {
+		reqs[i] = store.ClaimRequest{ID: p.disp.TaskRunID, Token: p.disp.FencingToken}
+	}
+	// The claim must not be cut short by shutdown: a statement cancelled
+	// after the server committed it would leave RUNNING tasks that this
+	// worker never runs (until their leases expire and cost an attempt).
+	// Shutdown was checked just above; the claim itself is bounded.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
+	res, err := w.cfg.Store.ClaimMany(cctx, reqs, w.cfg.ID, w.cfg.Lease)
+	cancel()
+	w.cfg.Metrics.WriteBatchSize.WithLabelValues("claim").Observe(float64(len(batch)))
+	for i, p := range batch {
+		c := claimedDelivery{pendingDelivery: p, err: err}
+		if err == nil {
+			c.res = res[i]
+		}
+		work <- c
+	}
+}
+
+// runClaimed settles one claimed delivery and frees its slot: a lost claim
+// is acked, explained and counted; a won one is acked and run; an error is
+// read back (or, for a lock timeout, requeued).
+func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
+	defer func() { <-w.slots }()
+	d, disp, log := c.d, c.disp, c.log
+	claimed, ok, err := c.res.Task, c.res.OK, c.err
+	if err != nil {
+		// The error may have come after the claim committed (its reply was
+		// lost): read the row back and act on what it says. A lock
+		// timeout is certain to have written nothing.
+		if errors.Is(err, store.ErrLockTimeout) {
+			log.Warn("worker: claim gave up waiting for a lock; requeueing the delivery", "error", err)
+		} else {
+			claimed, ok = w.claimCommitted(disp, err, log)
+		}
+		if !ok {
+			_ = backoff.Sleep(ctx, time.Second)
+			_ = d.Requeue()
+			return
+		}
+	}
+	if !ok {
+		reason := w.explainLostClaim(ctx, disp)
+		w.cfg.Metrics.ClaimsLost.WithLabelValues(reason).Inc()
+		log.Info("worker: claim lost; acking without running", "reason", reason, "redelivered", d.Redelivered)
+		if err := d.Ack(); err != nil {
+			log.Warn("worker: ack", "error", err)
+		}
+		w.signals.claimLost(disp.TaskRunID)
+		return
+	}
+	w.cfg.Metrics.TasksClaimed.Inc()
+	if err := d.Ack(); err != nil {
+		// The claim committed: the lease, not the broker, now governs this
+		// task. A redelivery will lose its claim.
+		log.Warn("worker: ack after claim failed; the lease governs the task", "error", err)
+	}
+	w.execute(claimed)
+}
