@@ -97,6 +97,9 @@ func (s *ffSystem) jobs() []job {
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.continuous(ctx, "W2", s.ff.baseDB, mode, p.Continuous)
 		}},
+		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + modeAll64, run: func(ctx context.Context, _ int) (sample, error) {
+			return s.ff.continuous(ctx, "W2", s.ff.baseDB, modeAll64, p.Continuous)
+		}},
 		job{System: s.sysKey, Workload: "W3", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.chain(ctx, mode, p.ChainRuns)
 		}},

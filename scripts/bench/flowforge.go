@@ -131,6 +131,7 @@ var daemonRoles = map[string][]string{
 	"all":          {"all"},
 	"separate":     {"scheduler", "publisher", "worker"},
 	modeSeparate64: {"scheduler", "publisher", "worker"},
+	modeAll64:      {"all"},
 }
 
 // modeSeparate64 is W1's layout for the worker's peak RSS (issue 14's
@@ -138,9 +139,15 @@ var daemonRoles = map[string][]string{
 // --concurrency 64 (FLOWFORGE_CONCURRENCY, which FF b860cf5 knows too).
 const modeSeparate64 = "separate c64"
 
+// modeAll64 is W2's second layout: `daemon all` with the worker at
+// --concurrency 64, the setting closest to River's MaxWorkers 2000 that a
+// 2-core machine can use (at the default 4 the worker's slots, not the
+// database, bound a burn-down and a continuous load).
+const modeAll64 = "all c64"
+
 // workerConcurrency is the worker's --concurrency by mode; a mode not
 // listed runs the default.
-var workerConcurrency = map[string]int{modeSeparate64: 64}
+var workerConcurrency = map[string]int{modeSeparate64: 64, modeAll64: 64}
 
 // startDaemons starts the daemons of mode on database db with a queue of
 // their own (deleted when they stop), with the built-in handlers' defaults.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -46,9 +47,10 @@ const (
 func tableRows(p plan) []rowSpec {
 	mode := p.FFMode
 	w1Both := []string{"daemon all", "daemon separate"}
+	w1Any := append(slices.Clip(w1Both), "daemon "+modeSeparate64)
 	rows := []rowSpec{
-		{Label: "W1 burn-down, tasks/s (FF: better layout)", Metric: metricTasksPerS, HigherBetter: true,
-			Cells: map[string]pick{sysFF: pickOf("W1", w1Both...), sysFFBefore: pickOf("W1", w1Both...), sysRiver: pickOf("W1", varRiverBench),
+		{Label: "W1 burn-down, tasks/s (FF: best layout)", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", w1Any...), sysFFBefore: pickOf("W1", w1Any...), sysRiver: pickOf("W1", varRiverBench),
 				sysCelery: pickOf("W1", varCelery), sysCeiling: pickMetric(metricOpsPerS, "C", varPgbench8)}},
 		{Label: "W1 · daemon all / River defaults, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon all"), sysFFBefore: pickOf("W1", "daemon all"),
@@ -58,8 +60,12 @@ func tableRows(p plan) []rowSpec {
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
 				sysCeiling: pickMetric(metricOpsPerS, "C", varPublish)},
 			NA: map[string]string{sysRiver: "one client process", sysCelery: "one layout: row above"}},
+		{Label: "W1 · separate daemons, worker --concurrency 64, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon "+modeSeparate64), sysFFBefore: pickOf("W1", "daemon "+modeSeparate64),
+				sysRiver: pickOf("W1", varRiverBench)},
+			NA: map[string]string{sysCelery: "one layout: row above", sysCeiling: "-"}},
 		{Label: "W1 ÷ quorum queue publish+consume ceiling, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
-			Cells: map[string]pick{sysFF: pickOf("W1", w1Both...), sysFFBefore: pickOf("W1", w1Both...),
+			Cells: map[string]pick{sysFF: pickOf("W1", w1Any...), sysFFBefore: pickOf("W1", w1Any...),
 				sysCeiling: pickMetric(metricPubConsPerS, "C", varConsume)},
 			NA: map[string]string{sysRiver: "no broker", sysCelery: "one layout: row above"}},
 		{Label: "W1 peak worker RSS, --concurrency 64, MiB", Metric: metricWorkerRSS,
@@ -68,6 +74,12 @@ func tableRows(p plan) []rowSpec {
 		{Label: "W2 continuous, runs/s", Metric: metricRunsPerS, HigherBetter: true,
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench), sysCelery: pickOf("W2", varCelery)}),
 			NA:    map[string]string{sysCeiling: naCeiling}},
+		{Label: "W2 · worker --concurrency 64, runs/s", Metric: metricRunsPerS, HigherBetter: true,
+			Cells: ffPicks("W2", modeAll64, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
+			NA:    map[string]string{sysCelery: "one layout: row above", sysCeiling: naCeiling}},
+		{Label: "W2 · worker --concurrency 64, p50 trigger→completion committed, ms", Metric: metricP50,
+			Cells: ffPicks("W2", modeAll64, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
+			NA:    map[string]string{sysCelery: naCeleryLatency, sysCeiling: "-"}},
 	}
 	for _, l := range []struct{ label, metric, na string }{
 		{"W2 p50 trigger→completion committed, ms", metricP50, naCeleryLatency},
@@ -130,6 +142,7 @@ func methodNotes(p plan) []string {
 		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default.",
 		"Celery: -P prefork -c 2, acks_late, a no-op task, a durable classic queue (Celery 5.2's global QoS rules out quorum queues), publisher confirms; its burn-down ends when the broker's global ack counter has counted the backlog (rabbitmq_prometheus, polled every 50 ms). Without a result backend it records no completion, so it has no latency figures, no chains and no chords.",
 		"FF÷ceiling: FlowForge's figure over the ceiling cell of its row, measured in the same run. The publish+consume ceiling is n ÷ (publish s + consume s) of the raw quorum-queue measurement (every dispatch is published once and consumed once): where FF÷ceiling nears 1 the broker is the limit; far below 1 it is not, and the limit is the work per task in the processes and PostgreSQL.",
+		"W1/W2 at --concurrency 64: the worker's default --concurrency is 4 (a handler may be a shell command); River runs MaxWorkers 2000. At 4 the worker's slots bound the drain (claim and finish batches stay at 1-2 rows); the c64 rows show FlowForge with slots to batch over, the setting to compare with River's.",
 		"W1 peak worker RSS: W1 with separate daemons and the worker at --concurrency 64 (its own variant, \"daemon separate c64\"); VmHWM of the worker process read from /proc just before its SIGTERM, in MiB (issue 14's bound: 50 MiB).",
 		"W2/W5 publisher's share (in the results file and the progress lines, outbox_p50_ms/outbox_p99_ms; W1 outbox_span_s): trigger → the outbox row's stamp committed, on the database clock.",
 		"FlowForge cost per task (below the table): W1's trigger and drain phases; write commits are WAL COMMIT records (pg_waldump), statements are pg_stat_statements calls of the daemons' role (the driver's own queries run as another role), CPU from /proc and the processes' rusage.",
