@@ -275,7 +275,6 @@ func (w *Worker) Abort() { w.abort(ErrAborted) }
 // deliveries it has not claimed, waits for in-flight handlers (see Abort)
 // and returns nil. Broker and database faults never end it.
 func (w *Worker) Run(ctx context.Context) error {
-	bo := daemon.Recovery{Component: "worker", Dependency: "rabbitmq", Log: w.log, Metrics: w.cfg.Metrics}
 	w.log.Info("worker: started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease.String(), "handlers", w.cfg.Registry.Names())
 	if w.cfg.Failpoints != nil {
 		w.log.Warn("worker: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", w.cfg.Failpoints.String())
@@ -313,6 +312,32 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	cons = w.consumeUntilStopped(ctx, cons, pending)
+	w.log.Info("worker: stopping; waiting for in-flight tasks")
+	if cons != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cons.Cancel(cctx)
+		cancel()
+	}
+	// Deliveries not yet claimed are requeued by the claim loop, which
+	// ends once pending is drained; the runners end with their attempts.
+	w.handBacksWG.Wait()
+	close(pending)
+	loops.Wait()
+	if cons != nil {
+		cons.Close()
+	}
+	w.abort(ErrAborted)
+	w.log.Info("worker: stopped")
+	return nil
+}
+
+// consumeUntilStopped consumes through cons (dialling one when nil, and
+// again after each lost connection, with backoff) and hands deliveries to
+// pending, until ctx ends. It returns the consumer it holds then (nil if
+// none), for Run to cancel and close once the attempts in flight ended.
+func (w *Worker) consumeUntilStopped(ctx context.Context, cons *broker.Consumer, pending chan<- pendingDelivery) *broker.Consumer {
+	bo := daemon.Recovery{Component: "worker", Dependency: "rabbitmq", Log: w.log, Metrics: w.cfg.Metrics}
 	for ctx.Err() == nil {
 		if cons == nil {
 			var err error
@@ -347,23 +372,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		_ = backoff.Sleep(ctx, d)
 	}
-	w.log.Info("worker: stopping; waiting for in-flight tasks")
-	if cons != nil {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = cons.Cancel(cctx)
-		cancel()
-	}
-	// Deliveries not yet claimed are requeued by the claim loop, which
-	// ends once pending is drained; the runners end with their attempts.
-	w.handBacksWG.Wait()
-	close(pending)
-	loops.Wait()
-	if cons != nil {
-		cons.Close()
-	}
-	w.abort(ErrAborted)
-	w.log.Info("worker: stopped")
-	return nil
+	return cons
 }
 
 // handBack requeues, without claiming, a delivery for a handler this worker
