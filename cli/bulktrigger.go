@@ -203,7 +203,10 @@ func (b *bulk) batchError(batch []runsLine, err error) error {
 	case errors.Is(err, core.ErrBadParams):
 		return usageError("%v", err)
 	case errors.Is(err, store.ErrCommitOutcomeUnknown):
-		return failure(fmt.Errorf("lines %d to %d: %w: the runs of these lines may have been created; check with `ffctl run list --workflow %s` before resuming", first, last, err, b.name))
+		// The batch is one statement: its runs exist all or none.
+		return failure(fmt.Errorf("lines %d to %d: %w: the %d runs of these lines may have been created (all or none): "+
+			"if `ffctl run list --workflow %s --limit %d` lists %d runs newer than the runs already printed, resume with --from-line %d, "+
+			"otherwise with --from-line %d", first, last, err, len(batch), b.name, len(batch), len(batch), last+1, first))
 	}
 	return failure(fmt.Errorf("lines %d to %d: %w (their runs were not created)", first, last, err))
 }
@@ -218,6 +221,11 @@ func (b *bulk) stopped(next int, err error) error {
 		}
 	}
 	say := fmt.Sprintf("%d runs created (by the lines before line %d); resume with --from-line %d", len(b.created), next, next)
+	if errors.Is(err, store.ErrCommitOutcomeUnknown) {
+		// The batch's error says where to resume: after it if its runs
+		// exist, at it otherwise.
+		say = fmt.Sprintf("%d runs created for certain (by the lines before line %d)", len(b.created), next)
+	}
 	if err == nil {
 		// A failure: ffctl exits 128+signal when a signal cut it short.
 		return failure(errors.New("interrupted; " + say))

@@ -198,7 +198,11 @@ func TestABulkBatchWhoseCommitReplyIsLostSaysItsRunsMayExist(t *testing.T) {
 	if !p.Fired() {
 		t.Fatalf("the proxy never matched the batch's insert: %s", r)
 	}
-	expect(t, r, 1, "lines 1 to 2", "may have been created", "ffctl run list --workflow bulk")
+	expect(t, r, 1, "lines 1 to 2", "may have been created", "ffctl run list --workflow bulk --limit 2",
+		"resume with --from-line 3, otherwise with --from-line 1")
+	if strings.Contains(r.stderr, "; resume with --from-line 1") {
+		t.Fatalf("a batch of unknown outcome told to resume at its own first line without condition (that duplicates its runs when they exist):\n%s", r)
+	}
 	if strings.Contains(r.stderr, "were not created") || r.stdout != "" {
 		t.Fatalf("a batch of unknown outcome reported as not created or printed:\n%s", r)
 	}

@@ -196,6 +196,10 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 		{"negative warn threshold", supervisor.RoleScheduler, []string{"--xmin-horizon-warn", "-1s"}, func(c *supervisor.Config) { c.DBHealth = dbhealth.Config{Warn: -time.Second} }},
 		{"negative db health interval", supervisor.RolePublisher, []string{"--db-health-interval", "-1s"}, func(c *supervisor.Config) { c.DBHealth = dbhealth.Config{Interval: -time.Second} }},
 		{"idle below the confirm timeout", supervisor.RolePublisher, []string{"--db-idle-in-transaction-timeout", "8s"}, func(c *supervisor.Config) { c.Session.IdleInTxTimeout = 8 * time.Second }},
+		{"concurrency past the prefetch the broker allows", supervisor.RoleWorker, []string{"--concurrency", "100000"}, func(c *supervisor.Config) { c.Worker.Concurrency = 100000 }},
+		{"a sweep that busy-loops the database", supervisor.RoleScheduler, []string{"--sweep-interval", "1ns"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: time.Nanosecond} }},
+		{"a sweep that stalls retries and reaping", supervisor.RoleAll, []string{"--sweep-interval", "1000h"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: 1000 * time.Hour} }},
+		{"a poll that busy-loops the database", supervisor.RolePublisher, []string{"--poll-interval", "1ms"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{PollInterval: time.Millisecond} }},
 		{"no broker", supervisor.RoleWorker, []string{"--amqp-url", ""}, func(c *supervisor.Config) { c.Broker.URLs = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

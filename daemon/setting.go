@@ -32,3 +32,13 @@ func CheckNotNegative[T ~int | ~int64](component, field, flag string, v, def T) 
 	}
 	return &SettingError{Component: component, Field: field, Flag: flag, Value: v, Want: fmt.Sprintf("positive, or 0 for the default (%v)", def)}
 }
+
+// CheckRange returns a *SettingError when v is neither 0 (the default def)
+// nor within [lo, hi]: for settings where a tiny value busy-loops a
+// dependency or a huge one stalls what the setting drives.
+func CheckRange[T ~int | ~int64](component, field, flag string, v, def, lo, hi T) error {
+	if v == 0 || (v >= lo && v <= hi) {
+		return nil
+	}
+	return &SettingError{Component: component, Field: field, Flag: flag, Value: v, Want: fmt.Sprintf("between %v and %v, or 0 for the default (%v)", lo, hi, def)}
+}

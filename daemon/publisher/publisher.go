@@ -78,6 +78,14 @@ var errReturned = errors.New("the broker returned unroutable messages (is the di
 // possibly another node.
 var errNacked = errors.New("the broker nacked messages")
 
+// Bounds of Config.PollInterval: the poll is the publisher's safety net
+// for lost notifications; shorter than PollIntervalMin it busy-loops the
+// database, longer than PollIntervalMax it leaves rows waiting.
+const (
+	PollIntervalMin = 10 * time.Millisecond
+	PollIntervalMax = time.Minute
+)
+
 // Validate checks the settings of c against their bounds, the one place
 // they are checked (ffctl maps its flags to a Config and reports this
 // error as a usage error): BatchSize, PollInterval and MaxMessageBytes must
@@ -88,6 +96,7 @@ func (c Config) Validate() error {
 	for _, err := range []error{
 		daemon.CheckNotNegative("publisher", "BatchSize", "", c.BatchSize, BatchSizeDefault),
 		daemon.CheckNotNegative("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault),
+		daemon.CheckRange("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault, PollIntervalMin, PollIntervalMax),
 		daemon.CheckNotNegative("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault),
 	} {
 		if err != nil {

@@ -94,15 +94,26 @@ type Config struct {
 	Clock clock.Clock
 }
 
+// Bounds of Config.SweepInterval: the sweep reaps lapsed leases and
+// promotes retries coming due, so a sweep longer than SweepIntervalMax
+// stalls both; one shorter than SweepIntervalMin busy-loops the database
+// (a pass every few microseconds found by a new user's trial).
+const (
+	SweepIntervalMin = 10 * time.Millisecond
+	SweepIntervalMax = time.Minute
+)
+
 // Validate checks the settings of c against their bounds, the one place
 // they are checked (ffctl maps its flags to a Config and reports this
-// error as a usage error): SweepInterval, BatchSize, ReapLimit,
+// error as a usage error): SweepInterval within [SweepIntervalMin,
+// SweepIntervalMax], FullSweepInterval not below it, BatchSize, ReapLimit,
 // RedispatchAfter and OutageGap must not be negative; zero ones take their
 // defaults in New. The error is a *daemon.SettingError. The Store is New's
 // to check.
 func (c Config) Validate() error {
 	for _, err := range []error{
 		daemon.CheckNotNegative("scheduler", "SweepInterval", "sweep-interval", c.SweepInterval, SweepIntervalDefault),
+		daemon.CheckRange("scheduler", "SweepInterval", "sweep-interval", c.SweepInterval, SweepIntervalDefault, SweepIntervalMin, SweepIntervalMax),
 		daemon.CheckNotNegative("scheduler", "FullSweepInterval", "full-sweep-interval", c.FullSweepInterval, FullSweepIntervalDefault),
 		c.checkFullSweep(),
 		daemon.CheckNotNegative("scheduler", "BatchSize", "", c.BatchSize, BatchSizeDefault),

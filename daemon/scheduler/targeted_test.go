@@ -142,7 +142,9 @@ func TestTheFullSweepIsBoundedBelowByTheSweep(t *testing.T) {
 		wantFull    time.Duration
 	}{
 		{"defaults", 0, 0, false, FullSweepIntervalDefault},
-		{"a long sweep lifts the default", time.Hour, 0, false, time.Hour},
+		{"a long sweep lifts the default", SweepIntervalMax, 0, false, SweepIntervalMax},
+		{"a sweep past its maximum", SweepIntervalMax + time.Second, 0, true, 0},
+		{"a sweep below its minimum", time.Millisecond, 0, true, 0},
 		{"equal", time.Second, time.Second, false, time.Second},
 		{"below the sweep", 2 * time.Second, time.Second, true, 0},
 		{"negative", 0, -time.Second, true, 0},

@@ -36,6 +36,12 @@ const (
 	UnknownHandlerGraceDefault = time.Minute
 )
 
+// ConcurrencyMax is the largest Concurrency Validate accepts. The
+// concurrency is also the consumer's prefetch, which AMQP caps at 65535;
+// past a few thousand slots a worker's batches and its database pool, not
+// its slots, bound it.
+const ConcurrencyMax = 10_000
+
 // LeaseMin is the shortest Lease Validate accepts: heartbeats run every
 // Lease/3, and a renewal must fit in that with a database round trip to
 // spare.
@@ -122,6 +128,7 @@ func (c Config) Validate() error {
 	}
 	for _, err := range []error{
 		daemon.CheckNotNegative("worker", "Concurrency", "concurrency", c.Concurrency, ConcurrencyDefault),
+		daemon.CheckRange("worker", "Concurrency", "concurrency", c.Concurrency, ConcurrencyDefault, 1, ConcurrencyMax),
 		daemon.CheckNotNegative("worker", "SlotWait", "slot-wait", c.SlotWait, SlotWaitDefault),
 		daemon.CheckNotNegative("worker", "UnknownHandlerGrace", "unknown-handler-grace", c.UnknownHandlerGrace, UnknownHandlerGraceDefault),
 	} {
