@@ -398,7 +398,14 @@ func (w *Worker) handBack(ctx context.Context, d broker.Delivery, disp core.Disp
 		return false
 	}
 	age, ready, err := w.cfg.Store.ReadyFor(ctx, disp.TaskRunID)
-	if err != nil || !ready || age >= w.cfg.UnknownHandlerGrace {
+	switch {
+	case err != nil:
+		// The database did not say how long the task has waited: a claim
+		// now would fail permanently a task that a worker registering its
+		// handler may be about to run (a new user's trial found tasks DEAD
+		// within 100 ms while such workers ran). Hand it back, paced.
+		log.Warn("worker: could not read how long a task whose handler this worker lacks has been READY; handing it back", "handler", disp.Handler, "error", err)
+	case !ready || age >= w.cfg.UnknownHandlerGrace:
 		w.handBacks.forget(disp.TaskRunID)
 		return false // the claim decides (and fails it permanently if it wins)
 	}

@@ -94,6 +94,21 @@ func TestAWorkerHandsBackADispatchForAHandlerItLacks(t *testing.T) {
 			t.Fatalf("flowforge_deliveries_handed_back_total{reason=unknown_handler} = %v, want at least 2", n)
 		}
 	})
+	t.Run("the database does not say how long it waited", func(t *testing.T) {
+		// Past the grace, but ReadyFor fails (a dropped connection): the
+		// delivery is handed back, never claimed and failed.
+		r := newRig(t, core.NewRegistry(), func(c *Config) { c.UnknownHandlerGrace = time.Millisecond })
+		r.w.cfg.Store = readyForFails{r.st}
+		storetest.Apply(t, r.st, wf)
+		run := storetest.Trigger(t, r.st, "orphan", "")
+		r.start()
+		r.publish()
+		r.awaitHandedBack(30 * time.Second)
+		r.awaitHandedBack(30 * time.Second)
+		if d := r.taskOf(run, "a"); d.State != "READY" || d.Attempt != 0 {
+			t.Fatalf("task: %s attempt %d after ReadyFor failed; want READY, never claimed", d.State, d.Attempt)
+		}
+	})
 	t.Run("past the grace", func(t *testing.T) {
 		r := newRig(t, core.NewRegistry(), func(c *Config) { c.UnknownHandlerGrace = time.Millisecond })
 		storetest.Apply(t, r.st, wf)
@@ -254,4 +269,12 @@ func TestAReapedWorkersFinishCannotOverwriteTheNewerAttempt(t *testing.T) {
 	if d.State != "SUCCEEDED" || d.Attempt != 2 || !strings.Contains(string(d.Result), `"second"`) {
 		t.Fatalf("task: %s attempt %d result %s, want SUCCEEDED by attempt 2 with the second attempt's result", d.State, d.Attempt, d.Result)
 	}
+}
+
+// readyForFails is a Store whose ReadyFor always fails, as it does when
+// the worker's connection to the database drops.
+type readyForFails struct{ *store.Store }
+
+func (readyForFails) ReadyFor(context.Context, uuid.UUID) (time.Duration, bool, error) {
+	return 0, false, errors.New("terminating connection due to administrator command")
 }
