@@ -33,16 +33,24 @@ SELECT id FROM (
              OR NOT EXISTS (SELECT 1 FROM task_runs t
                              WHERE t.run_id = r.id AND t.state IN ('READY', 'RUNNING', 'RETRYING')))
       LIMIT $1)
+    UNION
+    (SELECT t.run_id FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+      WHERE t.state = 'RUNNING' AND r.state = 'PENDING' AND r.finished_at IS NULL
+      LIMIT $1)
 ) c
  LIMIT $1`
 
 // SweepCandidates returns up to limit open runs that a scheduler's sweep
 // should advance (AdvanceRuns) although no notification may have named
 // them (qSweepCandidates): retries due, promotable tasks (a lost
-// notification), and runs to settle or cancel. It reads without locking;
-// AdvanceRuns locks. The runs it cannot see (a run whose derived state
-// changed while tasks still run, with its notification lost) wait for the
-// scheduler's rarer full sweep (Advance).
+// notification), runs to settle or cancel, and PENDING runs with a task
+// RUNNING (a claim notifies nobody, and a trigger only the publishers:
+// without this a run showed PENDING, started_at unset, while its tasks ran
+// for up to a full sweep; found by a new user's trial). The last is driven
+// by the RUNNING tasks' partial index, which holds at most the workers'
+// slots. It reads without locking; AdvanceRuns locks. The runs it cannot
+// see (a run whose derived state changed while tasks still run, with its
+// notification lost) wait for the scheduler's rarer full sweep (Advance).
 func (s *Store) SweepCandidates(ctx context.Context, limit int) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
 	if err := s.db.SelectContext(ctx, &ids, qSweepCandidates, limit); err != nil {

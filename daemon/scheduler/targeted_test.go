@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon"
 )
@@ -129,6 +130,32 @@ func TestALostNotificationIsCoveredByTheSweepWithinItsBound(t *testing.T) {
 	r.loseFinish(run, "a")
 	took := r.waitReady(run, "b", 20*sweep)
 	t.Logf("promoted %s after the lost finish (sweep interval %s)", took.Round(time.Millisecond), sweep)
+}
+
+// TestARunWhoseTaskRunsShowsRunningWithinASweep: a claim notifies no
+// scheduler, and a trigger only the publishers, so the sweep finds the
+// PENDING runs with a task RUNNING: the run is RUNNING, started_at set,
+// within a few sweeps although the full pass is an hour away.
+func TestARunWhoseTaskRunsShowsRunningWithinASweep(t *testing.T) {
+	const sweep = 200 * time.Millisecond
+	r := newPassRig(t, func(c *Config) { c.SweepInterval, c.FullSweepInterval = sweep, time.Hour })
+	r.runUntilCleanup() // its first full pass is done: from here only sweeps
+	run := storetest.Trigger(t, r.st, "chain", "")
+	r.claim(run, "a", time.Minute)
+	start := time.Now()
+	for {
+		got, err := r.st.GetRun(r.t.Context(), run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == core.RunRunning && got.StartedAt != nil {
+			break
+		}
+		if time.Since(start) > 20*sweep {
+			t.Fatalf("run %s is %s (started_at %v) %s after its task was claimed, want RUNNING with started_at set", run, got.State, got.StartedAt, 20*sweep)
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for state
+	}
 }
 
 // TestTheFullSweepIsBoundedBelowByTheSweep: FullSweepInterval below
