@@ -194,7 +194,7 @@ func TestAPassReapsAnExpiredLease(t *testing.T) {
 // promoted without waiting for the sweep. Cancelling the context ends Run
 // with nil.
 func TestRunPassesWhenNotifiedAndStopsWithItsContext(t *testing.T) {
-	r := newPassRig(t, func(c *Config) { c.SweepInterval = time.Hour })
+	r := newPassRig(t, func(c *Config) { c.SweepInterval = SweepIntervalMax })
 	r.s.signals.passed = make(chan error, 64)
 	run := storetest.Trigger(t, r.st, "chain", "")
 	a := r.claim(run, "a", time.Minute)

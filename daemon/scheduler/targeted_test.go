@@ -81,13 +81,13 @@ func (r *passRig) waitReady(run uuid.UUID, name string, within time.Duration) ti
 	return time.Since(start)
 }
 
-// TestAFinishWakesATargetedPassOverItsRunOnly: mode 56. With sweeps an
-// hour apart, a finish's notification makes the scheduler promote that
+// TestAFinishWakesATargetedPassOverItsRunOnly: mode 56. With sweeps a
+// minute apart (SweepIntervalMax), a finish's notification makes the scheduler promote that
 // run's downstream task at once, and touch no other run: another run whose
 // parent finished without a notification keeps its child PENDING, no
 // event of the scheduler's in it (only a sweep would find it).
 func TestAFinishWakesATargetedPassOverItsRunOnly(t *testing.T) {
-	r := newPassRig(t, func(c *Config) { c.SweepInterval, c.FullSweepInterval = time.Hour, time.Hour })
+	r := newPassRig(t, func(c *Config) { c.SweepInterval, c.FullSweepInterval = SweepIntervalMax, time.Hour })
 	notified := storetest.Trigger(t, r.st, "chain", "")
 	other := storetest.Trigger(t, r.st, "chain", "")
 	a := r.claim(notified, "a", time.Minute)
