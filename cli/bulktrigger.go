@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,17 +111,11 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 // them). A line longer than core.MaxParamsBytes, or a file with no run, is
 // a usage error naming the line and the reason.
 func readRunsFile(env *Env, path string, from int) ([]runsLine, error) {
-	var r io.Reader
-	if path == "-" {
-		r = env.Stdin
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, usageError("--runs-file: cannot read %s: %v", path, errors.Unwrap(err))
-		}
-		defer f.Close()
-		r = f
+	r, closeInput, err := openInput(env, path)
+	if err != nil {
+		return nil, usageError("--runs-file: cannot read %s: %v", path, err)
 	}
+	defer closeInput()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), core.MaxParamsBytes+2) // a line at the limit, its \r\n
 	var out []runsLine

@@ -63,18 +63,26 @@ func workflowCommand(env *Env) *cli.Command {
 // maxWorkflowFileBytes bounds workflow files (4 MiB).
 const maxWorkflowFileBytes = 4 << 20
 
-func readInput(env *Env, path string) ([]byte, error) {
-	var r io.Reader
+// openInput opens path for reading, "-" meaning standard input; close
+// releases it. The error is os.Open's reason (unwrapped from its
+// *PathError), for the caller's usage error.
+func openInput(env *Env, path string) (r io.Reader, close func(), err error) {
 	if path == "-" {
-		r = env.Stdin
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, usageError("cannot read %s: %v", path, errors.Unwrap(err))
-		}
-		defer f.Close()
-		r = f
+		return env.Stdin, func() {}, nil
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, errors.Unwrap(err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+func readInput(env *Env, path string) ([]byte, error) {
+	r, closeInput, err := openInput(env, path)
+	if err != nil {
+		return nil, usageError("cannot read %s: %v", path, err)
+	}
+	defer closeInput()
 	data, err := io.ReadAll(io.LimitReader(r, maxWorkflowFileBytes+1))
 	if err != nil {
 		return nil, usageError("cannot read %s: %v", path, err)
