@@ -79,6 +79,9 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 		return usageError("--version %d: must be positive", c.Int("version"))
 	}
 	path := c.String("runs-file")
+	if path == "" {
+		return usageError("--runs-file is empty: give a file, or - for standard input")
+	}
 	lines, err := readRunsFile(env, path, from)
 	if err != nil {
 		return err

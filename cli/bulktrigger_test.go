@@ -103,6 +103,7 @@ func TestBulkTriggerFlagsThatDoNotCombine(t *testing.T) {
 		{[]string{"--runs-file", f, "--timeout", "1s"}, "--runs-file and --timeout"},
 		{[]string{"--runs-file", f, "--batch-size", "0"}, "--batch-size 0"},
 		{[]string{"--runs-file", f, "--from-line", "0"}, "--from-line 0"},
+		{[]string{"--runs-file", ""}, "--runs-file is empty"},
 		{[]string{"--batch-size", "10"}, "--batch-size goes with --runs-file"},
 		{[]string{"--from-line", "2"}, "--from-line goes with --runs-file"},
 	} {
