@@ -32,6 +32,11 @@ var (
 	ErrSchemaOutdated = errors.New("database schema is not up to date")
 	// ErrSchemaTooNew: the database was migrated by a newer ffctl.
 	ErrSchemaTooNew = errors.New("database schema is newer than this ffctl")
+	// ErrWorkflowPaused: the workflow is paused with mode drop, so a trigger
+	// or a schedule tick of it creates no run (the drop is counted on the
+	// pause). A pause with mode queue never returns it: its runs are created
+	// and wait.
+	ErrWorkflowPaused = errors.New("workflow is paused (mode drop): the trigger was dropped")
 )
 
 // Options tunes the connection pool.
