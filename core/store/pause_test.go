@@ -304,6 +304,9 @@ func TestARedispatchWhilePausedSendsNothing(t *testing.T) {
 			}
 		})
 		f.wantHeld(a)
+		// Even when every copy went out (the racing one too, had it won),
+		// a redispatch after the pause sends nothing.
+		f.publishAll()
 		if n, err := f.s.Redispatch(f.ctx, 0, 100, "test"); err != nil || n != 0 {
 			t.Fatalf("redispatch after the pause: %d %v, want 0", n, err)
 		}
@@ -388,6 +391,7 @@ func TestAClaimRacingThePauseEitherRunsOrIsHeld(t *testing.T) {
 	for range 10 {
 		runID := f.trigger("held", "")
 		a := f.taskID(runID, "a")
+		later := f.taskID(f.trigger("held", ""), "a")
 		_, tok := f.state(a)
 		var won bool
 		together(2, func(g int) {
@@ -407,10 +411,12 @@ func TestAClaimRacingThePauseEitherRunsOrIsHeld(t *testing.T) {
 		} else {
 			f.wantHeld(a)
 		}
+		f.wantHeld(later) // a claim after the pause committed
 		f.resume("held")
 		if !won {
 			f.wantReleased(a)
 		}
+		f.wantReleased(later)
 	}
 }
 
