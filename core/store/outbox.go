@@ -155,11 +155,11 @@ type OutboxStatus struct {
 func (s *Store) OutboxStatus(ctx context.Context) (OutboxStatus, error) {
 	var st OutboxStatus
 	err := s.db.GetContext(ctx, &st, `
-SELECT (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND ` + notPaused + `) AS pending,
-       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND ` + notPaused + ` ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds,
+SELECT (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND `+notPaused+`) AS pending,
+       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND `+notPaused+` ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds,
        (SELECT count(*) FROM outbox WHERE published_at > now() - interval '1 minute') AS published_last_minute,
-       (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND last_error IS NOT NULL AND ` + notPaused + `) AS failing,
-       (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND NOT ` + notPaused + `) AS paused,
+       (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND last_error IS NOT NULL AND `+notPaused+`) AS failing,
+       (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND NOT `+notPaused+`) AS paused,
        (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NOT NULL AND dropped_at IS NULL) AS quarantined`)
 	if err != nil {
 		return OutboxStatus{}, fmt.Errorf("outbox status: %w", err)

@@ -154,6 +154,8 @@ type ResumeResult struct {
 	Resumed bool
 	// Pause is the pause that ended (zero when Resumed is false).
 	Pause Pause
+	// ResumedAt is when it ended (database clock).
+	ResumedAt time.Time
 	// Redispatched counts the READY tasks whose dispatch had gone out (and
 	// been handed back, or never claimed) and which got a new outbox row.
 	Redispatched int
@@ -201,7 +203,7 @@ WITH gone AS (
            'redispatched (dispatch ' || i.dispatch || '): its workflow was resumed'
       FROM backlog b JOIN ins i ON i.task_run_id = b.id
 )
-SELECT gone.*, (SELECT count(*) FROM ins) AS redispatched FROM gone`
+SELECT gone.*, (SELECT count(*) FROM ins) AS redispatched, clock_timestamp() AS resumed_at FROM gone`
 
 // ResumeWorkflow ends the pause of the workflow called name, audited with
 // actor and reason ("" allowed: the resume is recorded without one), and
@@ -222,7 +224,8 @@ func (s *Store) ResumeWorkflow(ctx context.Context, name, actor, reason string) 
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var r struct {
 			Pause
-			Redispatched int `db:"redispatched"`
+			Redispatched int       `db:"redispatched"`
+			ResumedAt    time.Time `db:"resumed_at"`
 		}
 		err := tx.GetContext(ctx, &r, qResume, name, actor, reason)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -231,7 +234,7 @@ func (s *Store) ResumeWorkflow(ctx context.Context, name, actor, reason string) 
 		if err != nil {
 			return fmt.Errorf("resume workflow %q: %w", name, err)
 		}
-		res = ResumeResult{Resumed: true, Pause: r.Pause, Redispatched: r.Redispatched}
+		res = ResumeResult{Resumed: true, Pause: r.Pause, Redispatched: r.Redispatched, ResumedAt: r.ResumedAt}
 		return notifyAll(ctx, tx, outboxNotice())
 	})
 	return res, err
