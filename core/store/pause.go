@@ -168,8 +168,9 @@ type ResumeResult struct {
 // number) for each READY task of the workflow's runs that has no pending
 // row at its token, as Redispatch does without its age bound. Pending rows
 // need nothing: the publisher sends them once the pause is gone. The
-// redispatch is tied to the delete (FROM gone): nothing is re-sent by a
-// resume that found no pause. It waits for the task rows a claim holds
+// redispatch is tied to the delete (the name comes from gone): nothing is
+// re-sent by a resume that found no pause. It walks the READY tasks
+// (task_runs_ready), not the workflow's history. It waits for the task rows a claim holds
 // (locked in id order, as claims lock them): a claim that refused a task
 // because of the pause has then settled, and its task is re-sent.
 const qResume = `
@@ -183,9 +184,8 @@ WITH gone AS (
     SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
            (SELECT max(o.dispatch) FROM outbox o
              WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
-      FROM gone JOIN workflow_runs r ON r.workflow_name = gone.workflow_name
-      JOIN task_runs t ON t.run_id = r.id
-     WHERE t.state = 'READY'
+      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+     WHERE t.state = 'READY' AND r.workflow_name = (SELECT workflow_name FROM gone)
        AND NOT EXISTS (SELECT 1 FROM outbox o
                         WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token
                           AND o.published_at IS NULL)
