@@ -170,7 +170,11 @@ type ResumeResult struct {
 // need nothing: the publisher sends them once the pause is gone. The
 // redispatch is tied to the delete (the name comes from gone): nothing is
 // re-sent by a resume that found no pause. It walks the READY tasks
-// (task_runs_ready), not the workflow's history. It waits for the task rows a claim holds
+// (task_runs_ready), not the workflow's history. Every READY task of the
+// workflow counts as ready from the resume (fresh: ready_at = now()): the
+// time a paused task waited is not time it waited for a worker, so neither
+// the redispatch nor a worker's unknown-handler grace (ReadyFor) counts
+// it. It waits for the task rows a claim holds
 // (locked in id order, as claims lock them): a claim that refused a task
 // because of the pause has then settled, and its task is re-sent.
 const qResume = `
@@ -180,17 +184,21 @@ WITH gone AS (
 ), ev AS (
     INSERT INTO workflow_pause_events (workflow_name, action, mode, actor, reason, dropped)
     SELECT workflow_name, 'resume', mode, $2::text, $3::text, dropped FROM gone
+), locked AS (
+    SELECT t.id FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+     WHERE t.state = 'READY' AND r.workflow_name = (SELECT workflow_name FROM gone)
+     ORDER BY t.id
+       FOR UPDATE OF t
+), fresh AS (
+    UPDATE task_runs t SET ready_at = now() FROM locked WHERE t.id = locked.id
 ), backlog AS (
     SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
            (SELECT max(o.dispatch) FROM outbox o
              WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
-      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
-     WHERE t.state = 'READY' AND r.workflow_name = (SELECT workflow_name FROM gone)
-       AND NOT EXISTS (SELECT 1 FROM outbox o
+      FROM locked JOIN task_runs t ON t.id = locked.id
+     WHERE NOT EXISTS (SELECT 1 FROM outbox o
                         WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token
                           AND o.published_at IS NULL)
-     ORDER BY t.id
-       FOR UPDATE OF t
 ), ins AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, dispatch, payload)
     SELECT id, fencing_token, coalesce(last_dispatch, 0) + 1, ` + dispatchPayloadSQL + `

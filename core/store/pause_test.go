@@ -240,9 +240,16 @@ func TestADispatchAlreadyOnTheQueueIsHandedBackAndResentOnResume(t *testing.T) {
 	if n, err := f.s.Redispatch(f.ctx, 0, 100, "test"); err != nil || n != 0 {
 		t.Fatalf("redispatch while paused: %d %v, want 0 (a paused task is not lost)", n, err)
 	}
+	// A long pause: the time it waited is not time it waited for a worker.
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET ready_at = now() - interval '1 hour' WHERE id = $1`, a); err != nil {
+		t.Fatal(err)
+	}
 	res := f.resume("held")
 	if res.Redispatched != 1 {
 		t.Fatalf("resume re-sent %d tasks, want 1", res.Redispatched)
+	}
+	if age, ok, err := f.s.ReadyFor(f.ctx, a); err != nil || !ok || age > time.Minute {
+		t.Fatalf("READY for %v (%v %v) after the resume, want counted from the resume", age, ok, err)
 	}
 	if n := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = $1 AND reason LIKE '%its workflow was resumed'`, a); n != 1 {
 		t.Fatalf("%d history rows for the resume's redispatch, want 1", n)
