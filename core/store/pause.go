@@ -174,9 +174,11 @@ type ResumeResult struct {
 // workflow counts as ready from the resume (fresh: ready_at = now()): the
 // time a paused task waited is not time it waited for a worker, so neither
 // the redispatch nor a worker's unknown-handler grace (ReadyFor) counts
-// it. It waits for the task rows a claim holds
-// (locked in id order, as claims lock them): a claim that refused a task
-// because of the pause has then settled, and its task is re-sent.
+// it. It waits for the task rows a claim holds (locked in id order, as
+// claims lock them, before anything is written): a claim that refused a
+// task because of the pause has then settled, and its task is re-sent
+// with its columns as locked (a task whose claim won is no longer READY
+// and is left alone).
 const qResume = `
 WITH gone AS (
     DELETE FROM workflow_pauses WHERE workflow_name = $1::text
@@ -185,7 +187,8 @@ WITH gone AS (
     INSERT INTO workflow_pause_events (workflow_name, action, mode, actor, reason, dropped)
     SELECT workflow_name, 'resume', mode, $2::text, $3::text, dropped FROM gone
 ), locked AS (
-    SELECT t.id FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+    SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt
+      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
      WHERE t.state = 'READY' AND r.workflow_name = (SELECT workflow_name FROM gone)
      ORDER BY t.id
        FOR UPDATE OF t
@@ -195,7 +198,7 @@ WITH gone AS (
     SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
            (SELECT max(o.dispatch) FROM outbox o
              WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
-      FROM locked JOIN task_runs t ON t.id = locked.id
+      FROM locked t
      WHERE NOT EXISTS (SELECT 1 FROM outbox o
                         WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token
                           AND o.published_at IS NULL)
