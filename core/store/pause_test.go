@@ -445,9 +445,15 @@ func TestAPausedWorkflowsRunsAreNotStuck(t *testing.T) {
 	if err != nil || st.Pending != 0 || st.Paused != 3 || st.OldestPendingSeconds != 0 || st.FailingRows != 0 {
 		t.Fatalf("outbox status: %+v %v, want 3 paused rows and nothing pending", st, err)
 	}
+	if rows, err := f.s.OldestPendingDispatches(f.ctx, 10); err != nil || len(rows) != 0 {
+		t.Fatalf("the dashboard's oldest pending dispatches: %+v %v, want none (held, not stuck)", rows, err)
+	}
 	f.trigger("one", "")
 	if st, _ := f.s.OutboxStatus(f.ctx); st.Pending != 1 || st.Paused != 3 {
 		t.Fatalf("outbox status with another workflow's row: %+v", st)
+	}
+	if rows, err := f.s.OldestPendingDispatches(f.ctx, 10); err != nil || len(rows) != 1 || rows[0].Workflow != "one" {
+		t.Fatalf("the dashboard's oldest pending dispatches: %+v %v, want the other workflow's row", rows, err)
 	}
 	f.publishAll()
 	if n, err := f.s.Redispatch(f.ctx, 0, 100, "test"); err != nil || n != 1 {
