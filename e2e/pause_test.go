@@ -26,7 +26,8 @@ func TestAPausedWorkflowsQueuedDispatchIsHandedBackAndRunsOnResume(t *testing.T)
 	s.Apply(t, pausedChain)
 	first := s.Trigger(t, "held")
 	harness.Eventually(t, 20*time.Second, "the first dispatch on the queue", func() (bool, error) {
-		return s.Messages(t, s.Queue) == 1, nil
+		n, _, err := s.QueueDepth(s.Queue) // an error until the publisher declared the queue
+		return err == nil && n == 1, err
 	})
 	s.MustCLI(t, "workflow", "pause", "held", "--reason", "e2e: hold it")
 	queued := s.Trigger(t, "held")
