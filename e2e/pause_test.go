@@ -112,3 +112,56 @@ func TestModeDropDropsTriggersAndModeQueueRunsThemAfterResume(t *testing.T) {
 	s.MustCLI(t, "workflow", "resume", "held")
 	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, id)
 }
+
+// TestAPauseUnderLoadHoldsEveryTaskUntilTheResume (mode 62, real daemons):
+// thirty runs of a three-task chain flow through a scheduler, a publisher
+// and a worker; the pause lands while tasks are being promoted, published
+// and claimed. Once the tasks running at the pause have finished, no claim
+// begun after the pause (a second after it, for the one-statement window)
+// has won, tasks are held; after the resume every run succeeds and no task
+// ran twice.
+func TestAPauseUnderLoadHoldsEveryTaskUntilTheResume(t *testing.T) {
+	s := harness.NewStack(t, harness.StackOptions{})
+	s.ControlPlane(t)
+	s.Daemon(t, "worker", "worker", "--concurrency", "8")
+	s.Apply(t, "name: load\ntasks:\n"+
+		"  - {name: a, handler: sleep, params: {duration: 150ms}}\n"+
+		"  - {name: b, handler: sleep, params: {duration: 150ms}, depends_on: [a]}\n"+
+		"  - {name: c, handler: sleep, params: {duration: 150ms}, depends_on: [b]}\n")
+	out, errOut, code := s.CLIWithInput(t, strings.Repeat("{}\n", 30), "run", "trigger", "load", "--runs-file", "-")
+	if code != 0 {
+		t.Fatalf("bulk trigger: exit %d\n%s%s", code, out, errOut)
+	}
+	ids := strings.Fields(out)
+	db := s.DB(t)
+	ctx := context.Background()
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	harness.Eventually(t, 30*time.Second, "ten tasks to succeed", func() (bool, error) {
+		return count(`SELECT count(*) FROM task_runs WHERE state = 'SUCCEEDED'`) >= 10, nil
+	})
+	s.MustCLI(t, "workflow", "pause", "load", "--reason", "e2e: under load")
+	harness.Eventually(t, 30*time.Second, "the tasks running at the pause to finish", func() (bool, error) {
+		return count(`SELECT count(*) FROM task_runs WHERE state = 'RUNNING'`) == 0, nil
+	})
+	if n := count(`SELECT count(*) FROM task_events e, workflow_pauses p
+	                WHERE e.to_state = 'RUNNING' AND e.at > p.paused_at + interval '1 second'`); n != 0 {
+		t.Fatalf("%d claims won more than a second after the pause", n)
+	}
+	held := count(`SELECT count(*) FROM task_runs WHERE state IN ('READY', 'PENDING')`)
+	if held == 0 {
+		t.Fatal("every task ran before the pause: nothing was held (slow the tasks down)")
+	}
+	t.Logf("%d tasks held by the pause", held)
+	s.MustCLI(t, "workflow", "resume", "load", "--reason", "e2e: go")
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, ids...)
+	if n := count(`SELECT count(*) FROM task_runs WHERE attempt <> 1`); n != 0 {
+		t.Fatalf("%d tasks ran more or less than once", n)
+	}
+}
