@@ -53,6 +53,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.Is(err, store.ErrWorkflowPaused):
+		return ExitPaused
 	case errors.As(err, &ee):
 		return ee.Code
 	case isLibraryExit(err):

@@ -83,8 +83,8 @@ func outboxStatus(c *cli.Context, env *Env) error {
 	if format == "json" {
 		return writeJSON(env.Stdout, st)
 	}
-	fmt.Fprintf(env.Stdout, "pending                 %d\noldest pending age      %.1fs\npublished last minute   %d\npending with errors     %d\nquarantined             %d\n",
-		st.Pending, st.OldestPendingSeconds, st.PublishedLastMinute, st.FailingRows, st.Quarantined)
+	fmt.Fprintf(env.Stdout, "pending                 %d\noldest pending age      %.1fs\npublished last minute   %d\npending with errors     %d\nquarantined             %d\nheld by a pause         %d\n",
+		st.Pending, st.OldestPendingSeconds, st.PublishedLastMinute, st.FailingRows, st.Quarantined, st.Paused)
 	return nil
 }
 

@@ -439,6 +439,7 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	if run.CancelRequestedAt != nil {
 		fmt.Fprintf(w, "  cancel requested %s\n", fmtTime(run.CancelRequestedAt))
 	}
+	printPaused(w, run.Paused)
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
 	ordered := core.DAGOrder(run.Tasks)

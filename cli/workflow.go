@@ -22,9 +22,9 @@ import (
 func workflowCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "workflow",
-		Usage:     "apply, list and show workflow definitions",
-		UsageText: "ffctl workflow apply|list|show [command options] [arguments...]\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml && ffctl workflow show wordcount",
-		Subcommands: []*cli.Command{
+		Usage:     "apply, list and show workflow definitions; pause and resume workflows",
+		UsageText: "ffctl workflow apply|list|show|pause|resume [command options] [arguments...]\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml && ffctl workflow show wordcount",
+		Subcommands: append([]*cli.Command{
 			{
 				Name:  "apply",
 				Usage: "validate a workflow file (YAML or JSON) and store it as the newest version",
@@ -56,7 +56,7 @@ func workflowCommand(env *Env) *cli.Command {
 				Flags:     []cli.Flag{outputFlag(), &cli.IntFlag{Name: "version", Usage: "version (default newest)"}},
 				Action:    func(c *cli.Context) error { return workflowShow(c, env) },
 			},
-		},
+		}, workflowPauseCommands(env)...),
 	}
 }
 
@@ -212,9 +212,13 @@ func workflowList(c *cli.Context, env *Env) error {
 		}
 		return writeJSON(env.Stdout, wfs)
 	}
-	tw := newTable(env.Stdout, env.colours(), "NAME", "VERSION", "TASKS", "RUNS", "CREATED")
+	tw := newTable(env.Stdout, env.colours(), "NAME", "VERSION", "TASKS", "RUNS", "CREATED", "PAUSED")
 	for _, w := range wfs {
-		tw.row(w.Name, strconv.Itoa(w.Version), strconv.Itoa(w.Tasks), strconv.FormatInt(w.Runs, 10), fmtTime(&w.CreatedAt))
+		paused := "-"
+		if w.Paused != nil {
+			paused = pauseLine(w.Paused)
+		}
+		tw.row(w.Name, strconv.Itoa(w.Version), strconv.Itoa(w.Tasks), strconv.FormatInt(w.Runs, 10), fmtTime(&w.CreatedAt), paused)
 	}
 	return tw.flush()
 }

@@ -60,7 +60,7 @@ func TestWorkflowApplyListShow(t *testing.T) {
 		t.Fatalf("list: %+v", list)
 	}
 	table := h.must("workflow", "list").stdout
-	if !strings.HasPrefix(table, "NAME            VERSION  TASKS  RUNS  CREATED\n") || !strings.Contains(table, "nightly-report  2        2      0     ") {
+	if !strings.HasPrefix(table, "NAME            VERSION  TASKS  RUNS  CREATED              PAUSED\n") || !strings.Contains(table, "nightly-report  2        2      0     ") {
 		t.Fatalf("list table:\n%s", table)
 	}
 

@@ -19,6 +19,12 @@ type (
 		id     uuid.UUID
 		reason string
 	}
+	// pauseMsg pauses (resume false) or resumes a workflow.
+	pauseMsg struct {
+		workflow string
+		resume   bool
+		reason   string
+	}
 	// refreshMsg asks for an immediate read of the current screen.
 	refreshMsg struct{}
 )
@@ -53,6 +59,29 @@ func (m *Model) requeue(msg requeueMsg) tea.Cmd {
 			}
 		}
 		return actionMsg{text: fmt.Sprintf("requeued %d of %d", ok, len(msg.ids)), err: firstErr}
+	})
+}
+
+func (m *Model) pauseWorkflow(msg pauseMsg) tea.Cmd {
+	return m.act(func(ctx context.Context, src Source) tea.Msg {
+		if msg.resume {
+			res, err := src.ResumeWorkflow(ctx, msg.workflow, msg.reason)
+			switch {
+			case err != nil:
+				return actionMsg{text: "resume " + msg.workflow, err: err}
+			case !res.Resumed:
+				return actionMsg{text: msg.workflow + " is not paused; nothing to resume"}
+			}
+			return actionMsg{text: fmt.Sprintf("resumed %s: %s dispatched again", msg.workflow, plural(res.Redispatched, "handed-back task"))}
+		}
+		res, err := src.PauseWorkflow(ctx, msg.workflow, msg.reason)
+		switch {
+		case err != nil:
+			return actionMsg{text: "pause " + msg.workflow, err: err}
+		case !res.Changed:
+			return actionMsg{text: msg.workflow + " is already paused; nothing changed"}
+		}
+		return actionMsg{text: "paused " + msg.workflow + ": no task of it is dispatched until it is resumed"}
 	})
 }
 

@@ -300,6 +300,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.requeue(msg)
 	case cancelRunMsg:
 		return m, m.cancelRun(msg)
+	case pauseMsg:
+		return m, m.pauseWorkflow(msg)
 	case refreshMsg:
 		m.inflight[m.cur] = false
 		return m, m.fetch(m.cur)

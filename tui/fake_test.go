@@ -43,6 +43,7 @@ type fakeSource struct {
 	cancels  []uuid.UUID
 	flows    []store.WorkflowSummary
 	triggers []string // "workflow params"
+	pauses   []string // "pause|resume workflow reason"
 }
 
 func (f *fakeSource) fail() error {
@@ -209,6 +210,44 @@ func (f *fakeSource) Trigger(_ context.Context, workflow string, params json.Raw
 	defer f.mu.Unlock()
 	f.triggers = append(f.triggers, workflow+" "+string(params))
 	return f.runs[0].ID, nil
+}
+
+// PauseWorkflow records the pause and marks the workflow (and the fixture
+// run, when it is of it) paused since t0 - 5m by alice.
+func (f *fakeSource) PauseWorkflow(_ context.Context, workflow, reason string) (store.PauseResult, error) {
+	if err := f.fail(); err != nil {
+		return store.PauseResult{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pauses = append(f.pauses, "pause "+workflow+" "+reason)
+	p := &store.Pause{Workflow: workflow, Mode: store.PauseQueue, Actor: "cli:alice@host1", Reason: reason, Since: t0.Add(-5 * time.Minute), UpdatedAt: t0.Add(-5 * time.Minute)}
+	f.setPause(workflow, p)
+	return store.PauseResult{Pause: *p, Changed: true}, nil
+}
+
+// ResumeWorkflow records the resume and clears the pause.
+func (f *fakeSource) ResumeWorkflow(_ context.Context, workflow, reason string) (store.ResumeResult, error) {
+	if err := f.fail(); err != nil {
+		return store.ResumeResult{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pauses = append(f.pauses, "resume "+workflow+" "+reason)
+	f.setPause(workflow, nil)
+	return store.ResumeResult{Resumed: true, Redispatched: 2}, nil
+}
+
+// setPause sets the pause of workflow's fixtures; f.mu is held.
+func (f *fakeSource) setPause(workflow string, p *store.Pause) {
+	for i := range f.flows {
+		if f.flows[i].Name == workflow {
+			f.flows[i].Paused = p
+		}
+	}
+	if f.run.Workflow == workflow {
+		f.run.Paused = p
+	}
 }
 
 // newFake returns a source with a small, realistic, deterministic world,

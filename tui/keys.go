@@ -92,6 +92,7 @@ var (
 	keyBarClear = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "clear filter"))
 	keyBarJump  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "jump"))
 	keyTrigger  = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "trigger a run"))
+	keyPause    = key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "(un)pause"))
 	keyConfirm  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "confirm"))
 	keyAbort    = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel"))
 	keyApply    = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply"))

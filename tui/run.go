@@ -23,12 +23,14 @@ type runModel struct {
 	tbl    table
 	prompt prompt
 	cancel key.Binding
+	pause  key.Binding
 }
 
 func newRunModel(c *shared) *runModel {
 	return &runModel{
 		c:      c,
 		cancel: disabled(keyCancel, c.readOnly),
+		pause:  disabled(keyPause, c.readOnly),
 		tbl: table{
 			cols: []column{
 				{title: "TASK", flex: 2, min: 10, cap: 28},
@@ -118,6 +120,11 @@ func (m *runModel) update(msg keyMsg) tea.Cmd {
 			id := r.key
 			return func() tea.Msg { return openTaskMsg{id: id, from: scrRun} }
 		}
+	case key.Matches(msg, m.pause):
+		if !m.loaded {
+			return nil
+		}
+		return openPausePrompt(m.c, &m.prompt, m.data.Run.Workflow, m.data.Run.Paused)
 	case key.Matches(msg, m.cancel):
 		if !m.loaded || m.data.Run.State == core.RunSucceeded || m.data.Run.CancelRequestedAt != nil {
 			return func() tea.Msg {
@@ -140,7 +147,7 @@ func (m *runModel) keys() []key.Binding {
 	if !m.loaded {
 		return []key.Binding{keyBack}
 	}
-	return []key.Binding{keyHistory, m.cancel, keyBack}
+	return []key.Binding{keyHistory, m.cancel, m.pause, keyBack}
 }
 
 func (m *runModel) view(width, height int) string {
@@ -160,6 +167,10 @@ func (m *runModel) view(width, height int) string {
 	params := "params " + core.TerminalText(compactJSON(r.Params))
 	lines := clip(head, width, 1) + "\n" + clip(info, width, 1) + "\n" + clip(th.dim.Render(params), width, 1) + "\n"
 	tableH := height - 3
+	if r.Paused != nil { // its tasks wait: say why, and who can end it
+		lines += clip(th.warn.Render(pauseText(m.data.Now, r.Paused)+" · p resumes"), width, 1) + "\n"
+		tableH--
+	}
 	if m.prompt.active {
 		tableH -= promptLines
 	}

@@ -39,6 +39,12 @@ type Source interface {
 	// Trigger starts a run of the workflow's newest version with params (a
 	// JSON object, nil for none), as `ffctl run trigger` does.
 	Trigger(ctx context.Context, workflow string, params json.RawMessage) (uuid.UUID, error)
+	// PauseWorkflow pauses the workflow with mode queue, audited with
+	// reason, as `ffctl workflow pause` does (store.Store.PauseWorkflow).
+	PauseWorkflow(ctx context.Context, workflow, reason string) (store.PauseResult, error)
+	// ResumeWorkflow ends its pause, audited with reason, as `ffctl
+	// workflow resume` does (store.Store.ResumeWorkflow).
+	ResumeWorkflow(ctx context.Context, workflow, reason string) (store.ResumeResult, error)
 }
 
 // WorkflowsData feeds the Workflows screen.

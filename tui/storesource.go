@@ -186,6 +186,26 @@ func (s *StoreSource) CancelRun(ctx context.Context, id uuid.UUID, reason string
 	return res, nil
 }
 
+// PauseWorkflow pauses a workflow (mode queue) with store.PauseWorkflow,
+// as `ffctl workflow pause` does.
+func (s *StoreSource) PauseWorkflow(ctx context.Context, workflow, reason string) (store.PauseResult, error) {
+	res, err := s.Store.PauseWorkflow(ctx, workflow, store.PauseQueue, s.Actor, reason)
+	if err != nil {
+		return res, s.classify(ctx, err)
+	}
+	return res, nil
+}
+
+// ResumeWorkflow resumes a workflow with store.ResumeWorkflow, as `ffctl
+// workflow resume` does.
+func (s *StoreSource) ResumeWorkflow(ctx context.Context, workflow, reason string) (store.ResumeResult, error) {
+	res, err := s.Store.ResumeWorkflow(ctx, workflow, s.Actor, reason)
+	if err != nil {
+		return res, s.classify(ctx, err)
+	}
+	return res, nil
+}
+
 // Find resolves a run or task id or id prefix with store.FindByIDPrefix.
 func (s *StoreSource) Find(ctx context.Context, ref string) (store.IDMatch, error) {
 	m, err := s.Store.FindByIDPrefix(ctx, ref)

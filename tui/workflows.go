@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/bubbles/textinput"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
 )
 
 // WorkflowsLimit bounds the Workflows screen.
@@ -31,14 +33,17 @@ type (
 	}
 )
 
-// workflowsModel is the Workflows screen: every workflow's newest version,
-// with "t" to trigger a run after a params prompt.
+// workflowsModel is the Workflows screen: every workflow's newest version
+// and whether it is paused, with "t" to trigger a run after a params
+// prompt and "p" to pause or resume the workflow after a reason prompt.
 type workflowsModel struct {
 	c       *shared
 	data    WorkflowsData
 	loaded  bool
 	tbl     table
 	trigger key.Binding
+	pause   key.Binding
+	prompt  prompt
 
 	asking  string // the workflow the params prompt is for, "" when closed
 	input   textinput.Model
@@ -46,13 +51,14 @@ type workflowsModel struct {
 }
 
 func newWorkflowsModel(c *shared) *workflowsModel {
-	return &workflowsModel{c: c, trigger: disabled(keyTrigger, c.readOnly), tbl: table{
+	return &workflowsModel{c: c, trigger: disabled(keyTrigger, c.readOnly), pause: disabled(keyPause, c.readOnly), tbl: table{
 		cols: []column{
 			{title: "WORKFLOW", flex: 1, min: 10, cap: 48},
 			{title: "VERSION", width: 7, right: true},
 			{title: "TASKS", width: 5, right: true},
 			{title: "RUNS", width: 7, right: true},
 			{title: "UPDATED", width: 7, right: true},
+			{title: "PAUSED", width: 6},
 		},
 		empty: "no workflow: store one with ffctl workflow apply -f FILE",
 	}}
@@ -74,7 +80,13 @@ func (m *workflowsModel) setData(data any) {
 	rows := make([]row, 0, len(d.Workflows))
 	for _, w := range d.Workflows {
 		created := w.CreatedAt
-		rows = append(rows, row{key: w.Name, cells: []string{core.TerminalText(w.Name), fmt.Sprint(w.Version), fmt.Sprint(w.Tasks), fmt.Sprint(w.Runs), since(d.Now, &created)}})
+		paused := "-"
+		r := row{key: w.Name}
+		if w.Paused != nil {
+			paused, r.kind, r.flag = string(w.Paused.Mode), rowWarn, "p"
+		}
+		r.cells = []string{core.TerminalText(w.Name), fmt.Sprint(w.Version), fmt.Sprint(w.Tasks), fmt.Sprint(w.Runs), since(d.Now, &created), paused}
+		rows = append(rows, r)
 	}
 	m.tbl.setRows(rows)
 }
@@ -84,9 +96,23 @@ func (m *workflowsModel) filterTable() *table { return &m.tbl }
 // selectedID: the workflow's name.
 func (m *workflowsModel) selectedID() (string, bool) { return selectedKey(&m.tbl) }
 
-func (m *workflowsModel) capturing() bool { return m.asking != "" }
+func (m *workflowsModel) capturing() bool { return m.asking != "" || m.prompt.active }
+
+// pauseOf returns the pause of the workflow called name in the last data
+// read, nil when it is not paused.
+func (m *workflowsModel) pauseOf(name string) *store.Pause {
+	for _, w := range m.data.Workflows {
+		if w.Name == name {
+			return w.Paused
+		}
+	}
+	return nil
+}
 
 func (m *workflowsModel) update(msg keyMsg) tea.Cmd {
+	if m.prompt.active {
+		return m.prompt.update(msg)
+	}
 	if m.asking != "" {
 		switch {
 		case key.Matches(msg, keyAbort):
@@ -108,6 +134,13 @@ func (m *workflowsModel) update(msg keyMsg) tea.Cmd {
 	}
 	if m.c.nav.navigate(msg, &m.tbl, max(m.c.height-6, 1)) {
 		return nil
+	}
+	if key.Matches(msg, m.pause) {
+		r, ok := m.tbl.selected()
+		if !ok {
+			return nil
+		}
+		return openPausePrompt(m.c, &m.prompt, r.key, m.pauseOf(r.key))
 	}
 	if key.Matches(msg, m.trigger) {
 		r, ok := m.tbl.selected()
@@ -158,10 +191,33 @@ func parseTriggerParams(s string) (json.RawMessage, error) {
 }
 
 func (m *workflowsModel) keys() []key.Binding {
-	if m.asking != "" {
+	if m.asking != "" || m.prompt.active {
 		return []key.Binding{keyConfirm, keyAbort}
 	}
-	return []key.Binding{m.trigger}
+	return []key.Binding{m.trigger, m.pause}
+}
+
+// openPausePrompt opens p to pause the workflow called name (mode queue),
+// or to resume it when paused is its pause; confirming sends a pauseMsg.
+func openPausePrompt(c *shared, p *prompt, name string, paused *store.Pause) tea.Cmd {
+	q := "Pause workflow " + core.TerminalText(name) + "? (its tasks wait, new runs queue; --mode drop from ffctl)"
+	if paused != nil {
+		q = "Resume workflow " + core.TerminalText(name) + "? (its waiting tasks are dispatched at once)"
+	}
+	resume := paused != nil
+	return p.open(c.theme, q, "", func(reason string) tea.Cmd {
+		return func() tea.Msg { return pauseMsg{workflow: name, resume: resume, reason: reason} }
+	})
+}
+
+// pauseText is the line saying a workflow is paused: "paused since … by …
+// because …", its times relative to now (the database clock).
+func pauseText(now time.Time, p *store.Pause) string {
+	s := fmt.Sprintf("paused %s ago by %s because %q (mode %s", fmtAge(now.Sub(p.Since)), core.TerminalText(p.Actor), core.TerminalText(p.Reason), p.Mode)
+	if p.Mode == store.PauseDrop || p.Dropped > 0 {
+		s += fmt.Sprintf(", %d dropped", p.Dropped)
+	}
+	return s + ")"
 }
 
 func (m *workflowsModel) view(width, height int) string {
@@ -172,12 +228,20 @@ func (m *workflowsModel) view(width, height int) string {
 	} else {
 		head += fmt.Sprintf("%d stored (newest version of each)", len(m.data.Workflows))
 	}
-	sub := th.dim.Render("t triggers a run of the selected workflow (asks for its params)")
+	sub := th.dim.Render("t triggers a run of the selected workflow (asks for params) · p pauses/resumes")
+	if r, ok := m.tbl.selected(); ok {
+		if p := m.pauseOf(r.key); p != nil {
+			sub = th.warn.Render(pauseText(m.data.Now, p))
+		}
+	}
 	tableH := height - 2
-	if m.asking != "" {
+	if m.asking != "" || m.prompt.active {
 		tableH -= promptLines
 	}
 	out := clip(head, width, 1) + "\n" + clip(sub, width, 1) + "\n" + m.tbl.view(th, width, tableH)
+	if m.prompt.active {
+		return padLines(out, height-promptLines) + "\n" + m.prompt.view(th, width)
+	}
 	if m.asking != "" {
 		m.input.Width = max(width-len(m.input.Prompt)-2, 10)
 		help := "enter trigger · esc cancel"

@@ -62,7 +62,8 @@ func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
 // dispatches carry ($1[i] is claimed only with $2[i], so a message of an
 // older generation can never claim a newer one), $3 the worker, $4 the
 // lease in milliseconds. Each row is fenced by its own token and state
-// READY, and by its run (not cancelled, not a failed fail_fast run); it
+// READY, by its run (not cancelled, not a failed fail_fast run), and by
+// its workflow (not paused: the pause's fence, see PauseWorkflow); it
 // bumps the token, counts the attempt, and sets the lease on the database
 // clock, each row with its history row in the same statement. The rows are
 // locked in id order first (lk), so two workers' batches that share rows
@@ -81,6 +82,7 @@ WITH claimed AS (
            workflow_runs r
      WHERE t.id = q.id AND lk.id = q.id AND t.state = 'READY' AND t.fencing_token = q.tok AND r.id = t.run_id
        AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED')
+       AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_name = r.workflow_name)
  RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
            t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
            t.fencing_token, t.idempotency_key, t.lease_expires_at
@@ -117,7 +119,8 @@ const ClaimMaxBatch = 1000
 // with the fencing token the dispatch carried: a ClaimMany of one, through
 // the same statement. ok=false (nil error) means the claim lost: a
 // duplicate or stale delivery, a cancelled task or run (or a failed
-// fail_fast run), or an unknown id; the caller acks the message and runs
+// fail_fast run), a paused workflow (the task stays READY; ResumeWorkflow
+// re-sends it), or an unknown id; the caller acks the message and runs
 // nothing. Errors are ClaimMany's.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
 	res, err := s.claimMany(ctx, []ClaimRequest{{ID: id, Token: token}}, workerID, lease)

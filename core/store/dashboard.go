@@ -68,17 +68,19 @@ type PendingDispatch struct {
 }
 
 // qOldestPending walks outbox_pending (the partial index on pending rows) in
-// id order, so it reads at most $1 rows whatever was published before.
+// id order, so it reads at most $1 rows whatever was published before
+// (and the held rows of paused workflows, which it leaves out: they are
+// not stuck, see OutboxStatus.Paused).
 const qOldestPending = `
 SELECT o.id, o.task_run_id, o.fencing_token_snapshot, t.task_name, r.workflow_name, o.created_at,
        extract(epoch FROM now() - o.created_at)::float8 AS age_seconds, o.publish_attempts, o.last_error
-  FROM (SELECT * FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL ORDER BY id LIMIT $1) o
+  FROM (SELECT * FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND ` + notPaused + ` ORDER BY id LIMIT $1) o
   JOIN task_runs t ON t.id = o.task_run_id
   JOIN workflow_runs r ON r.id = t.run_id
  ORDER BY o.id`
 
 // OldestPendingDispatches returns up to limit pending outbox rows, oldest
-// first. limit <= 0 means 20.
+// first, leaving out those of paused workflows. limit <= 0 means 20.
 func (s *Store) OldestPendingDispatches(ctx context.Context, limit int) ([]PendingDispatch, error) {
 	if limit <= 0 {
 		limit = 20

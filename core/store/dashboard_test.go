@@ -10,7 +10,8 @@ import (
 )
 
 // TestDashboardQueriesUseIndexes seeds history, then EXPLAINs the
-// dashboard's own queries: none may scan a table sequentially.
+// dashboard's own queries: none may scan a table sequentially (but the
+// pauses, one row per paused workflow).
 func TestDashboardQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	s, db, _ := storetest.NewWithDB(t)
@@ -50,7 +51,9 @@ SELECT id, 1, '{}', CASE WHEN random() < 0.999 THEN now() END FROM task_runs`,
 		}
 		rows.Close()
 		text := strings.Join(plan, "\n")
-		if strings.Contains(text, "Seq Scan") {
+		// workflow_pauses holds one row per paused workflow, never
+		// history: reading it whole costs the same at any age.
+		if strings.Contains(strings.ReplaceAll(text, "Seq Scan on workflow_pauses", ""), "Seq Scan") {
 			t.Errorf("%s scans sequentially:\n%s", name, text)
 		}
 	}

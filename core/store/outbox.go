@@ -18,6 +18,14 @@ import (
 // for what a version may change).
 const dispatchPayloadSQL = `jsonb_build_object('v', 1, 'task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)`
 
+// notPaused is true for an outbox row o whose task's workflow is not
+// paused. The uncorrelated first test is evaluated once per statement (an
+// InitPlan): with no pause at all, no row pays for the join.
+const notPaused = `(NOT EXISTS (SELECT 1 FROM workflow_pauses) OR NOT EXISTS (
+    SELECT 1 FROM task_runs pt JOIN workflow_runs pr ON pr.id = pt.run_id
+      JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
+     WHERE pt.id = o.task_run_id))`
+
 // OutboxRow is one pending dispatch.
 type OutboxRow struct {
 	ID       int64 `db:"id"`
@@ -43,10 +51,12 @@ type OutboxBatch struct {
 	Rows []OutboxRow
 }
 
-// qLockOutbox walks outbox_pending (unpublished and not quarantined rows).
+// qLockOutbox walks outbox_pending (unpublished and not quarantined rows),
+// skipping the rows of paused workflows (notPaused): they stay pending and
+// go out once the workflow is resumed.
 const qLockOutbox = `
-SELECT id, payload, publish_attempts FROM outbox
- WHERE published_at IS NULL AND quarantined_at IS NULL
+SELECT id, payload, publish_attempts FROM outbox o
+ WHERE published_at IS NULL AND quarantined_at IS NULL AND ` + notPaused + `
  ORDER BY id
  LIMIT $1
    FOR UPDATE SKIP LOCKED`
@@ -121,12 +131,18 @@ func (b *OutboxBatch) Rollback() error {
 
 // OutboxStatus summarises the outbox.
 type OutboxStatus struct {
-	// Pending counts rows waiting to be published (not quarantined).
+	// Pending counts rows waiting to be published (not quarantined, not
+	// of a paused workflow).
 	Pending int64 `db:"pending" json:"pending"`
 	// OldestPendingSeconds is the age of the oldest pending row on the
-	// database clock, 0 when nothing is pending.
+	// database clock, 0 when nothing is pending. Rows of a paused workflow
+	// are not counted: they wait by an operator's choice, they are not
+	// stuck (Paused counts them).
 	OldestPendingSeconds float64 `db:"oldest_pending_seconds" json:"oldest_pending_seconds"`
 	PublishedLastMinute  int64   `db:"published_last_minute" json:"published_last_minute"`
+	// Paused counts the unpublished rows of paused workflows: held back
+	// until the workflow is resumed (see Store.PauseWorkflow).
+	Paused int64 `db:"paused" json:"paused"`
 	// FailingRows counts pending rows whose last publish attempt failed.
 	FailingRows int64 `db:"failing" json:"failing"`
 	// Quarantined counts rows the broker refuses permanently, set aside
@@ -134,14 +150,16 @@ type OutboxStatus struct {
 	Quarantined int64 `db:"quarantined" json:"quarantined"`
 }
 
-// OutboxStatus reads the outbox summary; every count is index-backed.
+// OutboxStatus reads the outbox summary; every count is index-backed (the
+// paused ones walk the pending rows only).
 func (s *Store) OutboxStatus(ctx context.Context) (OutboxStatus, error) {
 	var st OutboxStatus
 	err := s.db.GetContext(ctx, &st, `
-SELECT (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL) AS pending,
-       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds,
+SELECT (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND `+notPaused+`) AS pending,
+       coalesce((SELECT extract(epoch FROM now() - created_at)::float8 FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND `+notPaused+` ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds,
        (SELECT count(*) FROM outbox WHERE published_at > now() - interval '1 minute') AS published_last_minute,
-       (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NULL AND last_error IS NOT NULL) AS failing,
+       (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND last_error IS NOT NULL AND `+notPaused+`) AS failing,
+       (SELECT count(*) FROM outbox o WHERE published_at IS NULL AND quarantined_at IS NULL AND NOT `+notPaused+`) AS paused,
        (SELECT count(*) FROM outbox WHERE published_at IS NULL AND quarantined_at IS NOT NULL AND dropped_at IS NULL) AS quarantined`)
 	if err != nil {
 		return OutboxStatus{}, fmt.Errorf("outbox status: %w", err)

@@ -32,6 +32,10 @@ type Run struct {
 	// CANCELLED, UPSTREAM_FAILED): every task of a settled run.
 	TasksDone int       `db:"tasks_done" json:"tasks_done"`
 	Tasks     []TaskRun `db:"-" json:"tasks,omitempty"`
+	// Paused is the pause of the run's workflow while it is paused (its
+	// tasks wait, undispatched); nil otherwise. GetRun sets it, ListRuns
+	// does not.
+	Paused *Pause `db:"-" json:"paused,omitempty"`
 }
 
 // Ended reports whether the run has ended (core.RunEnded): its state is
@@ -101,6 +105,13 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 	}
 	if err := s.db.SelectContext(ctx, &r.Tasks, `SELECT `+taskColumns+`, '' AS workflow_name FROM task_runs t WHERE t.run_id = $1 ORDER BY t.created_at, t.task_name`, id); err != nil {
 		return Run{}, fmt.Errorf("read tasks of run %s: %w", id, err)
+	}
+	p, paused, err := s.WorkflowPause(ctx, r.Workflow)
+	if err != nil {
+		return Run{}, fmt.Errorf("read run %s: %w", id, err)
+	}
+	if paused {
+		r.Paused = &p
 	}
 	return r, nil
 }

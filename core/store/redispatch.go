@@ -14,14 +14,16 @@ import (
 // message may be lost (its queue deleted, its broker node gone); if it is
 // merely slow, the two copies carry the same token and the first to arrive
 // claims while the other loses. The task's state does not change; the
-// history records the redispatch.
+// history records the redispatch. A paused workflow's READY tasks are not
+// lost, they wait: they are skipped (ResumeWorkflow re-sends them).
 const qRedispatch = `
 WITH stale AS (
     SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
            (SELECT max(o.dispatch) FROM outbox o
              WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
-      FROM task_runs t
+      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
      WHERE t.state = 'READY' AND t.ready_at < now() - $1::bigint * interval '1 millisecond'
+       AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_name = r.workflow_name)
        AND NOT EXISTS (SELECT 1 FROM outbox o
                         WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token
                           AND (o.published_at IS NULL OR o.published_at > now() - $1::bigint * interval '1 millisecond'))

@@ -64,16 +64,26 @@ type TriggerResult struct {
 // inserted READY with fencing token 1 and their outbox rows are written
 // from the inserted rows (RETURNING), not re-read from task_runs: no
 // scheduler hop before the first dispatch, no index walk. One NOTIFY when a
-// run was created.
+// run was created. dropped is the pause's gate: when the workflow is paused
+// with mode drop, no run is inserted and the pause counts the runs asked
+// for (only for a current definition, so a stale retry counts nothing
+// twice); a pause with mode queue lets the runs in (their tasks wait).
+// Only this statement creates runs, so no trigger path (run trigger, the
+// bulk trigger, a schedule tick) passes a drop pause.
 const qTrigger = `
 WITH wf AS (
   SELECT 1 WHERE $8::bool OR NOT EXISTS (SELECT 1 FROM workflows w WHERE w.name = $3::text AND w.version > $4::int)
+), dropped AS (
+  UPDATE workflow_pauses SET dropped = dropped + cardinality($1::uuid[])
+   WHERE workflow_name = $3::text AND mode = 'drop' AND EXISTS (SELECT 1 FROM wf)
+  RETURNING 1
 ), input AS (
   SELECT * FROM unnest($1::uuid[], $5::jsonb[], $6::text[]) WITH ORDINALITY AS r(id, params, ikey, ord)
 ), run AS (
   INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
   SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool
     FROM wf, input r
+   WHERE NOT EXISTS (SELECT 1 FROM dropped)
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING id
 ), def AS MATERIALIZED (
@@ -98,6 +108,7 @@ WITH wf AS (
     FROM task WHERE state = 'READY'
 )
 SELECT EXISTS (SELECT 1 FROM wf) AS current,
+       EXISTS (SELECT 1 FROM dropped) AS dropped,
        (SELECT count(*) FROM run) AS created,
        (SELECT count(*) FROM (SELECT pg_notify($20::text, $21::text) FROM run LIMIT 1) n) AS notified`
 
@@ -109,8 +120,9 @@ SELECT EXISTS (SELECT 1 FROM wf) AS current,
 // ErrNotFound for an unknown workflow, ErrConflict for an idempotency key
 // reused with other params, core.ErrBadParams also when a task's
 // idempotency_key template cannot be rendered from the params (a missing
-// param), ErrCommitOutcomeUnknown when the statement got no answer (the
-// run may exist).
+// param), ErrWorkflowPaused when the workflow is paused with mode drop
+// (nothing created, the drop counted), ErrCommitOutcomeUnknown when the
+// statement got no answer (the run may exist).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
 	params, err := triggerParams(req)
 	if err != nil {
@@ -166,11 +178,15 @@ func (s *Store) insertRuns(ctx context.Context, workflow string, version int, ru
 		}
 		var res struct {
 			Current  bool  `db:"current"`
+			Dropped  bool  `db:"dropped"`
 			Created  int   `db:"created"`
 			Notified int64 `db:"notified"`
 		}
 		if err := s.db.QueryRowxContext(ctx, qTrigger, s.args(args...)...).StructScan(&res); err != nil {
 			return 0, Workflow{}, unanswered("trigger", err)
+		}
+		if res.Dropped {
+			return 0, Workflow{}, fmt.Errorf("trigger %q: %w (%d run(s) not created; `ffctl workflow resume %s` ends the pause)", workflow, ErrWorkflowPaused, len(runs), workflow)
 		}
 		if res.Current {
 			return res.Created, wf, nil
@@ -411,8 +427,10 @@ func TriggerManyBatch(want, tasks int) int {
 // 0-based index of the first bad params object, as a *BadRunError) before
 // anything is written, also for more than TriggerManyMax runs or a task
 // idempotency key that cannot be rendered; ErrNotFound for an unknown
-// workflow; ErrCommitOutcomeUnknown when the statement got no answer (the
-// runs may all exist).
+// workflow; ErrWorkflowPaused when the workflow is paused with mode drop
+// (no run created, all of them counted as dropped);
+// ErrCommitOutcomeUnknown when the statement got no answer (the runs may
+// all exist).
 func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid.UUID, error) {
 	if len(req.Params) > TriggerManyMax {
 		return nil, fmt.Errorf("%w: %d runs in one batch, more than %d", core.ErrBadParams, len(req.Params), TriggerManyMax)

@@ -126,10 +126,13 @@ type WorkflowSummary struct {
 	Tasks     int       `db:"tasks" json:"tasks"`
 	CreatedAt time.Time `db:"created_at" json:"created_at"`
 	Runs      int64     `db:"runs" json:"runs"`
+	// Paused is the workflow's pause, nil (JSON null) when it is not
+	// paused.
+	Paused *Pause `db:"-" json:"paused"`
 }
 
 // ListWorkflows returns the newest version of every workflow, by name, at
-// most limit (0 means 100).
+// most limit (0 means 100), each with its pause if it is paused.
 func (s *Store) ListWorkflows(ctx context.Context, limit int) ([]WorkflowSummary, error) {
 	if limit <= 0 {
 		limit = 100
@@ -141,6 +144,17 @@ SELECT DISTINCT ON (w.name) w.name, w.version, jsonb_array_length(w.definition->
   FROM workflows w ORDER BY w.name, w.version DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	pauses, err := s.WorkflowPauses(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	byName := make(map[string]*Pause, len(pauses))
+	for i := range pauses {
+		byName[pauses[i].Workflow] = &pauses[i]
+	}
+	for i := range out {
+		out[i].Paused = byName[out[i].Name]
 	}
 	return out, nil
 }

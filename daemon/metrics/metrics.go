@@ -43,7 +43,7 @@ type Metrics struct {
 	// (unknown_handler, no_slot).
 	HandedBack *prometheus.CounterVec
 	// ClaimsLost counts deliveries whose claim matched nothing, by reason
-	// (duplicate, stale, not_ready, unknown_task).
+	// (duplicate, stale, cancelled, paused, unknown_task, unknown).
 	ClaimsLost *prometheus.CounterVec
 	// WriteBatchSize observes the rows of each claim and finish statement
 	// of the worker, by statement ("claim", "finish").

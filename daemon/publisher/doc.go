@@ -1,7 +1,7 @@
 // Package publisher is the daemon that drains the transactional outbox into
 // RabbitMQ. One cycle, in ONE database transaction:
 //
-//	lock up to BatchSize pending rows (FOR UPDATE SKIP LOCKED)
+//	lock up to BatchSize pending rows (FOR UPDATE SKIP LOCKED; not those of a paused workflow)
 //	set aside the rows larger than MaxMessageBytes (quarantine, below)
 //	publish each other (persistent, mandatory, quorum queue) and wait for all confirms
 //	stamp published_at on the rows the broker confirmed and did not return

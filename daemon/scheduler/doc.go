@@ -8,7 +8,7 @@
 //	sweep:    every SweepInterval (and on AnyRun, at most ten times as often):
 //	          reap:  RUNNING --lease expired (db clock)--> RETRYING | DEAD (token bumped;
 //	                 a DEAD task's PENDING descendants --> UPSTREAM_FAILED, same statement)
-//	          redispatch READY tasks whose confirmed dispatch led to no claim
+//	          redispatch READY tasks whose confirmed dispatch led to no claim (not a paused workflow's)
 //	          store.SweepCandidates (index-backed: retries due, promotable PENDING
 //	          tasks, open runs cancelled or with nothing active) --> AdvanceRuns
 //	full:     every FullSweepInterval, and at once when the listener (re)connects:

@@ -5,7 +5,7 @@
 //	take a slot   none free within SlotWait    -> Requeue (another worker may take it)
 //	claim         READY+token -> RUNNING, new token, attempt+1, lease on the db clock,
 //	              in a batch with the deliveries that arrived meanwhile
-//	              lost (duplicate, stale, cancelled, unknown) -> Ack, run nothing
+//	              lost (duplicate, stale, cancelled, paused, unknown) -> Ack, run nothing
 //	ack           right after the claim commits: from here the database lease,
 //	              not broker redelivery, governs retries
 //	run           handler(ctx) with timeout; heartbeat every Lease/3 renews the

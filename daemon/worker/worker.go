@@ -529,6 +529,12 @@ func (w *Worker) explainLostClaim(ctx context.Context, disp core.Dispatch) strin
 		return "stale"
 	case state == core.TaskCancelled:
 		return "cancelled"
+	case state == core.TaskReady:
+		// READY at the delivery's own token: the claim's fence refused it
+		// because the workflow is paused (or, for an instant, because its
+		// run's cancellation is being written). The ack hands it back: the
+		// task stays READY, and the resume re-sends it.
+		return "paused"
 	default:
 		return "duplicate"
 	}
