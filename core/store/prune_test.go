@@ -372,3 +372,47 @@ func TestPruneOutboxKeepsPendingQuarantinedAndLiveDispatches(t *testing.T) {
 		t.Fatalf("PruneOutbox(3d) = %d, %v; want 0", n, err)
 	}
 }
+
+// TestAKeyWhoseOwnerWasPrunedStillWorks: idempotency_keys has no foreign
+// key and the pruner leaves it alone. A completed key whose owner's run
+// was pruned is still reused (its source named as a task run whose run no
+// longer exists); an uncompleted key whose owner was pruned (its run
+// settled without completing it) is taken over by the next claimer.
+func TestAKeyWhoseOwnerWasPrunedStillWorks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(keyed)
+	const key = "k-d"
+	owner := f.claimKeyed("keyed", "w1")
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key, owner.ID, owner.FencingToken); err != nil || !kc.Owned {
+		t.Fatalf("owner's key claim: %+v %v", kc, err)
+	}
+	f.finish(owner, store.FinishRequest{Outcome: store.OutcomeSucceeded, Result: []byte(`{"rows":1}`), IdempotencyKey: key})
+	f.advance()
+	f.backdate(owner.RunID, 8*day)
+	if n := f.prune(policy{succeeded: 7 * day, cancelled: 7 * day}); n != 1 || f.runExists(owner.RunID) {
+		t.Fatalf("pruned %d runs; the owner's run exists: %v", n, f.runExists(owner.RunID))
+	}
+	reuser := f.claimKeyed("keyed", "w2")
+	kc := f.reuse(reuser, key)
+	if kc.From.TaskRunID != owner.ID || kc.From.RunID != uuid.Nil || string(kc.Result) != `{"rows": 1}` {
+		t.Fatalf("reuse after the owner was pruned: %+v (result %s)", kc.From, kc.Result)
+	}
+
+	// An uncompleted key: its owner went DEAD, its run was pruned.
+	const key2 = "k-e"
+	dead := f.claim(f.taskID(f.trigger("keyed", `{"day":"e"}`), "report"), "w1", time.Minute)
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key2, dead.ID, dead.FencingToken); err != nil || !kc.Owned {
+		t.Fatalf("key claim: %+v %v", kc, err)
+	}
+	f.finish(dead, store.FinishRequest{Outcome: store.OutcomeFailed, Error: "bad", Permanent: true})
+	f.advance()
+	f.backdate(dead.RunID, 40*day)
+	if n := f.prune(policy{succeeded: 7 * day, cancelled: 7 * day, dead: 30 * day}); n != 1 {
+		t.Fatalf("pruned %d runs, want the FAILED one", n)
+	}
+	next := f.claim(f.taskID(f.trigger("keyed", `{"day":"e"}`), "report"), "w2", time.Minute)
+	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key2, next.ID, next.FencingToken); err != nil || !kc.Owned {
+		t.Fatalf("claim of a key whose owner was pruned: %+v %v; want Owned", kc, err)
+	}
+}

@@ -223,3 +223,37 @@ func TestRunPrunesAtOnceAndStopsWithItsContext(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestBetweenBatchesThePrunerHoldsNoSnapshot: a long pass is many short
+// transactions, so between two batches no session of the pruner holds a
+// snapshot (backend_xmin) that would pin VACUUM's horizon.
+func TestBetweenBatchesThePrunerHoldsNoSnapshot(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	for range 9 {
+		r.settled("SUCCEEDED", "SUCCEEDED", 8*day)
+	}
+	var held []int
+	p, err := New(Config{Store: r.s, BatchSize: 2, afterBatch: func(store.PruneCounts) {
+		var n int
+		if err := r.db.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid() AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)`).Scan(&n); err != nil {
+			t.Error(err)
+		}
+		held = append(held, n)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(held) < 5 {
+		t.Fatalf("%d batches, want at least 5", len(held))
+	}
+	for i, n := range held {
+		if n != 0 {
+			t.Fatalf("after batch %d, %d other sessions hold a snapshot or transaction id: %v", i, n, held)
+		}
+	}
+}
