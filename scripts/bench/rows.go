@@ -91,7 +91,7 @@ func tableRows(p plan) []rowSpec {
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
 	}
-	return append(append(rows, dagRows(p)...), triggerRows()...)
+	return append(append(append(rows, dagRows(p)...), triggerRows()...), retentionRows(p)...)
 }
 
 func dagRows(p plan) []rowSpec {
