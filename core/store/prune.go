@@ -33,13 +33,13 @@ const (
 // first wins, and one that comes after the lock finds no task.
 const settledOlder = `r.finished_at IS NOT NULL AND r.finished_at < now() - $2::bigint * interval '1 millisecond'
        AND r.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
-       AND NOT EXISTS (SELECT 1 FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING'))`
+       AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0`
 
 // holdsDead is the condition that the run r holds a DEAD task (every FAILED
 // run does; a CANCELLED run may). $4 true selects only such runs, false
 // only the others: the pruner deletes a DEAD-holding run only under the
 // operator's opt-in age (--retain-dead).
-const holdsDead = `(r.state = 'FAILED' OR EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = r.id AND d.state = 'DEAD')) = $4::bool`
+const holdsDead = `(r.state = 'FAILED' OR (SELECT count(*) FROM task_runs d WHERE d.run_id = r.id AND d.state = 'DEAD') > 0) = $4::bool`
 
 // qPruneRuns deletes up to $3 settled runs in state $1 older than $2 ms
 // (holding a DEAD task or not as $4 says), oldest first, skipping runs
@@ -48,6 +48,9 @@ const holdsDead = `(r.state = 'FAILED' OR EXISTS (SELECT 1 FROM task_runs d WHER
 // DELETE CASCADE). It walks workflow_runs_settled (state, finished_at).
 // It returns how many runs, task runs, outbox rows and task events it
 // deleted (the counts read the rows before the delete removed them).
+// Every look-up is by the batch's run ids (ARRAY, and per-run scalar
+// subqueries rather than EXISTS, which the planner may turn into a hash
+// over every DEAD or active task), so a batch reads its own rows only.
 const qPruneRuns = `
 WITH cand AS (
     SELECT r.id FROM workflow_runs r
@@ -56,12 +59,12 @@ WITH cand AS (
      LIMIT $3
        FOR UPDATE SKIP LOCKED
 ), gone AS (
-    DELETE FROM workflow_runs r USING cand WHERE r.id = cand.id RETURNING r.id
+    DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) RETURNING r.id
 )
 SELECT (SELECT count(*) FROM gone) AS runs,
-       (SELECT count(*) FROM task_runs t WHERE t.run_id IN (SELECT id FROM gone)) AS task_runs,
-       (SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id IN (SELECT id FROM gone)) AS outbox,
-       (SELECT count(*) FROM task_events e WHERE e.run_id IN (SELECT id FROM gone)) AS task_events`
+       (SELECT count(*) FROM task_runs t WHERE t.run_id = ANY (ARRAY (SELECT id FROM gone))) AS task_runs,
+       (SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id = ANY (ARRAY (SELECT id FROM gone))) AS outbox,
+       (SELECT count(*) FROM task_events e WHERE e.run_id = ANY (ARRAY (SELECT id FROM gone))) AS task_events`
 
 // PruneRequest is one batch of PruneRuns: the settled runs in State (one of
 // SUCCEEDED, FAILED, CANCELLED) whose finished_at is older than Age
@@ -127,12 +130,12 @@ const qPruneOutbox = `
 WITH cand AS (
     SELECT o.id FROM outbox o
      WHERE o.published_at IS NOT NULL AND o.published_at < now() - $1::bigint * interval '1 millisecond'
-       AND NOT EXISTS (SELECT 1 FROM task_runs t WHERE t.id = o.task_run_id AND t.state = 'READY' AND t.fencing_token = o.fencing_token_snapshot)
+       AND (SELECT count(*) FROM task_runs t WHERE t.id = o.task_run_id AND t.state = 'READY' AND t.fencing_token = o.fencing_token_snapshot) = 0
      ORDER BY o.published_at
      LIMIT $2
        FOR UPDATE SKIP LOCKED
 )
-DELETE FROM outbox o USING cand WHERE o.id = cand.id`
+DELETE FROM outbox o WHERE o.id = ANY (ARRAY (SELECT id FROM cand))`
 
 // PruneOutbox deletes one batch of at most limit (0: PruneBatchDefault)
 // published outbox rows whose published_at is older than age (see

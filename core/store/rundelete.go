@@ -73,7 +73,7 @@ SELECT r.id AS run_id, r.state, (` + settledNow + `) AS settled
 
 // settledNow is settledOlder without the age: the run r is settled now.
 const settledNow = `r.finished_at IS NOT NULL AND r.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
-       AND NOT EXISTS (SELECT 1 FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING'))`
+       AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0`
 
 // qDeleteRuns lists the runs $1 (locked and checked settled before), or
 // with $1 NULL up to $5 settled runs in state $3 settled longer than $2 ms
@@ -95,9 +95,9 @@ WITH due AS (
 ), info AS (
     SELECT r.id AS run_id, r.workflow_name, r.workflow_version, r.state, r.created_at, r.finished_at,
            (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS task_runs
-      FROM workflow_runs r JOIN cand ON cand.id = r.id
+      FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand))
 ), gone AS (
-    DELETE FROM workflow_runs r USING cand WHERE r.id = cand.id AND NOT $4::bool RETURNING r.id
+    DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) AND NOT $4::bool RETURNING r.id
 ), audit AS (
     INSERT INTO run_deletions (run_id, workflow_name, workflow_version, state, run_created_at, run_finished_at, actor, reason, task_runs_deleted)
     SELECT i.run_id, i.workflow_name, i.workflow_version, i.state, i.created_at, i.finished_at, $6::text, $7::text, i.task_runs
