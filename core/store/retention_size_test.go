@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
 // qSimulateHour inserts $2 settled runs of workflow $1 that finished
@@ -55,7 +56,10 @@ func TestRetentionKeepsTableSizesFlatUnderADayOfLoad(t *testing.T) {
 		t.Skip("a day of simulated load")
 	}
 	t.Parallel()
-	f := newFixture(t)
+	// A database of its own: VACUUM's horizon is per database, and the
+	// other tests' schemas share theirs.
+	s, url := storetest.Open(t, storetest.NewPrivateDatabase(t))
+	f := &fixture{t: t, ctx: t.Context(), s: s, db: storetest.DB(t, url), url: url}
 	wf := f.apply(pruneOne)
 	const (
 		hours       = 24
