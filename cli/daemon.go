@@ -53,6 +53,7 @@ func daemonFlags(role supervisor.Role) []cli.Flag {
 	flags := commonDaemonFlags(role)
 	if role.Runs(supervisor.RoleScheduler) {
 		flags = append(flags, schedulerFlags()...)
+		flags = append(flags, retentionFlags()...)
 	}
 	if role.Runs(supervisor.RolePublisher) {
 		flags = append(flags, publisherFlags()...)
@@ -179,6 +180,9 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	}
 	if role.Runs(supervisor.RoleScheduler) {
 		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after")}
+		if err := retentionConfig(c, &cfg); err != nil {
+			return cfg, err
+		}
 	}
 	// Failpoints are a testing aid (package failpoint).
 	fps, err := failpoint.Parse(env.env(failpoint.EnvVar))

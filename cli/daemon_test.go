@@ -14,6 +14,7 @@ import (
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
+	"github.com/flowforge/flowforge/daemon/pruner"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
 	"github.com/flowforge/flowforge/daemon/supervisor"
@@ -141,6 +142,8 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"},
 		"shell-env-pass": {"--shell-env-pass", "HTTPS_PROXY"}, "http-deny-private": {"--http-deny-private"}, "lease": {"--lease", "2s"},
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
+		"prune": {"--prune"}, "prune-interval": {"--prune-interval", "30s"}, "retain-succeeded": {"--retain-succeeded", "3d"},
+		"retain-cancelled": {"--retain-cancelled", "1d12h"}, "retain-dead": {"--retain-dead", "30d"}, "retain-outbox": {"--retain-outbox", "6h"},
 	}
 	for _, role := range []string{"all", "scheduler", "publisher", "worker"} {
 		t.Run(role, func(t *testing.T) {
@@ -200,6 +203,11 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 		{"a sweep that busy-loops the database", supervisor.RoleScheduler, []string{"--sweep-interval", "1ns"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: time.Nanosecond} }},
 		{"a sweep that stalls retries and reaping", supervisor.RoleAll, []string{"--sweep-interval", "1000h"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: 1000 * time.Hour} }},
 		{"a poll that busy-loops the database", supervisor.RolePublisher, []string{"--poll-interval", "1ms"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{PollInterval: time.Millisecond} }},
+		{"a retention age below the minimum", supervisor.RoleScheduler, []string{"--retain-succeeded", "30s"}, func(c *supervisor.Config) { c.Pruner = pruner.Config{RetainSucceeded: 30 * time.Second} }},
+		{"a retention age past the maximum", supervisor.RoleAll, []string{"--retain-cancelled", "4000d"}, func(c *supervisor.Config) { c.Pruner = pruner.Config{RetainCancelled: 4000 * 24 * time.Hour} }},
+		{"a retain-dead below the minimum", supervisor.RoleScheduler, []string{"--retain-dead", "1s"}, func(c *supervisor.Config) { c.Pruner = pruner.Config{RetainDead: time.Second} }},
+		{"an outbox age below the minimum", supervisor.RoleScheduler, []string{"--retain-outbox", "10s"}, func(c *supervisor.Config) { c.Pruner = pruner.Config{RetainOutbox: 10 * time.Second} }},
+		{"a prune interval that busy-loops the database", supervisor.RoleScheduler, []string{"--prune-interval", "1ms"}, func(c *supervisor.Config) { c.Pruner = pruner.Config{Interval: time.Millisecond} }},
 		{"no broker", supervisor.RoleWorker, []string{"--amqp-url", ""}, func(c *supervisor.Config) { c.Broker.URLs = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,8 +24,8 @@ func runCommand(env *Env) *cli.Command {
 	}
 	return &cli.Command{
 		Name:      "run",
-		Usage:     "trigger, list, show, wait for and cancel workflow runs",
-		UsageText: "ffctl run trigger|list|show|wait|cancel [command options] [arguments...]\n\nExample:\n  id=$(ffctl run trigger nightly-report --param date=2026-11-30)\n  ffctl run wait \"$id\" --timeout 10m",
+		Usage:     "trigger, list, show, wait for, cancel and delete workflow runs",
+		UsageText: "ffctl run trigger|list|show|wait|cancel|delete [command options] [arguments...]\n\nExample:\n  id=$(ffctl run trigger nightly-report --param date=2026-11-30)\n  ffctl run wait \"$id\" --timeout 10m",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "trigger",
@@ -101,6 +101,7 @@ func runCommand(env *Env) *cli.Command {
 				Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
 				Action: func(c *cli.Context) error { return runCancel(c, env) },
 			},
+			runDeleteCommand(env),
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
+	"github.com/flowforge/flowforge/daemon/pruner"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
 	"github.com/flowforge/flowforge/daemon/worker"
@@ -98,6 +99,10 @@ type Config struct {
 	HealthFallback bool
 
 	Scheduler scheduler.Config
+	// Pruner is the retention pruner run beside the scheduler (its Store,
+	// Logger and Metrics are the process's); NoPrune runs none.
+	Pruner    pruner.Config
+	NoPrune   bool
 	Publisher publisher.Config
 	// Worker's Registry receives the built-in handlers (nil: a new one).
 	Worker   worker.Config
@@ -152,6 +157,9 @@ func (c Config) Validate() error {
 func (c Config) validateDaemons() error {
 	if c.Role.Runs(RoleScheduler) {
 		if err := c.Scheduler.Validate(); err != nil {
+			return err
+		}
+		if err := c.Pruner.Validate(); err != nil && !c.NoPrune {
 			return err
 		}
 	}

@@ -1,5 +1,7 @@
 // Package supervisor runs one FlowForge daemon process: the scheduler, the
-// publisher, the worker, or all three (Config.Role), with the health
+// publisher, the worker, or all three (Config.Role; the scheduler's roles
+// also run the retention pruner, package pruner, unless Config.NoPrune),
+// with the health
 // server, the dependency watcher, the xmin-horizon watcher (package
 // dbhealth) and the presence heartbeat around them. ffctl's `daemon`
 // commands map their flags to a Config and call Run; a custom binary can do

@@ -16,6 +16,7 @@ import (
 	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/health"
 	"github.com/flowforge/flowforge/daemon/metrics"
+	"github.com/flowforge/flowforge/daemon/pruner"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
 	"github.com/flowforge/flowforge/daemon/worker"
@@ -165,6 +166,22 @@ func (p *process) buildScheduler(st *store.Store) error {
 	}
 	p.hs.AddLiveness("scheduler", s.Live)
 	p.runners = append(p.runners, runner{"scheduler", s.Run})
+	return p.buildPruner(st)
+}
+
+// buildPruner makes the retention pruner that runs beside the scheduler
+// (none with NoPrune).
+func (p *process) buildPruner(st *store.Store) error {
+	if p.cfg.NoPrune {
+		return nil
+	}
+	cfg := p.cfg.Pruner
+	cfg.Store, cfg.Logger, cfg.Metrics = st, p.log, p.m
+	pr, err := pruner.New(cfg)
+	if err != nil {
+		return err
+	}
+	p.runners = append(p.runners, runner{"pruner", pr.Run})
 	return nil
 }
 

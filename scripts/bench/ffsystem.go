@@ -19,6 +19,10 @@ type ffSystem struct {
 	histFrom  *ffSystem
 	histReady bool
 	setupDone chan struct{} // closed when setup has returned
+	// ffdash (the current tree only) times the dashboard's refresh;
+	// pruneStats is what W7's pruning of its template took.
+	ffdash     string
+	pruneStats map[string]float64
 }
 
 func (s *ffSystem) key() string { return s.sysKey }
@@ -55,6 +59,12 @@ func (s *ffSystem) build(ctx context.Context) error {
 	}
 	b.Commit = commit
 	s.ff = newFlowForge(b, s.env)
+	if s.commit == "" && s.env.plan.wants(s.sysKey, "W7") {
+		dash := filepath.Join(s.env.repo, "scripts", "bench", "ffdash", "main.go")
+		if s.ffdash, err = buildDash(ctx, tree, dash, filepath.Join(s.env.workDir, "bin-"+s.sysKey)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -70,6 +80,13 @@ func (s *ffSystem) setup(ctx context.Context) error {
 	}
 	if err := s.ff.setup(ctx); err != nil {
 		return err
+	}
+	if s.commit == "" && s.env.plan.wants(s.sysKey, "W7") {
+		st, err := s.ff.buildPruned(ctx, s.env.plan.Pruned)
+		if err != nil {
+			return err
+		}
+		s.pruneStats = st
 	}
 	if !s.env.plan.wants(s.sysKey, "W5") {
 		return nil
@@ -112,7 +129,19 @@ func (s *ffSystem) jobs() []job {
 		job{System: s.sysKey, Workload: "W5", Variant: "buffers", FirstRoundOnly: true, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.buffersCheck(ctx, mode, p.BufferRuns)
 		}},
-	), s.triggerJobs()...)
+	), append(s.triggerJobs(), s.retentionJobs()...)...)
+}
+
+// retentionJobs is W7 (the current tree only: the earlier one has no
+// pruner).
+func (s *ffSystem) retentionJobs() []job {
+	if s.commit != "" {
+		return nil
+	}
+	p := s.env.plan
+	return []job{{System: s.sysKey, Workload: "W7", Variant: varPruned, run: func(ctx context.Context, _ int) (sample, error) {
+		return s.ff.afterPruning(ctx, p.FFMode, p.Continuous, s.ffdash, s.pruneStats)
+	}}}
 }
 
 // burnDown runs W1 with the layout's backlog, sized to drain long enough.

@@ -19,9 +19,11 @@ type plan struct {
 	ChainRuns  int           `json:"w3_runs"`
 	// History is W5's finished task runs; BufferRuns the serial runs of
 	// the buffers check.
-	History    int           `json:"w5_history"`
-	BufferRuns int           `json:"w5_buffer_check_runs"`
-	Ceiling    time.Duration `json:"ceiling_ns"`
+	History    int `json:"w5_history"`
+	BufferRuns int `json:"w5_buffer_check_runs"`
+	// Pruned is W7's backdated finished task runs, pruned before it runs.
+	Pruned  int           `json:"w7_pruned"`
+	Ceiling time.Duration `json:"ceiling_ns"`
 	// FFMode is the daemon layout of FlowForge's W2–W5 ("all" or
 	// "separate"); W1 runs both.
 	FFMode string   `json:"ff_mode"`
@@ -35,18 +37,18 @@ func planFor(quick bool) plan {
 			W1N:        map[string]int{sysFF: 1000, sysFFBefore: 1000, sysRiver: 20000, sysCelery: 1000},
 			MaxN:       20000,
 			Continuous: 2 * time.Second, ChainRuns: 5,
-			History: 10_000, BufferRuns: 10, Ceiling: 2 * time.Second, FFMode: "all"}
+			History: 10_000, BufferRuns: 10, Pruned: 200_000, Ceiling: 2 * time.Second, FFMode: "all"}
 	}
 	return plan{Rounds: 3,
 		W1N:        map[string]int{sysFF: 3000, sysFFBefore: 3000, sysRiver: 150000, sysCelery: 8000},
 		MinDrain:   10 * time.Second,
 		MaxN:       1_000_000,
 		Continuous: 20 * time.Second, ChainRuns: 30,
-		History: 1_000_000, BufferRuns: 50, Ceiling: 5 * time.Second, FFMode: "all"}
+		History: 1_000_000, BufferRuns: 50, Pruned: 2_000_000, Ceiling: 5 * time.Second, FFMode: "all"}
 }
 
 // wants reports whether -only lets system/workload run: entries that name
-// a workload (W1…W5, C for the ceilings) filter workloads, the others
+// a workload (W1…W7, C for the ceilings) filter workloads, the others
 // systems; an empty filter lets everything run.
 func (p plan) wants(system, workload string) bool {
 	var systems, workloads []string
@@ -94,7 +96,7 @@ func (p plan) burnDownSized(n *int, run func(n int) (sample, error)) (sample, er
 
 // wantsSystem reports whether -only lets any workload of system run.
 func (p plan) wantsSystem(system string) bool {
-	for _, w := range []string{"W1", "W2", "W3", "W4", "W5", "W6", "C"} {
+	for _, w := range []string{"W1", "W2", "W3", "W4", "W5", "W6", "W7", "C"} {
 		if p.wants(system, w) {
 			return true
 		}

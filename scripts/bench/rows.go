@@ -91,7 +91,7 @@ func tableRows(p plan) []rowSpec {
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
 	}
-	return append(append(rows, dagRows(p)...), triggerRows()...)
+	return append(append(append(rows, dagRows(p)...), triggerRows()...), retentionRows(p)...)
 }
 
 func dagRows(p plan) []rowSpec {
@@ -137,6 +137,7 @@ func methodNotes(p plan) []string {
 		"W1: the backlog is created before any consumer runs; the clock runs from starting the consumers to the last completion's commit. FlowForge has no bulk trigger: its backlog is created by 8 concurrent store.Trigger calls (not timed).",
 		fmt.Sprintf("W4: core.MaxTasks (1000) caps a workflow, so the fan-out is %d tasks and a join. River has no DAG: a chain step completes its job and inserts the next in one transaction (JobCompleteTx); the fan-out's join is inserted by the last of the %d jobs to finish (a counter row updated in the completing transaction).", fanWidth, fanWidth),
 		"W5: W2 on a clone (CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY) of a database holding the history; the buffers rows compare shared_blks_hit+read per call of every statement of a fixed serial workload (single-task runs one at a time) on a fresh clone and on the history clone: the worst ratio and the largest growth. A few buffers more per call is each B-tree one level deeper (logarithmic); a statement that scanned history would touch thousands more.",
+		"W7: W2 and the dashboard refresh (the reads of ffctl tui, 200 times) on a clone of a database whose backdated history (2,000,000 finished runs; quick: 200,000) the pruner deleted, then VACUUM ANALYZE (not FULL), against a clone of a fresh database, alternated three times; ratios of the medians, pruned ÷ fresh.",
 		"W2/W5: 8 closed loops, each waiting for its trigger (FlowForge store.Trigger, River InsertTx + commit) to commit, never for the run; runs/s and percentiles are of the runs triggered and completed inside the window (a backlog left at its end is not waited for). A system slower than its triggerers queues, and its latency is then mostly queueing.",
 		"W5 history: 1,000,000 copies of a real finished run (all its rows: run, task run, events, outbox row), spread over the last 20 h, built once with the before column's build and migrated with the current ffctl for the current column (both leave the same 10 rows per run); River's is 1,000,000 completed jobs over the same 20 h (inside its 24 h retention, so its cleaner stays idle).",
 		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default.",
