@@ -83,9 +83,12 @@ func ParseCatchup(s string) (Catchup, error) {
 var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // Spec is a parsed cron expression in a time zone. Its times are in the
-// zone's time.Location; the library applies the zone's DST rules (a wall
-// time that does not exist on a spring-forward day is skipped, one that
-// occurs twice on a fall-back day fires once, at its first occurrence).
+// zone's time.Location; the library applies the zone's DST rules: a wall
+// time that does not exist on a spring-forward day does not fire that day
+// (a daily 02:30 in Europe/Berlin skips the last Sunday of March), and one
+// that occurs twice on a fall-back day fires at both occurrences (that
+// daily 02:30 fires at 00:30 and 01:30 UTC on the last Sunday of
+// October), as an hourly expression fires each real hour.
 type Spec struct {
 	expr  string
 	loc   *time.Location
@@ -210,7 +213,8 @@ type Window struct {
 type Decision struct {
 	// Fire is the ticks to fire now, oldest first.
 	Fire []time.Time
-	// Missed counts the missed ticks the policy dropped.
+	// Missed counts the missed ticks the policy dropped (those older
+	// than every window: up to 100000).
 	Missed int
 	// Through is the new last-fired point: every tick at or before it is
 	// decided (fired, or dropped by the policy). Through equals the
@@ -221,6 +225,10 @@ type Decision struct {
 // MaxTicksPerPass bounds the ticks Due fires for one schedule: a catch-up
 // of more fires them over several passes.
 const MaxTicksPerPass = 100
+
+// maxCounted bounds the missed ticks Due counts beyond every window (a
+// schedule that fires each second and missed a year).
+const maxCounted = 100_000
 
 // Due decides the ticks of w to fire at now (the database's clock). A
 // tick t is due when t+Jitter(t) <= now; it is on time when that was at
@@ -235,7 +243,21 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 	// enumerated (a schedule that fires each second and missed a year).
 	floor := now.Add(-max(grace, w.CatchupWindow) - w.Jitter - time.Second)
 	from := w.After
-	if from.Before(floor) {
+	// Ticks in (After, floor] are missed and out of any window: counted
+	// (up to maxCounted), never fired.
+	skipped, through := 0, w.After
+	if every, ok := w.Spec.sched.(cron.ConstantDelaySchedule); ok && from.Before(floor) {
+		// "@every d" counts from the last-fired point: jump whole
+		// periods, to stay on its grid.
+		n := int(floor.Sub(from) / every.Delay)
+		skipped, from = n, from.Add(time.Duration(n)*every.Delay)
+		if n > 0 {
+			through = from
+		}
+	} else if from.Before(floor) {
+		for t := w.Spec.Next(from); !t.IsZero() && !t.After(floor) && skipped < maxCounted; t = w.Spec.Next(t) {
+			skipped, through = skipped+1, t
+		}
 		from = floor
 	}
 	var missed, onTime []time.Time
@@ -270,7 +292,7 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 		}
 	}
 	fire = append(fire, onTime...)
-	d := Decision{Fire: fire, Through: w.After}
+	d := Decision{Fire: fire, Through: through, Missed: skipped}
 	all := append(missed, onTime...)
 	if len(all) > 0 {
 		d.Through = all[len(all)-1]
