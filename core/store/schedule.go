@@ -475,12 +475,16 @@ func (s *Store) setPaused(ctx context.Context, name string, paused bool, actor, 
 }
 
 // DeleteSchedule deletes schedule name and its ticks (the runs stay; the
-// audit row outlives it). Errors: core.ErrBadReason, ErrNotFound.
+// audit row outlives it). Errors: core.ErrBadReason, ErrNotFound,
+// ErrConflict when a workflow file declares it (it is removed there).
 func (s *Store) DeleteSchedule(ctx context.Context, name, actor, reason string) error {
 	if err := core.ValidateReason(reason); err != nil {
 		return fmt.Errorf("delete schedule %q: %w", name, err)
 	}
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := refuseFileOwned(ctx, tx, name); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM schedules WHERE name = $1`, name)
 		if err != nil {
 			return fmt.Errorf("delete schedule %q: %w", name, err)
