@@ -42,7 +42,8 @@ type fakeSource struct {
 	reasons  []string
 	cancels  []uuid.UUID
 	flows    []store.WorkflowSummary
-	triggers []string // "workflow params"
+	triggers []string       // "workflow params"
+	sched    *fakeSchedules // the Schedules screen's world (schedules_test.go), made on first use
 }
 
 func (f *fakeSource) fail() error {

@@ -39,6 +39,8 @@ type Source interface {
 	// Trigger starts a run of the workflow's newest version with params (a
 	// JSON object, nil for none), as `ffctl run trigger` does.
 	Trigger(ctx context.Context, workflow string, params json.RawMessage) (uuid.UUID, error)
+	// ScheduleSource: the Schedules screen (tui/schedules.go).
+	ScheduleSource
 }
 
 // WorkflowsData feeds the Workflows screen.
