@@ -141,6 +141,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"},
 		"shell-env-pass": {"--shell-env-pass", "HTTPS_PROXY"}, "http-deny-private": {"--http-deny-private"}, "lease": {"--lease", "2s"},
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
+		"misfire-grace": {"--misfire-grace", "2m"},
 	}
 	for _, role := range []string{"all", "scheduler", "publisher", "worker"} {
 		t.Run(role, func(t *testing.T) {

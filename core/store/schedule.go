@@ -148,6 +148,16 @@ func badSchedule(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{schedule.ErrBadSchedule}, args...)...)
 }
 
+// ValidateScheduleSpec checks spec as CreateSchedule does, writing nothing
+// and without the database (the workflow's existence and its task keys are
+// not checked): a CLI refuses bad input with it before it connects.
+// Errors wrap schedule.ErrBadSchedule or core.ErrBadParams (see
+// CreateSchedule).
+func ValidateScheduleSpec(spec ScheduleSpec) error {
+	_, err := validateSchedule(spec)
+	return err
+}
+
 // validateSchedule checks spec's fields, writing nothing (the workflow's
 // existence and the params against its tasks are checked by the caller).
 // Errors wrap schedule.ErrBadSchedule, or core.ErrBadParams for params.
