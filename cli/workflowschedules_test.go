@@ -216,6 +216,14 @@ func TestFileOwnedScheduleIsPausedButNotDeletedByHand(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.apply(etlFile)
+	before, events := h.scheduleRows()
+	r := h.ff("schedule", "delete", "etl-nightly", "--reason", "cleanup")
+	expect(t, r, 1, `schedule "etl-nightly" is declared in the workflow file of etl; remove it there`)
+	if after, n := h.scheduleRows(); len(after) != len(before) || n != events {
+		t.Fatalf("the refused ffctl schedule delete wrote: %v (%d events)", after, n)
+	}
+	expectOut(t, h.ff("schedule", "pause", "etl-hourly", "--reason", "maintenance"))
+	expectOut(t, h.ff("schedule", "resume", "etl-hourly", "--reason", "done"))
 	err := h.s.DeleteSchedule(h.ctx, "etl-nightly", "ops", "cleanup")
 	if !errors.Is(err, store.ErrConflict) || err.Error() != `conflict: schedule "etl-nightly" is declared in the workflow file of etl; remove it there` {
 		t.Fatalf("delete of a file-owned schedule: %v", err)
