@@ -55,6 +55,9 @@ type ScheduleData struct {
 	Schedule store.Schedule
 }
 
+// scheduleGone is the detail's read of a schedule that no longer exists.
+type scheduleGone struct{ name string }
+
 // Schedules reads the clock and the schedules (bounded).
 func (s *StoreSource) Schedules(ctx context.Context) (SchedulesData, error) {
 	now, err := s.Store.Now(ctx)
@@ -127,6 +130,7 @@ type schedulesModel struct {
 	name    string
 	detail  ScheduleData
 	dloaded bool
+	gone    bool // the shown schedule no longer exists
 	ticks   table
 
 	prompt  prompt
@@ -174,7 +178,13 @@ func (m *schedulesModel) title() string { return "Schedules" }
 
 func (m *schedulesModel) fetcher() fetchFunc {
 	if name := m.name; name != "" {
-		return func(ctx context.Context, src Source) (any, error) { return src.Schedule(ctx, name) }
+		return func(ctx context.Context, src Source) (any, error) {
+			d, err := src.Schedule(ctx, name)
+			if errors.Is(err, store.ErrNotFound) {
+				return scheduleGone{name: name}, nil
+			}
+			return d, err
+		}
 	}
 	return func(ctx context.Context, src Source) (any, error) { return src.Schedules(ctx) }
 }
@@ -234,11 +244,15 @@ func (m *schedulesModel) setData(data any) {
 			rows = append(rows, r)
 		}
 		m.tbl.setRows(rows)
+	case scheduleGone:
+		if d.name == m.name {
+			m.gone, m.dloaded = true, true
+		}
 	case ScheduleData:
 		if d.Schedule.Name != m.name {
 			return
 		}
-		m.detail, m.dloaded = d, true
+		m.detail, m.dloaded, m.gone = d, true, false
 		rows := make([]row, 0, len(d.Schedule.Ticks))
 		loc, _ := schedule.Location(d.Schedule.Timezone)
 		if loc == nil {
@@ -300,7 +314,7 @@ func (m *schedulesModel) capturing() bool { return m.prompt.active }
 // under the cursor; with whether it is paused.
 func (m *schedulesModel) target() (string, bool, bool) {
 	if m.name != "" {
-		return m.name, m.dloaded && m.detail.Schedule.Paused, true
+		return m.name, m.dloaded && m.detail.Schedule.Paused, m.dloaded && !m.gone
 	}
 	r, ok := m.tbl.selected()
 	if !ok {
@@ -426,6 +440,10 @@ func (m *schedulesModel) detailView(width, height int) string {
 	th := m.c.theme
 	if !m.dloaded {
 		return th.dim.Render("schedule " + core.TerminalText(m.name) + ": loading…")
+	}
+	if m.gone {
+		return th.warn.Render("schedule "+core.TerminalText(m.name)+" no longer exists (deleted, or removed from its workflow file)") + "\n" +
+			th.dim.Render("esc goes back to the list")
 	}
 	d := m.detail
 	sc := d.Schedule

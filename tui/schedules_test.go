@@ -188,6 +188,25 @@ func TestSchedulesScreenListsAndShowsADetail(t *testing.T) {
 	if v := h.view(); !strings.Contains(v, "3 schedules") {
 		t.Fatalf("esc did not return to the list:\n%s", v)
 	}
+	// A schedule deleted while shown: the detail says so (not a failed
+	// refresh), offers no action, and esc goes back.
+	h.keys("enter")
+	f.mu.Lock()
+	f.sched.list = append(f.sched.list[:1], f.sched.list[2:]...) // nightly-report, under the cursor
+	f.mu.Unlock()
+	h.send(refreshMsg{})
+	v = h.view()
+	if !strings.Contains(v, "schedule nightly-report no longer exists (deleted, or removed from its workflow file)") || strings.Contains(v, "refresh failed") {
+		t.Fatalf("detail of a deleted schedule:\n%s", v)
+	}
+	h.keys("p")
+	if h.m.screens[scrSchedules].capturing() {
+		t.Fatal("p on a deleted schedule opened the prompt")
+	}
+	h.keys("esc")
+	if v := h.view(); !strings.Contains(v, "2 schedules") {
+		t.Fatalf("esc from a deleted schedule:\n%s", v)
+	}
 }
 
 // TestSchedulesScreenActionsAskForAReason: p, r and t each ask for a
