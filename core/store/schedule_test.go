@@ -67,11 +67,11 @@ func (f *fixture) fire() store.FireResult {
 	return res
 }
 
-// ticks returns the schedule's cron ticks, oldest first.
+// ticks returns the schedule's ticks (manual ones too), oldest first.
 func (f *fixture) ticks(name string) []store.Tick {
 	f.t.Helper()
 	rows, err := f.db.QueryContext(f.ctx, `SELECT t.scheduled_at, t.outcome, t.run_id, COALESCE(t.reason, '') FROM schedule_ticks t
-	  JOIN schedules s ON s.id = t.schedule_id WHERE s.name = $1 AND NOT t.manual ORDER BY t.scheduled_at, t.id`, name)
+	  JOIN schedules s ON s.id = t.schedule_id WHERE s.name = $1 ORDER BY t.scheduled_at, t.id`, name)
 	if err != nil {
 		f.t.Fatal(err)
 	}
