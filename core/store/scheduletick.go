@@ -49,7 +49,8 @@ type FireResult struct {
 	Ticks []FiredTick
 	// Missed counts the missed ticks the catch-up policies dropped.
 	Missed int
-	// Now is the database clock the pass decided on.
+	// Now is the database clock the pass decided on (zero when no
+	// schedule is unpaused: nothing was decided).
 	Now time.Time
 	// NextAt is the earliest next fire time (with its jitter) of the
 	// unpaused schedules after Now; zero when none has one.
@@ -94,9 +95,7 @@ func (s *Store) FireDueTicks(ctx context.Context, req FireRequest) (FireResult, 
 	}
 	var res FireResult
 	if len(rows) == 0 {
-		now, err := s.Now(ctx)
-		res.Now = now
-		return res, err
+		return res, nil
 	}
 	res.Now = rows[0].Now
 	for _, r := range rows {
