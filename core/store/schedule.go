@@ -558,8 +558,14 @@ type lockedSchedule struct {
 }
 
 func lockSchedule(ctx context.Context, tx *sqlx.Tx, name string) (lockedSchedule, bool, error) {
+	return lockScheduleWhere(ctx, tx, "name = $1", name, name)
+}
+
+// lockScheduleWhere locks the schedule where says ($1 is arg); name names
+// it in errors.
+func lockScheduleWhere(ctx context.Context, tx *sqlx.Tx, where string, arg any, name string) (lockedSchedule, bool, error) {
 	var sc lockedSchedule
-	err := tx.GetContext(ctx, &sc, `SELECT id, name, workflow_name, params, overlap, paused FROM schedules WHERE name = $1 FOR NO KEY UPDATE`, name)
+	err := tx.GetContext(ctx, &sc, `SELECT id, name, workflow_name, params, overlap, paused FROM schedules WHERE `+where+` FOR NO KEY UPDATE`, arg)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sc, false, nil
 	}

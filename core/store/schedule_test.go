@@ -461,3 +461,31 @@ func TestListSchedules(t *testing.T) {
 		t.Fatalf("b: %+v", b)
 	}
 }
+
+func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.backdate("s", 15*time.Second)
+	if res := f.fire(); len(res.Ticks) < 15 {
+		t.Fatalf("%d ticks fired, want at least 15", len(res.Ticks))
+	}
+	sc, err := f.s.GetSchedule(f.ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Ticks) != store.ScheduleTicksShown {
+		t.Fatalf("%d ticks shown, want %d", len(sc.Ticks), store.ScheduleTicksShown)
+	}
+	for i := 1; i < len(sc.Ticks); i++ {
+		if !sc.Ticks[i].ScheduledAt.Before(sc.Ticks[i-1].ScheduledAt) || sc.Ticks[i].RunState != "PENDING" {
+			t.Fatalf("tick %d: %+v after %+v", i, sc.Ticks[i], sc.Ticks[i-1])
+		}
+	}
+	if _, err := f.s.TriggerScheduleNow(f.ctx, "nope", "tester", "why"); err == nil || err.Error() != `schedule "nope": not found` {
+		t.Fatalf("trigger-now of an unknown schedule: %v", err)
+	}
+	if err := f.s.PauseSchedule(f.ctx, "nope", "tester", "why"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("pause of an unknown schedule: %v", err)
+	}
+}
