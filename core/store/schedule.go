@@ -550,7 +550,8 @@ RETURNING id, scheduled_at, fired_at, manual, outcome, actor, reason`, sc.ID, ac
 }
 
 // lockedSchedule is what a tick's transaction reads of its schedule,
-// under the row's lock.
+// under the row's lock (FOR NO KEY UPDATE: the tick transactions of a
+// schedule take turns, and a pause waits for the tick in flight).
 type lockedSchedule struct {
 	ID       int64  `db:"id"`
 	Name     string `db:"name"`
@@ -561,8 +562,14 @@ type lockedSchedule struct {
 }
 
 func lockSchedule(ctx context.Context, tx *sqlx.Tx, name string) (lockedSchedule, bool, error) {
+	return lockScheduleWhere(ctx, tx, "name = $1", name, name)
+}
+
+// lockScheduleWhere locks the schedule where says ($1 is arg); name names
+// it in errors.
+func lockScheduleWhere(ctx context.Context, tx *sqlx.Tx, where string, arg any, name string) (lockedSchedule, bool, error) {
 	var sc lockedSchedule
-	err := tx.GetContext(ctx, &sc, `SELECT id, name, workflow_name, params, overlap, paused FROM schedules WHERE name = $1 FOR UPDATE`, name)
+	err := tx.GetContext(ctx, &sc, `SELECT id, name, workflow_name, params, overlap, paused FROM schedules WHERE `+where+` FOR NO KEY UPDATE`, arg)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sc, false, nil
 	}

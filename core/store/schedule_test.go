@@ -67,11 +67,11 @@ func (f *fixture) fire() store.FireResult {
 	return res
 }
 
-// ticks returns the schedule's cron ticks, oldest first.
+// ticks returns the schedule's ticks (manual ones too), oldest first.
 func (f *fixture) ticks(name string) []store.Tick {
 	f.t.Helper()
 	rows, err := f.db.QueryContext(f.ctx, `SELECT t.scheduled_at, t.outcome, t.run_id, COALESCE(t.reason, '') FROM schedule_ticks t
-	  JOIN schedules s ON s.id = t.schedule_id WHERE s.name = $1 AND NOT t.manual ORDER BY t.scheduled_at, t.id`, name)
+	  JOIN schedules s ON s.id = t.schedule_id WHERE s.name = $1 ORDER BY t.scheduled_at, t.id`, name)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -459,5 +459,33 @@ func TestListSchedules(t *testing.T) {
 	}
 	if b.Timezone != "Europe/Berlin" || len(b.Ticks) != 1 || b.Ticks[0].Outcome != store.TickFired {
 		t.Fatalf("b: %+v", b)
+	}
+}
+
+func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.backdate("s", 15*time.Second)
+	if res := f.fire(); len(res.Ticks) < 15 {
+		t.Fatalf("%d ticks fired, want at least 15", len(res.Ticks))
+	}
+	sc, err := f.s.GetSchedule(f.ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Ticks) != store.ScheduleTicksShown {
+		t.Fatalf("%d ticks shown, want %d", len(sc.Ticks), store.ScheduleTicksShown)
+	}
+	for i := 1; i < len(sc.Ticks); i++ {
+		if !sc.Ticks[i].ScheduledAt.Before(sc.Ticks[i-1].ScheduledAt) || sc.Ticks[i].RunState != "PENDING" {
+			t.Fatalf("tick %d: %+v after %+v", i, sc.Ticks[i], sc.Ticks[i-1])
+		}
+	}
+	if _, err := f.s.TriggerScheduleNow(f.ctx, "nope", "tester", "why"); err == nil || err.Error() != `schedule "nope": not found` {
+		t.Fatalf("trigger-now of an unknown schedule: %v", err)
+	}
+	if err := f.s.PauseSchedule(f.ctx, "nope", "tester", "why"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("pause of an unknown schedule: %v", err)
 	}
 }

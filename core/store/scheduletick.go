@@ -49,7 +49,8 @@ type FireResult struct {
 	Ticks []FiredTick
 	// Missed counts the missed ticks the catch-up policies dropped.
 	Missed int
-	// Now is the database clock the pass decided on.
+	// Now is the database clock the pass decided on (zero when no
+	// schedule is unpaused: nothing was decided).
 	Now time.Time
 	// NextAt is the earliest next fire time (with its jitter) of the
 	// unpaused schedules after Now; zero when none has one.
@@ -94,9 +95,7 @@ func (s *Store) FireDueTicks(ctx context.Context, req FireRequest) (FireResult, 
 	}
 	var res FireResult
 	if len(rows) == 0 {
-		now, err := s.Now(ctx)
-		res.Now = now
-		return res, err
+		return res, nil
 	}
 	res.Now = rows[0].Now
 	for _, r := range rows {
@@ -114,7 +113,7 @@ func (s *Store) FireDueTicks(ctx context.Context, req FireRequest) (FireResult, 
 		}
 		d := schedule.Due(w, res.Now, req.Grace)
 		for _, t := range d.Fire {
-			ft, ok, err := s.fireTick(ctx, r.Name, t, req)
+			ft, ok, err := s.fireTick(ctx, r.ID, r.Name, t, req)
 			if err != nil {
 				return res, err
 			}
@@ -160,7 +159,7 @@ SELECT r.id, r.state, r.cancel_requested_at IS NOT NULL AS cancelling
  WHERE t.schedule_id = $1 AND t.id <> $2 AND r.state IN ('PENDING', 'RUNNING')
  ORDER BY t.id DESC`
 
-// fireTick fires the tick of schedule name at t in ONE transaction: it
+// fireTick fires the tick of schedule id (name) at t in ONE transaction: it
 // locks the schedule row (gone or paused: nothing), claims the tick row
 // (taken: nothing, ok false), applies the overlap policy (skip: the tick is
 // recorded skipped while a previous run is open; cancel-previous: the open
@@ -169,11 +168,13 @@ SELECT r.id, r.state, r.cancel_requested_at IS NOT NULL AS cancelling
 // workflow: the tick is recorded dropped; a refused trigger: failed), and
 // moves the schedule's last-fired point to t. A crash before the commit
 // leaves nothing: the next pass (of any scheduler) fires the tick.
-func (s *Store) fireTick(ctx context.Context, name string, t time.Time, req FireRequest) (FiredTick, bool, error) {
+func (s *Store) fireTick(ctx context.Context, id int64, name string, t time.Time, req FireRequest) (FiredTick, bool, error) {
 	ft := FiredTick{Schedule: name, ScheduledAt: t}
 	ok := false
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		sc, found, err := lockSchedule(ctx, tx, name)
+		// By id: a schedule deleted and created again under its name
+		// meanwhile is another schedule, whose ticks begin after it.
+		sc, found, err := lockScheduleWhere(ctx, tx, "id = $1", id, name)
 		if err != nil || !found || sc.Paused {
 			return err
 		}
