@@ -83,6 +83,7 @@ func commonDaemonFlags(role supervisor.Role) []cli.Flag {
 func schedulerFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "redispatch-after", Usage: "scheduler: dispatch a READY task again when no worker claimed it this long after its dispatch was confirmed (a lost message)", Value: scheduler.RedispatchAfterDefault, EnvVars: []string{"FLOWFORGE_REDISPATCH_AFTER"}},
+		&cli.DurationFlag{Name: "misfire-grace", Usage: "scheduler: a schedule tick due longer ago than this was missed (no scheduler ran) and follows its schedule's catch-up policy", Value: store.MisfireGraceDefault, EnvVars: []string{"FLOWFORGE_MISFIRE_GRACE"}},
 		&cli.DurationFlag{Name: "sweep-interval", Usage: "scheduler: period of the sweep that runs without a notification (reaps, redispatches, advances runs with retries due, promotable tasks or nothing active left)", Value: scheduler.SweepIntervalDefault, EnvVars: []string{"FLOWFORGE_SWEEP_INTERVAL"}},
 		&cli.DurationFlag{Name: "full-sweep-interval", Usage: "scheduler: period of the full pass over every open run, the safety net behind notifications and the sweep (at least --sweep-interval; default " + scheduler.FullSweepIntervalDefault.String() + ", or --sweep-interval when that is longer)", EnvVars: []string{"FLOWFORGE_FULL_SWEEP_INTERVAL"}},
 	}
@@ -179,7 +180,8 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		cfg.HealthAddr = role.HealthAddrDefault()
 	}
 	if role.Runs(supervisor.RoleScheduler) {
-		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after")}
+		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after"),
+			MisfireGrace: c.Duration("misfire-grace")}
 		if err := retentionConfig(c, &cfg); err != nil {
 			return cfg, err
 		}
@@ -189,6 +191,7 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if err != nil {
 		return cfg, usageError("%s: %v", failpoint.EnvVar, err)
 	}
+	cfg.Scheduler.Failpoints = fps
 	if role.Runs(supervisor.RolePublisher) {
 		cfg.Publisher = publisher.Config{PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Failpoints: fps}
 	}

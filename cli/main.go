@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -60,7 +61,7 @@ func exitCode(err error) int {
 	case isLibraryExit(err):
 		// urfave/cli's own exits ("No help topic for 'x'") are usage errors.
 		return ExitBadUsage
-	case errors.Is(err, core.ErrBadParams), errors.Is(err, core.ErrBadWorkflow):
+	case errors.Is(err, core.ErrBadParams), errors.Is(err, core.ErrBadWorkflow), errors.Is(err, schedule.ErrBadSchedule):
 		return ExitBadUsage
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict):
 		return ExitFailed
@@ -293,6 +294,7 @@ func NewApp(env *Env) *cli.App {
 			daemonCommand(env),
 			workflowCommand(env),
 			runCommand(env),
+			scheduleCommand(env),
 			taskCommand(env),
 			deadCommand(env),
 			outboxCommand(env),

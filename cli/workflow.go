@@ -34,7 +34,11 @@ func workflowCommand(env *Env) *cli.Command {
 					"noop, sleep, fail, shell, http); an unchanged definition is a no-op, a changed one\n" +
 					"becomes the next version. A handler that no worker seen in the last 10 minutes\n" +
 					"registers is a warning on standard error naming the handlers they do register\n" +
-					"(--strict: an error, exit 1, nothing stored).\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
+					"(--strict: an error, exit 1, nothing stored).\n\n" +
+					"The file's optional schedules: list (name, cron, timezone, params, overlap, catchup,\n" +
+					"catchup_window, jitter) is applied in the same transaction: the file owns them; entries\n" +
+					"are created or updated, those no longer in the file deleted; a name held by an\n" +
+					"ffctl schedule create schedule or another workflow's file is refused (exit 1, nothing stored).\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON, required); - reads standard input"},
 					&cli.BoolFlag{Name: "strict", Usage: "refuse (exit 1, nothing stored) a handler no live worker registers"},
@@ -109,8 +113,13 @@ func workflowApply(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	def, err := core.ParseDefinition(data)
+	file, err := core.ParseWorkflowFile(data)
 	if err != nil {
+		return usageError("%s: %v", path, err)
+	}
+	def := file.Definition
+	scheds := store.FileScheduleSpecs(def.Name, file.Schedules)
+	if err := store.ValidateFileSchedules(def, scheds); err != nil {
 		return usageError("%s: %v", path, err)
 	}
 	for _, t := range def.Tasks {
@@ -133,7 +142,7 @@ func workflowApply(c *cli.Context, env *Env) error {
 		}
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
-	wf, created, err := s.ApplyWorkflow(c.Context, def)
+	wf, created, changes, err := s.ApplyWorkflowFile(c.Context, def, scheds, actor())
 	if err != nil {
 		return failure(err)
 	}
@@ -141,12 +150,15 @@ func workflowApply(c *cli.Context, env *Env) error {
 		if warnings == nil {
 			warnings = []string{}
 		}
-		return writeJSON(env.Stdout, map[string]any{"name": wf.Name, "version": wf.Version, "created": created, "tasks": len(wf.Definition.Tasks), "warnings": warnings})
+		return writeJSON(env.Stdout, map[string]any{"name": wf.Name, "version": wf.Version, "created": created, "tasks": len(wf.Definition.Tasks), "warnings": warnings, "schedules": changes})
 	}
 	if created {
 		fmt.Fprintf(env.Stdout, "workflow %s: stored version %d (%d tasks)\n", wf.Name, wf.Version, len(wf.Definition.Tasks))
 	} else {
 		fmt.Fprintf(env.Stdout, "workflow %s: unchanged (version %d)\n", wf.Name, wf.Version)
+	}
+	for _, ch := range changes {
+		fmt.Fprintf(env.Stdout, "schedule %s: %s\n", ch.Name, ch.Action)
 	}
 	return nil
 }

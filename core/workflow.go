@@ -192,6 +192,16 @@ func decodeStrict(v any, out any) error {
 // The result is validated (see Definition.Validate). Every error wraps
 // ErrBadWorkflow.
 func ParseDefinition(data []byte) (*Definition, error) {
+	doc, err := decodeWorkflowFile(data)
+	if err != nil {
+		return nil, err
+	}
+	return definitionOf(doc)
+}
+
+// decodeWorkflowFile decodes a workflow file (YAML or JSON, one document)
+// into its top-level mapping. Errors wrap ErrBadWorkflow.
+func decodeWorkflowFile(data []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: the file is empty", ErrBadWorkflow)
 	}
@@ -204,9 +214,16 @@ func ParseDefinition(data []byte) (*Definition, error) {
 	if err := dec.Decode(&extra); err == nil {
 		return nil, fmt.Errorf("%w: the file holds more than one YAML document", ErrBadWorkflow)
 	}
-	if _, ok := doc.(map[string]any); !ok {
+	m, ok := doc.(map[string]any)
+	if !ok {
 		return nil, fmt.Errorf("%w: want a mapping with name and tasks at the top level", ErrBadWorkflow)
 	}
+	return m, nil
+}
+
+// definitionOf decodes and validates the Definition of a workflow file's
+// top-level mapping doc (see ParseDefinition). Errors wrap ErrBadWorkflow.
+func definitionOf(doc map[string]any) (*Definition, error) {
 	js, err := json.Marshal(jsonable(doc))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadWorkflow, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -69,11 +70,12 @@ const (
 	scrWorkers
 	scrTask
 	scrWorkflows
+	scrSchedules
 	nScreens
 )
 
-// tabs lists the screens reachable with 1-7 and tab, in order.
-var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers, scrWorkflows}
+// tabs lists the screens reachable with 1-8 and tab, in order.
+var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers, scrWorkflows, scrSchedules}
 
 // shared is the context every screen sees.
 type shared struct {
@@ -196,6 +198,7 @@ func New(src Source, opt Options) *Model {
 		scrWorkers:   newWorkersModel(c),
 		scrTask:      m.task,
 		scrWorkflows: newWorkflowsModel(c),
+		scrSchedules: newSchedulesModel(c),
 	}
 	m.help = help.New()
 	m.help.Styles.ShortKey = th.header
@@ -305,6 +308,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case refreshMsg:
 		m.inflight[m.cur] = false
 		return m, m.fetch(m.cur)
+	case scheduleActMsg:
+		return m, m.scheduleAct(msg)
 	case triggerMsg:
 		return m, m.triggerRun(msg)
 	case triggeredMsg:
@@ -456,6 +461,15 @@ func (m *Model) View() string {
 }
 
 func (m *Model) tabsView(w int) string {
+	if s := m.tabsLine(false); lipgloss.Width(s) <= w {
+		return s
+	}
+	// Too narrow for the spaced tabs: the compact ones fit 80 columns.
+	return clip(m.tabsLine(true), w, 1)
+}
+
+// tabsLine draws the tabs, padded (" 1 Runs ") or compact ("1 Runs").
+func (m *Model) tabsLine(compact bool) string {
 	th := m.c.theme
 	var b strings.Builder
 	b.WriteString(th.brand.Render("FlowForge"))
@@ -471,6 +485,8 @@ func (m *Model) tabsView(w int) string {
 		b.WriteString(" ")
 		if id == active {
 			b.WriteString(th.tabActive.Render("[" + label + "]"))
+		} else if compact {
+			b.WriteString(th.tab.Render(label))
 		} else {
 			b.WriteString(th.tab.Render(" " + label + " "))
 		}
@@ -478,7 +494,7 @@ func (m *Model) tabsView(w int) string {
 	if m.c.readOnly {
 		b.WriteString(" " + th.dim.Render("read-only"))
 	}
-	return clip(b.String(), w, 1)
+	return b.String()
 }
 
 func (m *Model) statusView(w int) string {

@@ -42,8 +42,9 @@ type fakeSource struct {
 	reasons  []string
 	cancels  []uuid.UUID
 	flows    []store.WorkflowSummary
-	triggers []string // "workflow params"
-	pauses   []string // "pause|resume workflow reason"
+	triggers []string       // "workflow params"
+	pauses   []string       // "pause|resume workflow reason"
+	sched    *fakeSchedules // the Schedules screen's world (schedules_test.go), made on first use
 }
 
 func (f *fakeSource) fail() error {

@@ -31,6 +31,7 @@ func newGlobalKeys() globalKeys {
 			key.NewBinding(key.WithKeys("5"), key.WithHelp("5", "dead")),
 			key.NewBinding(key.WithKeys("6"), key.WithHelp("6", "workers")),
 			key.NewBinding(key.WithKeys("7"), key.WithHelp("7", "workflows")),
+			key.NewBinding(key.WithKeys("8"), key.WithHelp("8", "schedules")),
 		},
 	}
 }

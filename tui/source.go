@@ -45,6 +45,8 @@ type Source interface {
 	// ResumeWorkflow ends its pause, audited with reason, as `ffctl
 	// workflow resume` does (store.Store.ResumeWorkflow).
 	ResumeWorkflow(ctx context.Context, workflow, reason string) (store.ResumeResult, error)
+	// ScheduleSource: the Schedules screen (tui/schedules.go).
+	ScheduleSource
 }
 
 // WorkflowsData feeds the Workflows screen.

@@ -71,22 +71,32 @@ func (s *Store) CancelRun(ctx context.Context, id uuid.UUID, actor, reason strin
 	}
 	var res CancelResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var ids []uuid.UUID
-		if err := tx.SelectContext(ctx, &ids, qRequestCancel, id, reason); err != nil {
-			return fmt.Errorf("cancel run %s: %w", id, err)
-		}
-		if len(ids) == 0 {
-			return cancelRefused(ctx, tx, id)
-		}
-		if err := tx.GetContext(ctx, &res.TasksCancelled, qCancelTasks, uuidArray(ids), actor, "run cancelled: "+reason); err != nil {
-			return fmt.Errorf("cancel tasks of run %s: %w", id, err)
-		}
-		return notifyAll(ctx, tx, append(runsNotices(ids), cancelNotice(ids))...)
+		var err error
+		res, err = cancelRunTx(ctx, tx, id, actor, reason)
+		return err
 	})
 	if err != nil {
 		return CancelResult{}, err
 	}
 	return res, nil
+}
+
+// cancelRunTx is CancelRun's work inside tx (the caller commits; the
+// notifications go out with the commit). Errors: those of CancelRun but
+// the reason's (checked by the caller).
+func cancelRunTx(ctx context.Context, tx *sqlx.Tx, id uuid.UUID, actor, reason string) (CancelResult, error) {
+	var res CancelResult
+	var ids []uuid.UUID
+	if err := tx.SelectContext(ctx, &ids, qRequestCancel, id, reason); err != nil {
+		return res, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	if len(ids) == 0 {
+		return res, cancelRefused(ctx, tx, id)
+	}
+	if err := tx.GetContext(ctx, &res.TasksCancelled, qCancelTasks, uuidArray(ids), actor, "run cancelled: "+reason); err != nil {
+		return res, fmt.Errorf("cancel tasks of run %s: %w", id, err)
+	}
+	return res, notifyAll(ctx, tx, append(runsNotices(ids), cancelNotice(ids))...)
 }
 
 // cancelRefused says why qRequestCancel matched no row of run id, read in

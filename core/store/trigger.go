@@ -124,6 +124,13 @@ SELECT EXISTS (SELECT 1 FROM wf) AS current,
 // (nothing created, the drop counted), ErrCommitOutcomeUnknown when the
 // statement got no answer (the run may exist).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
+	return s.trigger(ctx, s.db, req)
+}
+
+// trigger is Trigger on q: the pool (the statement is its own transaction)
+// or a transaction whose other writes commit with the run (a schedule's
+// tick row).
+func (s *Store) trigger(ctx context.Context, q sqlx.QueryerContext, req TriggerRequest) (TriggerResult, error) {
 	params, err := triggerParams(req)
 	if err != nil {
 		return TriggerResult{}, err
@@ -133,7 +140,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 		keys = []sql.NullString{{String: req.IdempotencyKey, Valid: true}}
 	}
 	runs := []newRun{{id: uuid.New(), params: params}}
-	created, wf, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, keys, 0)
+	created, wf, err := s.insertRuns(ctx, q, req.Workflow, req.Version, runs, keys, 0)
 	if err != nil {
 		return TriggerResult{}, err
 	}
@@ -142,7 +149,7 @@ func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult,
 	}
 	// The key is taken: the only way a run of a current definition is not
 	// inserted.
-	return existingRun(ctx, s.db, req.IdempotencyKey, wf.Name, params)
+	return existingRun(ctx, q, req.IdempotencyKey, wf.Name, params)
 }
 
 // newRun is one run a trigger is about to insert: its id and its checked
@@ -157,12 +164,12 @@ type newRun struct {
 const staleRetries = 5
 
 // insertRuns inserts runs (with idempotency keys keys, nil for none) of
-// version (0: the newest) of workflow with qTrigger, reloading the
+// version (0: the newest) of workflow with qTrigger on q, reloading the
 // definition and retrying when the cached one turned out stale. It returns
 // how many runs were inserted (fewer only when a key was taken) and the
 // definition used. More than maxTaskRuns task runs (0: no bound) is
 // core.ErrBadParams. Errors: those of Trigger.
-func (s *Store) insertRuns(ctx context.Context, workflow string, version int, runs []newRun, keys []sql.NullString, maxTaskRuns int) (int, Workflow, error) {
+func (s *Store) insertRuns(ctx context.Context, q sqlx.QueryerContext, workflow string, version int, runs []newRun, keys []sql.NullString, maxTaskRuns int) (int, Workflow, error) {
 	fresh := false
 	for range staleRetries {
 		wf, err := s.definition(ctx, workflow, version, fresh)
@@ -182,7 +189,7 @@ func (s *Store) insertRuns(ctx context.Context, workflow string, version int, ru
 			Created  int   `db:"created"`
 			Notified int64 `db:"notified"`
 		}
-		if err := s.db.QueryRowxContext(ctx, qTrigger, s.args(args...)...).StructScan(&res); err != nil {
+		if err := q.QueryRowxContext(ctx, qTrigger, s.args(args...)...).StructScan(&res); err != nil {
 			return 0, Workflow{}, unanswered("trigger", err)
 		}
 		if res.Dropped {
@@ -446,7 +453,7 @@ func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid
 		}
 		runs[i] = newRun{id: uuid.New(), params: params}
 	}
-	created, _, err := s.insertRuns(ctx, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
+	created, _, err := s.insertRuns(ctx, s.db, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
 	if err != nil {
 		return nil, err
 	}

@@ -54,31 +54,9 @@ func (s *Store) ApplyWorkflow(ctx context.Context, def *core.Definition) (Workfl
 	var wf Workflow
 	created := false
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('flowforge.workflow.' || $1))`, def.Name); err != nil {
-			return fmt.Errorf("lock workflow %q: %w", def.Name, err)
-		}
-		var cur Workflow
-		err := tx.GetContext(ctx, &cur, qLatestWorkflow, def.Name)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			cur.Version = 0
-		case err != nil:
-			return fmt.Errorf("read workflow %q: %w", def.Name, err)
-		default:
-			var same bool
-			if err := tx.GetContext(ctx, &same, `SELECT $1::jsonb = $2::jsonb`, cur.RawDef, raw); err != nil {
-				return fmt.Errorf("compare workflow %q: %w", def.Name, err)
-			}
-			if same {
-				wf = cur
-				return nil
-			}
-		}
-		if err := tx.GetContext(ctx, &wf, qInsertWorkflow, def.Name, cur.Version+1, raw); err != nil {
-			return fmt.Errorf("insert workflow %q: %w", def.Name, err)
-		}
-		created = true
-		return nil
+		var err error
+		wf, created, err = applyWorkflowTx(ctx, tx, def, raw)
+		return err
 	})
 	s.defs.forget(def.Name) // this process triggers the new version without a retry
 	if err != nil {
@@ -223,4 +201,35 @@ func (c *defCache) forget(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.defs, defKey{name, 0})
+}
+
+// applyWorkflowTx is ApplyWorkflow's work inside tx (raw is def encoded):
+// it returns the newest version and whether this call created it.
+// Concurrent applies of one name are serialised by an advisory lock held
+// until tx ends.
+func applyWorkflowTx(ctx context.Context, tx *sqlx.Tx, def *core.Definition, raw []byte) (Workflow, bool, error) {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('flowforge.workflow.' || $1))`, def.Name); err != nil {
+		return Workflow{}, false, fmt.Errorf("lock workflow %q: %w", def.Name, err)
+	}
+	var cur Workflow
+	err := tx.GetContext(ctx, &cur, qLatestWorkflow, def.Name)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		cur.Version = 0
+	case err != nil:
+		return Workflow{}, false, fmt.Errorf("read workflow %q: %w", def.Name, err)
+	default:
+		var same bool
+		if err := tx.GetContext(ctx, &same, `SELECT $1::jsonb = $2::jsonb`, cur.RawDef, raw); err != nil {
+			return Workflow{}, false, fmt.Errorf("compare workflow %q: %w", def.Name, err)
+		}
+		if same {
+			return cur, false, nil
+		}
+	}
+	var wf Workflow
+	if err := tx.GetContext(ctx, &wf, qInsertWorkflow, def.Name, cur.Version+1, raw); err != nil {
+		return Workflow{}, false, fmt.Errorf("insert workflow %q: %w", def.Name, err)
+	}
+	return wf, true, nil
 }

@@ -41,6 +41,11 @@
 //     batch's statement runs, as a SIGKILL between the handlers' return and
 //     the commit would. Proves that those attempts are reaped and retried
 //     and none is recorded twice (mode 52).
+//   - scheduler.exit-mid-tick: once the scheduler has inserted a schedule
+//     tick's row, inside the tick's transaction and before its run is
+//     created and committed, it exits with status ExitCode (3). Proves that
+//     the tick is fired exactly once afterwards, by a restarted or another
+//     scheduler (mode 69).
 //
 // A daemon logs a warning at start when failpoints are configured, so a
 // failpoint left set in a real deployment is visible.

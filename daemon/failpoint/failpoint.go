@@ -28,9 +28,11 @@ const (
 	PublisherSigtermAfterConfirm Name = "publisher.sigterm-after-confirm"
 	// WorkerExitBeforeFinishBatch: see the package documentation.
 	WorkerExitBeforeFinishBatch Name = "worker.exit-before-finish-batch"
+	// SchedulerExitMidTick: see the package documentation.
+	SchedulerExitMidTick Name = "scheduler.exit-mid-tick"
 )
 
-var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch}
+var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch, SchedulerExitMidTick}
 
 // Failpoints is a set of armed failpoints, each with the number of times it
 // will still fire. A nil *Failpoints is valid and never fires. It is safe

@@ -99,6 +99,8 @@ type Metrics struct {
 	DBXminHorizonXIDs          prometheus.Gauge
 	// DBDeadTuples is n_dead_tup of each hot table, by table.
 	DBDeadTuples *prometheus.GaugeVec
+	// ScheduleTicks counts schedule ticks by outcome (see ScheduleTickOutcomes).
+	ScheduleTicks *prometheus.CounterVec
 	// SchedulerOutages counts the scheduler's own losses of the database
 	// (a failed pass, or a pass or reap delayed past its outage gap) that
 	// granted lapsed leases a lease of grace.
@@ -259,6 +261,7 @@ func New() *Metrics {
 	m.LeasesReapedAfterOutage = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_after_outage_total", Help: "Reaped leases that lapsed during a database outage; their attempt was not used up."})
 	m.AmbiguousWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_ambiguous_writes_total", Help: "Claims and finishes whose reply was lost and were read back, by op and outcome (committed, not_committed)."}, []string{"op", "outcome"})
 	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
+	m.ScheduleTicks = newScheduleTicks(r)
 	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)
 	}

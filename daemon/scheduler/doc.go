@@ -13,6 +13,11 @@
 //	          tasks, open runs cancelled or with nothing active) --> AdvanceRuns
 //	full:     every FullSweepInterval, and at once when the listener (re)connects:
 //	          store.Advance over every open run (FOR UPDATE SKIP LOCKED, pages)
+//	ticks:    at the end of every sweep (Config.Schedules set):
+//	          store.FireDueTicks: each schedule tick due on the db clock, one
+//	          transaction each: tick row (unique per schedule and time) + overlap
+//	          (skip | cancel-previous) + run + last-fired point; missed ticks
+//	          (due more than MisfireGrace ago) by the schedule's catch-up policy
 //
 //	the pass: PENDING --an ancestor DEAD--> UPSTREAM_FAILED (catch-up), and back
 //	          when none is DEAD any more
@@ -41,7 +46,12 @@
 //
 // Faults: a database error fails the pass; it is retried with capped
 // exponential backoff and full jitter, never exiting, and "scheduler:
-// recovered" is logged when a pass succeeds again.
+// recovered" is logged when a pass succeeds again. A schedule tick whose
+// transaction did not commit (a failed pass, a scheduler killed mid-tick)
+// left nothing: the next pass of any scheduler fires it, once, while it is
+// on time (within MisfireGrace); later, its catch-up policy decides. A
+// schedule whose stored cron or zone no longer parses fires nothing and is
+// logged once.
 //
 // Its own outages: each pass first reads the database's clock. After a
 // failed pass, or when the pass starts more than SweepInterval+OutageGap

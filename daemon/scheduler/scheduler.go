@@ -16,6 +16,7 @@ import (
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/clock"
+	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -86,8 +87,16 @@ type Config struct {
 	// lease of grace from the reconnect, and reaps a lease that lapsed during
 	// the outage without using up its attempt (store.ReapRequest.Outage).
 	OutageGap time.Duration
-	Logger    *slog.Logger
-	Metrics   *metrics.Metrics
+	// Schedules, when set, has each sweep fire the schedule ticks due
+	// (see fireTicks); nil fires none.
+	Schedules ScheduleStore
+	// MisfireGrace: a tick due longer ago than this is missed and follows
+	// its schedule's catch-up policy (default store.MisfireGraceDefault).
+	MisfireGrace time.Duration
+	// Failpoints is a testing aid (package failpoint); nil in production.
+	Failpoints *failpoint.Failpoints
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics
 	// Clock is the process clock (default clock.System). It only dates the
 	// last pass for the liveness check: leases and due times are compared
 	// on the database's clock inside the SQL.
@@ -120,6 +129,7 @@ func (c Config) Validate() error {
 		daemon.CheckNotNegative("scheduler", "ReapLimit", "", c.ReapLimit, ReapLimitDefault),
 		daemon.CheckNotNegative("scheduler", "RedispatchAfter", "redispatch-after", c.RedispatchAfter, RedispatchAfterDefault),
 		daemon.CheckNotNegative("scheduler", "OutageGap", "", c.OutageGap, OutageGapDefault),
+		daemon.CheckNotNegative("scheduler", "MisfireGrace", "misfire-grace", c.MisfireGrace, store.MisfireGraceDefault),
 	} {
 		if err != nil {
 			return err
@@ -153,6 +163,7 @@ func (c *Config) validate() error {
 	c.ReapLimit = cmp.Or(c.ReapLimit, ReapLimitDefault)
 	c.RedispatchAfter = cmp.Or(c.RedispatchAfter, RedispatchAfterDefault)
 	c.OutageGap = cmp.Or(c.OutageGap, OutageGapDefault)
+	c.MisfireGrace = cmp.Or(c.MisfireGrace, store.MisfireGraceDefault)
 	c.ID = cmp.Or(c.ID, "scheduler")
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -181,6 +192,9 @@ type Scheduler struct {
 	// last full pass began (zero: never), only to throttle them.
 	lastSweep, lastFull time.Time
 
+	// badSpecs names the schedules whose unparsable spec was logged.
+	badSpecs map[string]bool
+
 	signals testSignals // a nil channel outside this package's tests
 }
 
@@ -189,7 +203,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger}, nil
+	return &Scheduler{cfg: cfg, log: cfg.Logger, badSpecs: map[string]bool{}}, nil
 }
 
 // Run loops until ctx ends, then returns nil. Each turn it advances the
@@ -310,7 +324,8 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 
 // sweep reaps expired leases, redispatches lost dispatches, advances the
 // runs store.SweepCandidates finds and, when full, every open run (in
-// pages of BatchSize runs, one transaction each). It dates the sweep on the
+// pages of BatchSize runs, one transaction each), then fires the schedule
+// ticks due (fireTicks). It dates the sweep on the
 // database's clock first: after a failed pass, or a gap longer than
 // SweepInterval+OutageGap since the last sweep, it records an outage, and
 // the reaper then grants one lease of grace from this sweep and refunds the
@@ -345,6 +360,9 @@ func (s *Scheduler) sweep(ctx context.Context, full bool) error {
 			return err
 		}
 		s.lastFull = s.lastSweep
+	}
+	if err := s.fireTicks(ctx); err != nil {
+		return err
 	}
 	s.lastDB, s.failed = start, false
 	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())

@@ -160,6 +160,7 @@ func (p *process) build(ctx context.Context, st *store.Store) (func(), error) {
 func (p *process) buildScheduler(st *store.Store) error {
 	cfg := p.cfg.Scheduler
 	cfg.Store, cfg.DatabaseURL, cfg.ID, cfg.Logger, cfg.Metrics, cfg.Clock = st, p.dbURL, p.cfg.ID, p.log, p.m, p.clock
+	cfg.Schedules = st
 	s, err := scheduler.New(cfg)
 	if err != nil {
 		return err

@@ -1,0 +1,142 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+const scheduledYAML = `
+name: report
+tasks:
+  - {name: only, handler: noop}
+`
+
+func TestScheduleCommands(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(scheduledYAML)
+	r := h.must("schedule", "create", "nightly", "--workflow", "report", "--cron", "30 2 * * *", "--timezone", "Europe/Berlin",
+		"--param", "region=eu", "--catchup", "one", "--catchup-window", "1d", "--jitter", "90s", "-o", "json")
+	var created struct {
+		Name            string            `json:"name"`
+		Workflow        string            `json:"workflow"`
+		Timezone        string            `json:"timezone"`
+		Params          map[string]string `json:"params"`
+		Overlap         string            `json:"overlap"`
+		Catchup         string            `json:"catchup"`
+		CatchupWindowMS int64             `json:"catchup_window_ms"`
+		JitterMS        int64             `json:"jitter_ms"`
+		Owner           string            `json:"owner"`
+		NextFireAt      *time.Time        `json:"next_fire_at"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil {
+		t.Fatalf("create -o json: %v\n%s", err, r.stdout)
+	}
+	if created.Name != "nightly" || created.Workflow != "report" || created.Timezone != "Europe/Berlin" || created.Params["region"] != "eu" ||
+		created.Overlap != "skip" || created.Catchup != "one" || created.CatchupWindowMS != 86400000 || created.JitterMS != 90000 || created.Owner != "cli" || created.NextFireAt == nil {
+		t.Fatalf("created %+v\n%s", created, r.stdout)
+	}
+	if loc, _ := time.LoadLocation("Europe/Berlin"); created.NextFireAt.In(loc).Format("15:04") != "02:30" {
+		t.Fatalf("next fire %v is not 02:30 in Berlin", created.NextFireAt)
+	}
+
+	r = h.must("schedule", "show", "nightly", "-o", "json")
+	var shown struct {
+		NextFireTimes []struct{ Local, UTC string } `json:"next_fire_times"`
+		Ticks         []json.RawMessage             `json:"ticks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if len(shown.NextFireTimes) != 5 || !strings.Contains(shown.NextFireTimes[0].Local, "T02:30:00+0") || !strings.HasSuffix(shown.NextFireTimes[0].UTC, "Z") || len(shown.Ticks) != 0 {
+		t.Fatalf("show: %s", r.stdout)
+	}
+	r = h.must("schedule", "show", "nightly")
+	for _, want := range []string{"cron:     30 2 * * * (Europe/Berlin)", "catch-up: one within 24h0m0s", "next fire times (Europe/Berlin / UTC):", "last ticks:\n  - (none yet)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = h.must("schedule", "trigger-now", "nightly", "--reason", "backfill", "-o", "json")
+	var tick struct {
+		Schedule string `json:"schedule"`
+		Manual   bool   `json:"manual"`
+		Outcome  string `json:"outcome"`
+		RunID    string `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &tick); err != nil || tick.Schedule != "nightly" || !tick.Manual || tick.Outcome != "fired" || tick.RunID == "" {
+		t.Fatalf("trigger-now: %v %s", err, r.stdout)
+	}
+	r = h.must("schedule", "show", "nightly")
+	if !strings.Contains(r.stdout, tick.RunID) || !strings.Contains(r.stdout, "PENDING") {
+		t.Fatalf("show does not list the manual tick's run:\n%s", r.stdout)
+	}
+
+	h.must("schedule", "pause", "nightly", "--reason", "source down")
+	r = h.must("schedule", "list", "-o", "json")
+	var list []struct {
+		Name       string            `json:"name"`
+		Paused     bool              `json:"paused"`
+		NextFireAt *time.Time        `json:"next_fire_at"`
+		Ticks      []json.RawMessage `json:"ticks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !list[0].Paused || list[0].NextFireAt != nil || len(list[0].Ticks) != 1 {
+		t.Fatalf("list: %v %s", err, r.stdout)
+	}
+	r = h.must("schedule", "list")
+	if !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "yes") {
+		t.Fatalf("list table:\n%s", r.stdout)
+	}
+	expect(t, h.ff("schedule", "pause", "nightly", "--reason", "again"), 1, `ffctl: conflict: schedule "nightly" is already paused`)
+	h.must("schedule", "resume", "nightly", "--reason", "source back")
+	r = h.must("schedule", "delete", "nightly", "--reason", "retired", "-o", "json")
+	if strings.TrimSpace(r.stdout) != "{\n  \"deleted\": true,\n  \"schedule\": \"nightly\"\n}" {
+		t.Fatalf("delete -o json: %q", r.stdout)
+	}
+	expect(t, h.ff("schedule", "show", "nightly"), 1, `ffctl: schedule "nightly": not found`)
+	var audits int
+	if err := h.db.QueryRow(`SELECT count(*) FROM schedule_events WHERE schedule_name = 'nightly' AND actor LIKE 'cli:%'`).Scan(&audits); err != nil || audits != 5 {
+		t.Fatalf("%d audit rows (%v), want 5", audits, err)
+	}
+}
+
+func TestScheduleCreateRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(scheduledYAML)
+	h.apply(`
+name: keyed
+tasks:
+  - {name: only, handler: noop, idempotency_key: "k-{{ .Params.day }}"}
+`)
+	base := []string{"schedule", "create", "s", "--workflow", "report"}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"schedule", "create", "s", "--cron", "@daily"}, 2, "ffctl: --workflow is required"},
+		{append(base, "--cron", "* * *"), 2, `ffctl: invalid schedule: cron "* * *": expected 5 to 6 fields, found 3: [* * *]`},
+		{append(base, "--cron", "@daily", "--timezone", "Moon/Base"), 2, `ffctl: invalid schedule: unknown time zone "Moon/Base"`},
+		{append(base, "--cron", "@daily", "--overlap", "queue"), 2, `ffctl: invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},
+		{append(base, "--cron", "@daily", "--catchup", "all"), 2, `ffctl: invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
+		{append(base, "--cron", "@daily", "--catchup", "one", "--catchup-window", "soon"), 2, `ffctl: --catchup-window "soon": want a duration such as 3d, 1d12h, 90m or 1h30m`},
+		{append(base, "--cron", "@daily", "--jitter", "-5m"), 2, `ffctl: --jitter "-5m": want a duration such as 3d, 1d12h, 90m or 1h30m`},
+		{append(base, "--cron", "@daily", "--param", "novalue"), 2, `ffctl: --param "novalue": want key=value`},
+		{[]string{"schedule", "create", "Bad Name", "--workflow", "report", "--cron", "@daily"}, 2, `ffctl: invalid schedule: schedule name "Bad Name" must match [a-z0-9][a-z0-9._-]*`},
+		{[]string{"schedule", "create", "s", "--workflow", "nope", "--cron", "@daily"}, 1, `not found`},
+		{[]string{"schedule", "create", "s", "--workflow", "keyed", "--cron", "@daily"}, 2, `invalid params`},
+		{[]string{"schedule", "pause", "s"}, 2, "ffctl: --reason is required: say why the schedule is paused (it is audited)"},
+		{[]string{"schedule", "show"}, 2, "ffctl: schedule show takes one schedule name"},
+	}
+	for _, c := range cases {
+		expect(t, h.ff(c.args...), c.code, c.want)
+	}
+	var n int
+	if err := h.db.QueryRow(`SELECT count(*) FROM schedules`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d schedules stored (%v)", n, err)
+	}
+}

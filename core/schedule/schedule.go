@@ -1,0 +1,310 @@
+// Package schedule holds the cron side of FlowForge's schedules: parsing a
+// cron expression in a time zone (github.com/robfig/cron/v3 does the
+// parsing and the DST arithmetic), the next fire times, the ticks due in a
+// span, the catch-up policy applied to missed ticks, and the per-tick
+// jitter. It speaks no SQL and reads no clock: every "now" is passed in,
+// and callers pass the database's.
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// ErrBadSchedule is wrapped by every refusal of a schedule's fields: a cron
+// expression that does not parse, an unknown time zone, a bad policy or a
+// negative duration. The message names the field and the value.
+var ErrBadSchedule = errors.New("invalid schedule")
+
+// Overlap is what a tick does while the previous run of its schedule is
+// still open (PENDING or RUNNING).
+type Overlap string
+
+// The overlap policies.
+const (
+	// OverlapSkip records the tick as skipped and starts no run.
+	OverlapSkip Overlap = "skip"
+	// OverlapAllow starts the run anyway.
+	OverlapAllow Overlap = "allow"
+	// OverlapCancelPrevious cancels the open previous run (the ordinary
+	// cancel path) and starts the new one.
+	OverlapCancelPrevious Overlap = "cancel-previous"
+)
+
+// Catchup is what happens to the ticks a schedule missed (no scheduler ran
+// while they came due, see Missed).
+type Catchup string
+
+// The catch-up policies.
+const (
+	// CatchupNone drops every missed tick: the next tick is the next one
+	// in the future.
+	CatchupNone Catchup = "none"
+	// CatchupOne fires the latest missed tick within the catch-up window.
+	CatchupOne Catchup = "one"
+	// CatchupAll fires every missed tick within the catch-up window,
+	// oldest first.
+	CatchupAll Catchup = "all"
+)
+
+// ParseOverlap returns the overlap policy named s ("" is OverlapSkip).
+// Errors wrap ErrBadSchedule.
+func ParseOverlap(s string) (Overlap, error) {
+	switch o := Overlap(s); o {
+	case "":
+		return OverlapSkip, nil
+	case OverlapSkip, OverlapAllow, OverlapCancelPrevious:
+		return o, nil
+	}
+	return "", fmt.Errorf("%w: overlap policy %q: want skip, allow or cancel-previous", ErrBadSchedule, s)
+}
+
+// ParseCatchup returns the catch-up policy named s ("" is CatchupNone).
+// Errors wrap ErrBadSchedule.
+func ParseCatchup(s string) (Catchup, error) {
+	switch c := Catchup(s); c {
+	case "":
+		return CatchupNone, nil
+	case CatchupNone, CatchupOne, CatchupAll:
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: catch-up policy %q: want none, one or all", ErrBadSchedule, s)
+}
+
+// parser accepts the standard five fields, an optional leading seconds
+// field (six fields) and the @hourly/@daily/@weekly/@monthly/@yearly/
+// @every descriptors.
+var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Spec is a parsed cron expression in a time zone. Its times are in the
+// zone's time.Location; the library applies the zone's DST rules: a wall
+// time that does not exist on a spring-forward day does not fire that day
+// (a daily 02:30 in Europe/Berlin skips the last Sunday of March), and one
+// that occurs twice on a fall-back day fires at both occurrences (that
+// daily 02:30 fires at 00:30 and 01:30 UTC on the last Sunday of
+// October), as an hourly expression fires each real hour.
+type Spec struct {
+	expr  string
+	loc   *time.Location
+	sched cron.Schedule
+}
+
+// Parse parses a cron expression (5 fields, 6 with seconds first, or a
+// descriptor such as "@daily") in the IANA time zone zone ("" is UTC). A
+// "CRON_TZ=" or "TZ=" prefix is refused: the zone is its own field. Errors
+// wrap ErrBadSchedule: `invalid schedule: cron "x": <the library's
+// reason>`, `invalid schedule: unknown time zone "Mars/Olympus"`.
+func Parse(expr, zone string) (*Spec, error) {
+	loc, err := Location(zone)
+	if err != nil {
+		return nil, err
+	}
+	e := strings.TrimSpace(expr)
+	if e == "" {
+		return nil, fmt.Errorf("%w: cron expression is missing", ErrBadSchedule)
+	}
+	if strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ=") {
+		return nil, fmt.Errorf("%w: cron %q: give the time zone with the timezone field, not in the expression", ErrBadSchedule, expr)
+	}
+	sched, err := parser.Parse(e)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cron %q: %v", ErrBadSchedule, expr, err)
+	}
+	return &Spec{expr: e, loc: loc, sched: sched}, nil
+}
+
+// Location returns the IANA time zone zone ("" and "UTC" are UTC; "Local"
+// is refused: it would differ from host to host). Errors wrap
+// ErrBadSchedule.
+func Location(zone string) (*time.Location, error) {
+	switch zone {
+	case "", "UTC":
+		return time.UTC, nil
+	case "Local":
+		return nil, fmt.Errorf("%w: time zone %q: name an IANA zone such as Europe/Berlin", ErrBadSchedule, zone)
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		return nil, fmt.Errorf("%w: unknown time zone %q", ErrBadSchedule, zone)
+	}
+	return loc, nil
+}
+
+// Location is the spec's time zone.
+func (s *Spec) Location() *time.Location { return s.loc }
+
+// Next is the first fire time strictly after t, in the spec's zone; the
+// zero time when there is none (an expression that never matches, such
+// as "0 0 30 2 *").
+func (s *Spec) Next(t time.Time) time.Time {
+	return s.sched.Next(t.In(s.loc))
+}
+
+// NextN is the next n fire times strictly after t, in the spec's zone
+// (fewer when the expression stops matching).
+func (s *Spec) NextN(t time.Time, n int) []time.Time {
+	out := make([]time.Time, 0, n)
+	for range n {
+		t = s.Next(t)
+		if t.IsZero() {
+			break
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// Between is the fire times in (after, until], oldest first, at most max
+// of them (the oldest max).
+func (s *Spec) Between(after, until time.Time, max int) []time.Time {
+	var out []time.Time
+	for t := s.Next(after); !t.IsZero() && !t.After(until) && len(out) < max; t = s.Next(t) {
+		out = append(out, t)
+	}
+	return out
+}
+
+// NextFireTimes parses expr in zone and returns its next n fire times
+// strictly after t (the database's now, for a caller showing a schedule),
+// in the zone. Errors: those of Parse.
+func NextFireTimes(expr, zone string, t time.Time, n int) ([]time.Time, error) {
+	s, err := Parse(expr, zone)
+	if err != nil {
+		return nil, err
+	}
+	return s.NextN(t, n), nil
+}
+
+// Jitter is the delay of the run of the tick of schedule name at tick:
+// a deterministic value in [0, max) (0 when max is 0), so that every
+// scheduler computes the same due time for the same tick.
+func Jitter(name string, tick time.Time, max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%d", name, tick.UnixNano())
+	return time.Duration(h.Sum64() % uint64(max))
+}
+
+// Window is the state Due needs of one schedule.
+type Window struct {
+	// Name is the schedule's name (the jitter's seed).
+	Name string
+	// Spec is its parsed cron expression.
+	Spec *Spec
+	// After is its last-fired point: ticks at or before it are done.
+	After time.Time
+	// Catchup and CatchupWindow: the policy for missed ticks and how far
+	// back (from now) a missed tick may still fire.
+	Catchup       Catchup
+	CatchupWindow time.Duration
+	// Jitter bounds each tick's delay (see Jitter).
+	Jitter time.Duration
+}
+
+// Decision is what Due decided for one schedule.
+type Decision struct {
+	// Fire is the ticks to fire now, oldest first.
+	Fire []time.Time
+	// Missed counts the missed ticks the policy dropped (those older
+	// than every window: up to 100000).
+	Missed int
+	// Through is the new last-fired point: every tick at or before it is
+	// decided (fired, or dropped by the policy). Through equals the
+	// window's After when nothing is due.
+	Through time.Time
+}
+
+// MaxTicksPerPass bounds the ticks Due fires for one schedule: a catch-up
+// of more fires them over several passes.
+const MaxTicksPerPass = 100
+
+// maxCounted bounds the missed ticks Due counts beyond every window (a
+// schedule that fires each second and missed a year).
+const maxCounted = 100_000
+
+// Due decides the ticks of w to fire at now (the database's clock). A
+// tick t is due when t+Jitter(t) <= now; it is on time when that was at
+// most grace ago, and missed otherwise (no scheduler ran meanwhile). On
+// time ticks fire. Missed ticks follow w.Catchup: none drops them all; one
+// fires the latest of those within w.CatchupWindow of now (none when an on
+// time tick fires too); all fires every one within the window, oldest
+// first. At most MaxTicksPerPass ticks fire; Through is then the last of
+// them, and the next call goes on from there.
+func Due(w Window, now time.Time, grace time.Duration) Decision {
+	// Ticks older than this are missed AND out of every window: never
+	// enumerated (a schedule that fires each second and missed a year).
+	floor := now.Add(-max(grace, w.CatchupWindow) - w.Jitter - time.Second)
+	from := w.After
+	// Ticks in (After, floor] are missed and out of any window: counted
+	// (up to maxCounted), never fired.
+	skipped, through := 0, w.After
+	if every, ok := w.Spec.sched.(cron.ConstantDelaySchedule); ok && from.Before(floor) {
+		// "@every d" counts from the last-fired point: jump whole
+		// periods, to stay on its grid.
+		n := int(floor.Sub(from) / every.Delay)
+		skipped, from = n, from.Add(time.Duration(n)*every.Delay)
+		if n > 0 {
+			through = from
+		}
+	} else if from.Before(floor) {
+		for t := w.Spec.Next(from); !t.IsZero() && !t.After(floor) && skipped < maxCounted; t = w.Spec.Next(t) {
+			skipped, through = skipped+1, t
+		}
+		from = floor
+	}
+	var missed, onTime []time.Time
+	for t := w.Spec.Next(from); !t.IsZero() && !t.After(now); t = w.Spec.Next(t) {
+		at := t.Add(Jitter(w.Name, t, w.Jitter))
+		if at.After(now) {
+			break // not due yet: neither it nor later ticks
+		}
+		if now.Sub(at) <= grace {
+			onTime = append(onTime, t)
+		} else {
+			missed = append(missed, t)
+		}
+	}
+	inWindow := func(t time.Time) bool { return now.Sub(t) <= w.CatchupWindow }
+	var fire []time.Time
+	switch w.Catchup {
+	case CatchupAll:
+		for _, t := range missed {
+			if inWindow(t) {
+				fire = append(fire, t)
+			}
+		}
+	case CatchupOne:
+		if len(onTime) == 0 {
+			for i := len(missed) - 1; i >= 0; i-- {
+				if inWindow(missed[i]) {
+					fire = append(fire, missed[i])
+					break
+				}
+			}
+		}
+	}
+	fire = append(fire, onTime...)
+	d := Decision{Fire: fire, Through: through, Missed: skipped}
+	all := append(missed, onTime...)
+	if len(all) > 0 {
+		d.Through = all[len(all)-1]
+	}
+	if len(fire) > MaxTicksPerPass {
+		d.Fire = fire[:MaxTicksPerPass]
+		d.Through = d.Fire[MaxTicksPerPass-1]
+	}
+	for _, t := range missed {
+		if !t.After(d.Through) && !slices.ContainsFunc(d.Fire, t.Equal) {
+			d.Missed++
+		}
+	}
+	return d
+}

@@ -1,0 +1,228 @@
+package schedule_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/core/schedule"
+)
+
+func utc(t *testing.T, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.UTC()
+}
+
+// TestNextFireTimesAcrossDST asserts the exact fire times of a daily 02:30
+// and an hourly schedule in Europe/Berlin across the spring-forward
+// (2026-03-29 02:00 CET -> 03:00 CEST) and fall-back (2026-10-25 03:00
+// CEST -> 02:00 CET) changes.
+func TestNextFireTimesAcrossDST(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, cron, from string
+		want             []string // UTC
+		wantLocal        []string // in Europe/Berlin
+	}{
+		{
+			name: "daily 02:30 skips the missing wall time", cron: "30 2 * * *", from: "2026-03-27T12:00:00Z",
+			want:      []string{"2026-03-28T01:30:00Z", "2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z"},
+			wantLocal: []string{"2026-03-28T02:30:00+01:00", "2026-03-30T02:30:00+02:00", "2026-03-31T02:30:00+02:00"},
+		},
+		{
+			name: "daily 02:30 fires at both occurrences of the repeated hour", cron: "30 2 * * *", from: "2026-10-23T12:00:00Z",
+			want:      []string{"2026-10-24T00:30:00Z", "2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"},
+			wantLocal: []string{"2026-10-24T02:30:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-25T02:30:00+01:00", "2026-10-26T02:30:00+01:00"},
+		},
+		{
+			name: "hourly across spring forward", cron: "0 * * * *", from: "2026-03-28T23:30:00Z",
+			want:      []string{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"},
+			wantLocal: []string{"2026-03-29T01:00:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-29T04:00:00+02:00"},
+		},
+		{
+			name: "hourly across fall back", cron: "@hourly", from: "2026-10-24T23:30:00Z",
+			want:      []string{"2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"},
+			wantLocal: []string{"2026-10-25T02:00:00+02:00", "2026-10-25T02:00:00+01:00", "2026-10-25T03:00:00+01:00"},
+		},
+		{
+			name: "seconds field", cron: "30 0 3 * * *", from: "2026-10-24T12:00:00Z",
+			want:      []string{"2026-10-25T02:00:30Z", "2026-10-26T02:00:30Z"},
+			wantLocal: []string{"2026-10-25T03:00:30+01:00", "2026-10-26T03:00:30+01:00"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := schedule.NextFireTimes(c.cron, "Europe/Berlin", utc(t, c.from), len(c.want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("got %d times, want %d", len(got), len(c.want))
+			}
+			for i := range got {
+				if g := got[i].UTC().Format(time.RFC3339); g != c.want[i] {
+					t.Errorf("fire %d: %s UTC, want %s", i, g, c.want[i])
+				}
+				if g := got[i].Format(time.RFC3339); g != c.wantLocal[i] {
+					t.Errorf("fire %d: %s local, want %s", i, g, c.wantLocal[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParseRefusals(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ cron, zone, want string }{
+		{"", "", `invalid schedule: cron expression is missing`},
+		{"* * *", "", `invalid schedule: cron "* * *": expected 5 to 6 fields, found 3: [* * *]`},
+		{"61 * * * *", "", `invalid schedule: cron "61 * * * *": end of range (61) above maximum (59): 61`},
+		{"@weird", "", `invalid schedule: cron "@weird": unrecognized descriptor: @weird`},
+		{"* * * * * * *", "UTC", `invalid schedule: cron "* * * * * * *": expected 5 to 6 fields, found 7: [* * * * * * *]`},
+		{"CRON_TZ=Europe/Berlin 0 * * * *", "", `invalid schedule: cron "CRON_TZ=Europe/Berlin 0 * * * *": give the time zone with the timezone field, not in the expression`},
+		{"* * * * *", "Mars/Olympus", `invalid schedule: unknown time zone "Mars/Olympus"`},
+		{"* * * * *", "Local", `invalid schedule: time zone "Local": name an IANA zone such as Europe/Berlin`},
+	}
+	for _, c := range cases {
+		_, err := schedule.Parse(c.cron, c.zone)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q, %q) = %v, want %s", c.cron, c.zone, err, c.want)
+		}
+		if !errors.Is(err, schedule.ErrBadSchedule) {
+			t.Errorf("Parse(%q, %q): %v does not wrap ErrBadSchedule", c.cron, c.zone, err)
+		}
+	}
+	for _, c := range []struct {
+		parse func() error
+		want  string
+	}{
+		{func() error { _, err := schedule.ParseOverlap("sometimes"); return err }, `invalid schedule: overlap policy "sometimes": want skip, allow or cancel-previous`},
+		{func() error { _, err := schedule.ParseCatchup("most"); return err }, `invalid schedule: catch-up policy "most": want none, one or all`},
+	} {
+		if err := c.parse(); err == nil || err.Error() != c.want {
+			t.Errorf("got %v, want %s", err, c.want)
+		}
+	}
+}
+
+func TestJitterIsDeterministicAndBounded(t *testing.T) {
+	t.Parallel()
+	tick := utc(t, "2026-01-01T00:00:00Z")
+	if j := schedule.Jitter("a", tick, 0); j != 0 {
+		t.Fatalf("jitter with max 0 = %v", j)
+	}
+	distinct := map[time.Duration]bool{}
+	for i := range 50 {
+		at := tick.Add(time.Duration(i) * time.Hour)
+		j := schedule.Jitter("nightly", at, time.Minute)
+		if j != schedule.Jitter("nightly", at, time.Minute) {
+			t.Fatal("jitter differs between calls")
+		}
+		if j < 0 || j >= time.Minute {
+			t.Fatalf("jitter %v outside [0, 1m)", j)
+		}
+		distinct[j] = true
+	}
+	if len(distinct) < 10 {
+		t.Fatalf("only %d distinct jitters over 50 ticks", len(distinct))
+	}
+}
+
+// TestDueAppliesTheCatchupPolicy: an hourly schedule whose scheduler was
+// down from 10:00 to 12:10 (ticks 11:00 and 12:00 missed, 12:00 by 10
+// minutes, beyond the 1 minute grace).
+func TestDueAppliesTheCatchupPolicy(t *testing.T) {
+	t.Parallel()
+	spec, err := schedule.Parse("0 * * * *", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := utc(t, "2026-05-01T10:00:00Z")
+	now := utc(t, "2026-05-01T12:10:00Z")
+	cases := []struct {
+		name    string
+		catchup schedule.Catchup
+		window  time.Duration
+		fire    []string
+		missed  int
+	}{
+		{"none fires nothing", schedule.CatchupNone, 0, nil, 2},
+		{"one fires the latest", schedule.CatchupOne, 3 * time.Hour, []string{"2026-05-01T12:00:00Z"}, 1},
+		{"all fires both, oldest first", schedule.CatchupAll, 3 * time.Hour, []string{"2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"}, 0},
+		{"all within a window of 1h fires the last", schedule.CatchupAll, time.Hour, []string{"2026-05-01T12:00:00Z"}, 1},
+		{"one with a window too short fires nothing", schedule.CatchupOne, 5 * time.Minute, nil, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := schedule.Due(schedule.Window{Name: "s", Spec: spec, After: after, Catchup: c.catchup, CatchupWindow: c.window}, now, time.Minute)
+			var got []string
+			for _, f := range d.Fire {
+				got = append(got, f.UTC().Format(time.RFC3339))
+			}
+			if len(got) != len(c.fire) {
+				t.Fatalf("fire %v, want %v", got, c.fire)
+			}
+			for i := range got {
+				if got[i] != c.fire[i] {
+					t.Fatalf("fire %v, want %v", got, c.fire)
+				}
+			}
+			if d.Missed != c.missed {
+				t.Errorf("missed %d, want %d", d.Missed, c.missed)
+			}
+			if want := utc(t, "2026-05-01T12:00:00Z"); !d.Through.Equal(want) {
+				t.Errorf("through %v, want %v", d.Through, want)
+			}
+		})
+	}
+}
+
+func TestDueOnTimeAndNotYet(t *testing.T) {
+	t.Parallel()
+	spec, _ := schedule.Parse("0 * * * *", "UTC")
+	after := utc(t, "2026-05-01T10:00:00Z")
+	// 20s after 11:00: on time, fires whatever the policy.
+	d := schedule.Due(schedule.Window{Name: "s", Spec: spec, After: after, Catchup: schedule.CatchupNone}, utc(t, "2026-05-01T11:00:20Z"), time.Minute)
+	if len(d.Fire) != 1 || !d.Fire[0].Equal(utc(t, "2026-05-01T11:00:00Z")) || d.Missed != 0 {
+		t.Fatalf("on time: %+v", d)
+	}
+	// 10:59: nothing due, the last-fired point stays.
+	d = schedule.Due(schedule.Window{Name: "s", Spec: spec, After: after}, utc(t, "2026-05-01T10:59:00Z"), time.Minute)
+	if len(d.Fire) != 0 || !d.Through.Equal(after) {
+		t.Fatalf("not yet: %+v", d)
+	}
+	// With jitter the tick waits for its own delay.
+	j := schedule.Jitter("s", utc(t, "2026-05-01T11:00:00Z"), 30*time.Minute)
+	w := schedule.Window{Name: "s", Spec: spec, After: after, Jitter: 30 * time.Minute}
+	if j > 0 {
+		if d := schedule.Due(w, utc(t, "2026-05-01T11:00:00Z").Add(j-time.Second), time.Minute); len(d.Fire) != 0 {
+			t.Fatalf("fired before its jitter %v: %+v", j, d)
+		}
+	}
+	if d := schedule.Due(w, utc(t, "2026-05-01T11:00:00Z").Add(j), time.Minute); len(d.Fire) != 1 {
+		t.Fatalf("not fired at its jitter %v: %+v", j, d)
+	}
+}
+
+func TestDueBoundsACatchupPerPass(t *testing.T) {
+	t.Parallel()
+	spec, _ := schedule.Parse("* * * * * *", "UTC") // every second
+	after := utc(t, "2026-05-01T10:00:00Z")
+	now := after.Add(time.Hour)
+	w := schedule.Window{Name: "s", Spec: spec, After: after, Catchup: schedule.CatchupAll, CatchupWindow: 2 * time.Hour}
+	d := schedule.Due(w, now, time.Minute)
+	if len(d.Fire) != schedule.MaxTicksPerPass || !d.Fire[0].Equal(after.Add(time.Second)) || !d.Through.Equal(d.Fire[len(d.Fire)-1]) {
+		t.Fatalf("first pass: %d ticks, first %v, through %v", len(d.Fire), d.Fire[0], d.Through)
+	}
+	w.After = d.Through
+	d2 := schedule.Due(w, now, time.Minute)
+	if !d2.Fire[0].Equal(d.Through.Add(time.Second)) {
+		t.Fatalf("second pass starts at %v, want %v", d2.Fire[0], d.Through.Add(time.Second))
+	}
+}

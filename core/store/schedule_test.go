@@ -1,0 +1,491 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+const scheduledWorkflow = `
+name: nightly-etl
+tasks:
+  - {name: extract, handler: noop}
+  - {name: load, handler: noop, depends_on: [extract]}
+`
+
+const keyedWorkflow = `
+name: keyed
+tasks:
+  - {name: only, handler: noop, idempotency_key: "k-{{ .Params.day }}"}
+`
+
+// newScheduleFixture is a fixture with the nightly-etl workflow applied.
+func newScheduleFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.apply(scheduledWorkflow)
+	return f
+}
+
+func (f *fixture) createSchedule(spec store.ScheduleSpec) store.Schedule {
+	f.t.Helper()
+	sc, err := f.s.CreateSchedule(f.ctx, spec, "tester", "")
+	if err != nil {
+		f.t.Fatalf("create schedule %q: %v", spec.Name, err)
+	}
+	return sc
+}
+
+// backdateSchedule sets the schedule's last-fired point to the database's clock,
+// truncated to the second, minus ago.
+func (f *fixture) backdateSchedule(name string, ago time.Duration) time.Time {
+	f.t.Helper()
+	var at time.Time
+	err := f.db.QueryRowContext(f.ctx, `UPDATE schedules SET fired_through = date_trunc('second', now()) - $2 * interval '1 millisecond'
+	 WHERE name = $1 RETURNING fired_through`, name, ago.Milliseconds()).Scan(&at)
+	if err != nil {
+		f.t.Fatalf("backdate %s: %v", name, err)
+	}
+	return at
+}
+
+func (f *fixture) fire() store.FireResult {
+	f.t.Helper()
+	res, err := f.s.FireDueTicks(f.ctx, store.FireRequest{Actor: "tester"})
+	if err != nil {
+		f.t.Fatalf("fire due ticks: %v", err)
+	}
+	return res
+}
+
+// ticks returns the schedule's ticks (manual ones too), oldest first.
+func (f *fixture) ticks(name string) []store.Tick {
+	f.t.Helper()
+	rows, err := f.db.QueryContext(f.ctx, `SELECT t.scheduled_at, t.outcome, t.run_id, COALESCE(t.reason, '') FROM schedule_ticks t
+	  JOIN schedules s ON s.id = t.schedule_id WHERE s.name = $1 ORDER BY t.scheduled_at, t.id`, name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []store.Tick
+	for rows.Next() {
+		var tk store.Tick
+		var run uuid.NullUUID
+		if err := rows.Scan(&tk.ScheduledAt, &tk.Outcome, &run, &tk.Reason); err != nil {
+			f.t.Fatal(err)
+		}
+		if run.Valid {
+			tk.RunID = &run.UUID
+		}
+		out = append(out, tk)
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+func TestCreateScheduleRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.apply(keyedWorkflow)
+	f.createSchedule(store.ScheduleSpec{Name: "taken", Workflow: "nightly-etl", Cron: "@daily"})
+	if _, _, err := f.s.ApplySchedule(f.ctx, store.ScheduleSpec{Name: "from-file", Workflow: "nightly-etl", Cron: "@daily", Owner: store.ScheduleOwnerFile}, "file", ""); err != nil {
+		t.Fatal(err)
+	}
+	ok := store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Cron: "0 3 * * *"}
+	with := func(mod func(*store.ScheduleSpec)) store.ScheduleSpec { s := ok; mod(&s); return s }
+	cases := []struct {
+		name string
+		spec store.ScheduleSpec
+		is   error
+		want string
+	}{
+		{"no name", with(func(s *store.ScheduleSpec) { s.Name = "" }), schedule.ErrBadSchedule, `invalid schedule: schedule name is missing`},
+		{"bad name", with(func(s *store.ScheduleSpec) { s.Name = "Nightly!" }), schedule.ErrBadSchedule, `invalid schedule: schedule name "Nightly!" must match [a-z0-9][a-z0-9._-]*`},
+		{"bad cron", with(func(s *store.ScheduleSpec) { s.Cron = "0 25 * * *" }), schedule.ErrBadSchedule, `invalid schedule: cron "0 25 * * *": end of range (25) above maximum (23): 25`},
+		{"unknown zone", with(func(s *store.ScheduleSpec) { s.Timezone = "Europe/Atlantis" }), schedule.ErrBadSchedule, `invalid schedule: unknown time zone "Europe/Atlantis"`},
+		{"bad overlap", with(func(s *store.ScheduleSpec) { s.Overlap = "queue" }), schedule.ErrBadSchedule, `invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},
+		{"bad catchup", with(func(s *store.ScheduleSpec) { s.Catchup = "some" }), schedule.ErrBadSchedule, `invalid schedule: catch-up policy "some": want none, one or all`},
+		{"catchup without window", with(func(s *store.ScheduleSpec) { s.Catchup = schedule.CatchupAll }), schedule.ErrBadSchedule, `invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
+		{"negative window", with(func(s *store.ScheduleSpec) { s.CatchupWindow = -time.Minute }), schedule.ErrBadSchedule, `invalid schedule: catch-up window -1m0s is negative`},
+		{"negative jitter", with(func(s *store.ScheduleSpec) { s.Jitter = -time.Second }), schedule.ErrBadSchedule, `invalid schedule: jitter -1s is negative`},
+		{"bad owner", with(func(s *store.ScheduleSpec) { s.Owner = "api" }), schedule.ErrBadSchedule, `invalid schedule: owner "api": want cli or file`},
+		{"params not an object", with(func(s *store.ScheduleSpec) { s.Params = json.RawMessage(`[1]`) }), core.ErrBadParams, `invalid params: want a JSON object, got an array`},
+		{"params a key cannot render from", store.ScheduleSpec{Name: "k", Workflow: "keyed", Cron: "@daily"}, core.ErrBadParams, ""},
+		{"unknown workflow", with(func(s *store.ScheduleSpec) { s.Workflow = "nope" }), store.ErrNotFound, ""},
+		{"name taken", with(func(s *store.ScheduleSpec) { s.Name = "taken" }), store.ErrConflict, `conflict: schedule "taken" already exists`},
+		{"name of the other owner", with(func(s *store.ScheduleSpec) { s.Name = "from-file" }), store.ErrConflict, `conflict: schedule "from-file" already exists, owned by a workflow file's schedules: (a cli schedule cannot take its name)`},
+	}
+	for _, c := range cases {
+		_, err := f.s.CreateSchedule(f.ctx, c.spec, "tester", "")
+		if !errors.Is(err, c.is) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.is)
+			continue
+		}
+		if c.want != "" && err.Error() != c.want {
+			t.Errorf("%s: %q, want %q", c.name, err, c.want)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM schedules`); n != 2 {
+		t.Fatalf("%d schedules stored, want the 2 good ones", n)
+	}
+	// The file owner cannot take over a CLI schedule either.
+	_, _, err := f.s.ApplySchedule(f.ctx, store.ScheduleSpec{Name: "taken", Workflow: "nightly-etl", Cron: "@hourly", Owner: store.ScheduleOwnerFile}, "file", "")
+	if want := `conflict: schedule "taken" already exists, owned by the CLI (a file schedule cannot take its name)`; err == nil || err.Error() != want {
+		t.Fatalf("file apply over a CLI schedule: %v, want %s", err, want)
+	}
+}
+
+// TestConcurrentPassesFireEachTickOnce: eight schedulers' passes race over
+// the same due ticks; each tick has one row and one run.
+func TestConcurrentPassesFireEachTickOnce(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "every-second", Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.backdateSchedule("every-second", 5*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.s.FireDueTicks(f.ctx, store.FireRequest{Actor: "scheduler-" + string(rune('a'+i))})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ticks := f.ticks("every-second")
+	if len(ticks) < 5 {
+		t.Fatalf("%d ticks fired, want at least the 5 backdated", len(ticks))
+	}
+	seen := map[time.Time]bool{}
+	for _, tk := range ticks {
+		if seen[tk.ScheduledAt] {
+			t.Fatalf("tick %v recorded twice", tk.ScheduledAt)
+		}
+		seen[tk.ScheduledAt] = true
+		if tk.Outcome != store.TickFired || tk.RunID == nil {
+			t.Fatalf("tick %v: %s, run %v", tk.ScheduledAt, tk.Outcome, tk.RunID)
+		}
+		var key string
+		if err := f.db.QueryRowContext(f.ctx, `SELECT idempotency_key FROM workflow_runs WHERE id = $1`, *tk.RunID).Scan(&key); err != nil {
+			t.Fatal(err)
+		}
+		if want := store.ScheduleIdempotencyKey("every-second", tk.ScheduledAt); key != want {
+			t.Fatalf("run key %q, want %q", key, want)
+		}
+	}
+	if runs := f.count(`SELECT count(*) FROM workflow_runs`); runs != len(ticks) {
+		t.Fatalf("%d runs for %d ticks", runs, len(ticks))
+	}
+}
+
+// TestAMissedTickFollowsTheCatchupPolicy: the scheduler was down for 2h30m
+// (the last-fired point backdated in SQL); an "@every 1h" schedule missed
+// two ticks, 1h30m and 30m ago.
+func TestAMissedTickFollowsTheCatchupPolicy(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		catchup schedule.Catchup
+		window  time.Duration
+		fired   []time.Duration // after the backdated point
+	}{
+		{schedule.CatchupNone, 0, nil},
+		{schedule.CatchupOne, 3 * time.Hour, []time.Duration{2 * time.Hour}},
+		{schedule.CatchupAll, 3 * time.Hour, []time.Duration{time.Hour, 2 * time.Hour}},
+		{schedule.CatchupAll, time.Hour, []time.Duration{2 * time.Hour}},
+	}
+	for _, c := range cases {
+		t.Run(string(c.catchup)+"-"+c.window.String(), func(t *testing.T) {
+			t.Parallel()
+			f := newScheduleFixture(t)
+			f.createSchedule(store.ScheduleSpec{Name: "hourly", Workflow: "nightly-etl", Cron: "@every 1h", Catchup: c.catchup, CatchupWindow: c.window, Overlap: schedule.OverlapAllow})
+			from := f.backdateSchedule("hourly", 150*time.Minute)
+			res := f.fire()
+			ticks := f.ticks("hourly")
+			if len(ticks) != len(c.fired) {
+				t.Fatalf("%d ticks fired, want %d", len(ticks), len(c.fired))
+			}
+			for i, tk := range ticks {
+				if want := from.Add(c.fired[i]); !tk.ScheduledAt.Equal(want) || tk.Outcome != store.TickFired {
+					t.Fatalf("tick %d at %v (%s), want %v fired", i, tk.ScheduledAt, tk.Outcome, want)
+				}
+			}
+			if want := 2 - len(c.fired); res.Missed != want {
+				t.Errorf("missed %d, want %d", res.Missed, want)
+			}
+			var through time.Time
+			if err := f.db.QueryRowContext(f.ctx, `SELECT fired_through FROM schedules WHERE name = 'hourly'`).Scan(&through); err != nil {
+				t.Fatal(err)
+			}
+			if want := from.Add(2 * time.Hour); !through.Equal(want) {
+				t.Errorf("fired through %v, want %v", through, want)
+			}
+			if again := f.fire(); len(again.Ticks) != 0 {
+				t.Fatalf("a second pass fired %d more ticks", len(again.Ticks))
+			}
+		})
+	}
+}
+
+// TestOverlapPolicies: a tick while the previous run is still open.
+func TestOverlapPolicies(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		overlap schedule.Overlap
+		second  store.TickOutcome
+	}{
+		{schedule.OverlapSkip, store.TickSkipped},
+		{schedule.OverlapAllow, store.TickFired},
+		{schedule.OverlapCancelPrevious, store.TickFired},
+	}
+	for _, c := range cases {
+		t.Run(string(c.overlap), func(t *testing.T) {
+			t.Parallel()
+			f := newScheduleFixture(t)
+			f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Overlap: c.overlap})
+			f.backdateSchedule("m", 25*time.Second) // ticks 15s and 5s ago
+			res := f.fire()
+			if len(res.Ticks) != 2 {
+				t.Fatalf("%d ticks, want 2: %+v", len(res.Ticks), res.Ticks)
+			}
+			first, second := res.Ticks[0], res.Ticks[1]
+			if first.Outcome != store.TickFired || second.Outcome != c.second {
+				t.Fatalf("outcomes %s, %s; want fired, %s", first.Outcome, second.Outcome, c.second)
+			}
+			switch c.overlap {
+			case schedule.OverlapSkip:
+				want := "overlap skip: the previous run " + first.RunID.String() + " is PENDING"
+				if second.Reason != want || second.RunID != uuid.Nil {
+					t.Fatalf("skipped tick: reason %q run %v, want %q", second.Reason, second.RunID, want)
+				}
+				if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 1 {
+					t.Fatalf("%d runs, want 1", n)
+				}
+			case schedule.OverlapCancelPrevious:
+				if len(second.Cancelled) != 1 || second.Cancelled[0] != first.RunID {
+					t.Fatalf("cancelled %v, want [%s]", second.Cancelled, first.RunID)
+				}
+				if n := f.count(`SELECT count(*) FROM workflow_runs WHERE id = $1 AND cancel_requested_at IS NOT NULL`, first.RunID); n != 1 {
+					t.Fatal("the previous run's cancellation was not requested")
+				}
+			case schedule.OverlapAllow:
+				if n := f.count(`SELECT count(*) FROM workflow_runs WHERE cancel_requested_at IS NULL`); n != 2 {
+					t.Fatalf("%d open runs, want 2", n)
+				}
+			}
+			// Once the previous run is finished, a skip schedule fires again.
+			if c.overlap == schedule.OverlapSkip {
+				if _, err := f.s.CancelRun(f.ctx, first.RunID, "tester", "done"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'CANCELLED' WHERE id = $1`, first.RunID); err != nil {
+					t.Fatal(err)
+				}
+				f.backdateSchedule("m", 12*time.Second) // a tick 2s ago
+				if res := f.fire(); len(res.Ticks) != 1 || res.Ticks[0].Outcome != store.TickFired {
+					t.Fatalf("after the previous run ended: %+v", res.Ticks)
+				}
+			}
+		})
+	}
+}
+
+// TestATickDiedMidTransactionFiresOnceAfterwards: a pass that dies after
+// inserting its tick row (its context ends before the commit) leaves
+// nothing; the next pass fires the tick once.
+func TestATickDiedMidTransactionFiresOnceAfterwards(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+	f.backdateSchedule("m", 15*time.Second)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	_, err := f.s.FireDueTicks(ctx, store.FireRequest{Actor: "dying", MidTick: cancel})
+	if err == nil {
+		t.Fatal("the dying pass reported no error")
+	}
+	if n := f.count(`SELECT count(*) FROM schedule_ticks`) + f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
+		t.Fatalf("the dying pass left %d rows", n)
+	}
+	res := f.fire()
+	if len(res.Ticks) != 1 || res.Ticks[0].Outcome != store.TickFired {
+		t.Fatalf("after the crash: %+v", res.Ticks)
+	}
+	if again := f.fire(); len(again.Ticks) != 0 {
+		t.Fatalf("fired again: %+v", again.Ticks)
+	}
+}
+
+// TestATickWhoseRunCannotBeCreatedIsRecordedFailed: the workflow's newest
+// version needs a param the schedule does not give.
+func TestATickWhoseRunCannotBeCreatedIsRecordedFailed(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+	f.apply(`
+name: nightly-etl
+tasks:
+  - {name: extract, handler: noop, idempotency_key: "x-{{ .Params.day }}"}
+`)
+	f.backdateSchedule("m", 15*time.Second)
+	res := f.fire()
+	if len(res.Ticks) != 1 || res.Ticks[0].Outcome != store.TickFailed || res.Ticks[0].Reason == "" {
+		t.Fatalf("ticks %+v, want one failed with a reason", res.Ticks)
+	}
+	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
+		t.Fatalf("%d runs", n)
+	}
+}
+
+func TestScheduleOperatorActions(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Params: json.RawMessage(`{"day":"mon"}`)})
+	if err := f.s.PauseSchedule(f.ctx, "m", "tester", ""); !errors.Is(err, core.ErrBadReason) {
+		t.Fatalf("pause without a reason: %v", err)
+	}
+	if err := f.s.PauseSchedule(f.ctx, "m", "tester", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.PauseSchedule(f.ctx, "m", "tester", "again"); err == nil || err.Error() != `conflict: schedule "m" is already paused` {
+		t.Fatalf("second pause: %v", err)
+	}
+	f.backdateSchedule("m", 35*time.Second)
+	if res := f.fire(); len(res.Ticks) != 0 {
+		t.Fatalf("a paused schedule fired %+v", res.Ticks)
+	}
+	tick, err := f.s.TriggerScheduleNow(f.ctx, "m", "tester", "backfill monday")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil {
+		t.Fatalf("trigger-now tick %+v", tick)
+	}
+	var params string
+	if err := f.db.QueryRowContext(f.ctx, `SELECT params::text FROM workflow_runs WHERE id = $1`, *tick.RunID).Scan(&params); err != nil || params != `{"day": "mon"}` {
+		t.Fatalf("run params %s, %v", params, err)
+	}
+	if err := f.s.ResumeSchedule(f.ctx, "m", "tester", "done"); err != nil {
+		t.Fatal(err)
+	}
+	// The ticks of the pause are not caught up.
+	if res := f.fire(); len(res.Ticks) != 0 {
+		t.Fatalf("resume caught up %+v", res.Ticks)
+	}
+	if err := f.s.ResumeSchedule(f.ctx, "m", "tester", "again"); err == nil || err.Error() != `conflict: schedule "m" is not paused` {
+		t.Fatalf("second resume: %v", err)
+	}
+	sc, err := f.s.GetSchedule(f.ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Ticks) != 1 || sc.Ticks[0].RunState != "PENDING" || sc.ReadAt.IsZero() {
+		t.Fatalf("show: ticks %+v read at %v", sc.Ticks, sc.ReadAt)
+	}
+	// Deleting the tick's run (the retention pruner) keeps the tick.
+	if _, err := f.db.ExecContext(f.ctx, `DELETE FROM workflow_runs WHERE id = $1`, *tick.RunID); err != nil {
+		t.Fatalf("delete the run of a tick: %v", err)
+	}
+	if sc, err = f.s.GetSchedule(f.ctx, "m"); err != nil || len(sc.Ticks) != 1 || sc.Ticks[0].RunState != "" {
+		t.Fatalf("after the run was pruned: %+v, %v", sc.Ticks, err)
+	}
+	if err := f.s.DeleteSchedule(f.ctx, "m", "tester", "retired"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.DeleteSchedule(f.ctx, "m", "tester", "retired"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := f.s.GetSchedule(f.ctx, "m"); err == nil || err.Error() != `schedule "m": not found` {
+		t.Fatalf("get deleted: %v", err)
+	}
+	var actions []string
+	rows, err := f.db.QueryContext(f.ctx, `SELECT action || ':' || actor || ':' || reason FROM schedule_events WHERE schedule_name = 'm' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			t.Fatal(err)
+		}
+		actions = append(actions, a)
+	}
+	want := []string{"create:tester:", "pause:tester:maintenance", "trigger-now:tester:backfill monday", "resume:tester:done", "delete:tester:retired"}
+	if len(actions) != len(want) {
+		t.Fatalf("audit %v, want %v", actions, want)
+	}
+	for i := range want {
+		if actions[i] != want[i] {
+			t.Fatalf("audit %v, want %v", actions, want)
+		}
+	}
+}
+
+func TestListSchedules(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "b", Workflow: "nightly-etl", Cron: "@every 10s", Timezone: "Europe/Berlin"})
+	f.createSchedule(store.ScheduleSpec{Name: "a", Workflow: "nightly-etl", Cron: "0 3 * * *", Catchup: schedule.CatchupOne, CatchupWindow: time.Hour, Jitter: time.Minute})
+	f.backdateSchedule("b", 15*time.Second)
+	f.fire()
+	list, err := f.s.ListSchedules(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "a" || list[1].Name != "b" {
+		t.Fatalf("list %+v", list)
+	}
+	a, b := list[0], list[1]
+	if a.Timezone != "UTC" || a.Overlap != schedule.OverlapSkip || a.Catchup != schedule.CatchupOne || a.CatchupWindowMS != 3600000 || a.JitterMS != 60000 || a.Owner != store.ScheduleOwnerCLI || len(a.Ticks) != 0 {
+		t.Fatalf("a: %+v", a)
+	}
+	if b.Timezone != "Europe/Berlin" || len(b.Ticks) != 1 || b.Ticks[0].Outcome != store.TickFired {
+		t.Fatalf("b: %+v", b)
+	}
+}
+
+func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.backdateSchedule("s", 15*time.Second)
+	if res := f.fire(); len(res.Ticks) < 15 {
+		t.Fatalf("%d ticks fired, want at least 15", len(res.Ticks))
+	}
+	sc, err := f.s.GetSchedule(f.ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Ticks) != store.ScheduleTicksShown {
+		t.Fatalf("%d ticks shown, want %d", len(sc.Ticks), store.ScheduleTicksShown)
+	}
+	for i := 1; i < len(sc.Ticks); i++ {
+		if !sc.Ticks[i].ScheduledAt.Before(sc.Ticks[i-1].ScheduledAt) || sc.Ticks[i].RunState != "PENDING" {
+			t.Fatalf("tick %d: %+v after %+v", i, sc.Ticks[i], sc.Ticks[i-1])
+		}
+	}
+	if _, err := f.s.TriggerScheduleNow(f.ctx, "nope", "tester", "why"); err == nil || err.Error() != `schedule "nope": not found` {
+		t.Fatalf("trigger-now of an unknown schedule: %v", err)
+	}
+	if err := f.s.PauseSchedule(f.ctx, "nope", "tester", "why"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("pause of an unknown schedule: %v", err)
+	}
+}

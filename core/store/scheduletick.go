@@ -1,0 +1,244 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core/schedule"
+)
+
+// MisfireGraceDefault is FireRequest.Grace's default: a tick whose due
+// time passed longer ago than this is missed (no scheduler ran while it
+// came due) and follows its schedule's catch-up policy.
+const MisfireGraceDefault = time.Minute
+
+// FireRequest asks FireDueTicks for one pass over the schedules.
+type FireRequest struct {
+	// Actor is recorded on the ticks (the scheduler's id).
+	Actor string
+	// Grace: see MisfireGraceDefault (0 means it).
+	Grace time.Duration
+	// MidTick, when set, is called inside each cron tick's transaction
+	// after its tick row is inserted and before anything else: a test's
+	// (or a failpoint's) way to die holding an uncommitted tick.
+	MidTick func()
+}
+
+// FiredTick is one tick a FireDueTicks pass decided.
+type FiredTick struct {
+	Schedule    string
+	Workflow    string
+	ScheduledAt time.Time
+	Outcome     TickOutcome
+	RunID       uuid.UUID // uuid.Nil unless fired
+	Reason      string
+	// Cancelled is the previous runs a cancel-previous tick cancelled.
+	Cancelled []uuid.UUID
+}
+
+// FireResult is what one FireDueTicks pass did.
+type FireResult struct {
+	// Ticks this scheduler recorded, by schedule and time (a tick another
+	// scheduler won is not in it).
+	Ticks []FiredTick
+	// Missed counts the missed ticks the catch-up policies dropped.
+	Missed int
+	// Now is the database clock the pass decided on (zero when no
+	// schedule is unpaused: nothing was decided).
+	Now time.Time
+	// NextAt is the earliest next fire time (with its jitter) of the
+	// unpaused schedules after Now; zero when none has one.
+	NextAt time.Time
+	// BadSpecs names schedules whose stored cron or zone no longer parses
+	// (a zone removed from the host's tzdata); they fire nothing.
+	BadSpecs map[string]error
+}
+
+// dueRow is what the pass reads of each unpaused schedule.
+type dueRow struct {
+	ID              int64     `db:"id"`
+	Name            string    `db:"name"`
+	Cron            string    `db:"cron"`
+	Timezone        string    `db:"timezone"`
+	Catchup         string    `db:"catchup"`
+	CatchupWindowMS int64     `db:"catchup_window_ms"`
+	JitterMS        int64     `db:"jitter_ms"`
+	FiredThrough    time.Time `db:"fired_through"`
+	Now             time.Time `db:"now"`
+}
+
+const qDueSchedules = `
+SELECT id, name, cron, timezone, catchup, catchup_window_ms, jitter_ms, fired_through, now() AS now
+  FROM schedules WHERE NOT paused ORDER BY id`
+
+// FireDueTicks is one scheduler pass over the schedules, decided on the
+// database's clock (now(), read with them): for each unpaused schedule,
+// schedule.Due picks the ticks to fire (on time ticks, and missed ones by
+// its catch-up policy) and each is fired in a transaction of its own (see
+// fireTick); then the schedule's last-fired point moves past the ticks the
+// policy dropped. Any number of schedulers may run it at once: each tick is
+// fired once. Errors: the database's (a tick not committed is fired by the
+// next pass).
+func (s *Store) FireDueTicks(ctx context.Context, req FireRequest) (FireResult, error) {
+	if req.Grace <= 0 {
+		req.Grace = MisfireGraceDefault
+	}
+	var rows []dueRow
+	if err := s.db.SelectContext(ctx, &rows, qDueSchedules); err != nil {
+		return FireResult{}, fmt.Errorf("read due schedules: %w", err)
+	}
+	var res FireResult
+	if len(rows) == 0 {
+		return res, nil
+	}
+	res.Now = rows[0].Now
+	for _, r := range rows {
+		spec, err := schedule.Parse(r.Cron, r.Timezone)
+		if err != nil {
+			if res.BadSpecs == nil {
+				res.BadSpecs = map[string]error{}
+			}
+			res.BadSpecs[r.Name] = err
+			continue
+		}
+		w := schedule.Window{
+			Name: r.Name, Spec: spec, After: r.FiredThrough, Catchup: schedule.Catchup(r.Catchup),
+			CatchupWindow: time.Duration(r.CatchupWindowMS) * time.Millisecond, Jitter: time.Duration(r.JitterMS) * time.Millisecond,
+		}
+		d := schedule.Due(w, res.Now, req.Grace)
+		for _, t := range d.Fire {
+			ft, ok, err := s.fireTick(ctx, r.ID, r.Name, t, req)
+			if err != nil {
+				return res, err
+			}
+			if ok {
+				res.Ticks = append(res.Ticks, ft)
+			}
+		}
+		res.Missed += d.Missed
+		if d.Through.After(r.FiredThrough) {
+			if _, err := s.db.ExecContext(ctx, `UPDATE schedules SET fired_through = GREATEST(fired_through, $2) WHERE id = $1`, r.ID, d.Through); err != nil {
+				return res, fmt.Errorf("schedule %q: advance its last-fired point: %w", r.Name, err)
+			}
+		}
+		from := res.Now
+		if d.Through.After(from) {
+			from = d.Through
+		}
+		if next := spec.Next(from); !next.IsZero() {
+			next = next.Add(schedule.Jitter(r.Name, next, w.Jitter))
+			if res.NextAt.IsZero() || next.Before(res.NextAt) {
+				res.NextAt = next
+			}
+		}
+	}
+	return res, nil
+}
+
+// qInsertTick claims a cron tick: the unique key (schedule_id,
+// scheduled_at) of cron ticks makes it once, whoever races for it (a
+// concurrent claimer waits for the holder's transaction, then inserts
+// nothing).
+const qInsertTick = `
+INSERT INTO schedule_ticks (schedule_id, scheduled_at, outcome, actor)
+VALUES ($1, $2, 'fired', $3)
+ON CONFLICT (schedule_id, scheduled_at) WHERE NOT manual DO NOTHING
+RETURNING id, scheduled_at, fired_at, manual, outcome, COALESCE(reason, '') AS reason, actor`
+
+// qOpenRuns is the schedule's open runs (PENDING or RUNNING), newest
+// tick first, but the tick $2's.
+const qOpenRuns = `
+SELECT r.id, r.state, r.cancel_requested_at IS NOT NULL AS cancelling
+  FROM schedule_ticks t JOIN workflow_runs r ON r.id = t.run_id
+ WHERE t.schedule_id = $1 AND t.id <> $2 AND r.state IN ('PENDING', 'RUNNING')
+ ORDER BY t.id DESC`
+
+// fireTick fires the tick of schedule id (name) at t in ONE transaction: it
+// locks the schedule row (gone or paused: nothing), claims the tick row
+// (taken: nothing, ok false), applies the overlap policy (skip: the tick is
+// recorded skipped while a previous run is open; cancel-previous: the open
+// runs are cancelled through the cancel path), creates the run with
+// idempotency key ScheduleIdempotencyKey (a drop-mode pause of the
+// workflow: the tick is recorded dropped; a refused trigger: failed), and
+// moves the schedule's last-fired point to t. A crash before the commit
+// leaves nothing: the next pass (of any scheduler) fires the tick.
+func (s *Store) fireTick(ctx context.Context, id int64, name string, t time.Time, req FireRequest) (FiredTick, bool, error) {
+	ft := FiredTick{Schedule: name, ScheduledAt: t}
+	ok := false
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// By id: a schedule deleted and created again under its name
+		// meanwhile is another schedule, whose ticks begin after it.
+		sc, found, err := lockScheduleWhere(ctx, tx, "id = $1", id, name)
+		if err != nil || !found || sc.Paused {
+			return err
+		}
+		ft.Workflow = sc.Workflow
+		var ticks []Tick
+		if err := tx.SelectContext(ctx, &ticks, qInsertTick, sc.ID, t, req.Actor); err != nil {
+			return fmt.Errorf("claim tick %s of schedule %q: %w", t.UTC().Format(time.RFC3339), name, err)
+		}
+		if len(ticks) == 0 {
+			return nil // another scheduler fired it
+		}
+		tick := ticks[0]
+		if req.MidTick != nil {
+			req.MidTick()
+		}
+		res, err := s.overlapThenRun(ctx, tx, sc, tick, t, req.Actor, &ft)
+		if err != nil {
+			return err
+		}
+		if err := setTickOutcome(ctx, tx, &tick, res); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE schedules SET fired_through = GREATEST(fired_through, $2) WHERE id = $1`, sc.ID, t); err != nil {
+			return fmt.Errorf("schedule %q: advance its last-fired point: %w", name, err)
+		}
+		ft.Outcome, ft.Reason, ft.RunID, ok = res.outcome, tick.Reason, res.runID, true
+		return nil
+	})
+	if err != nil {
+		return FiredTick{}, false, err
+	}
+	return ft, ok, nil
+}
+
+// overlapThenRun applies sc's overlap policy to tick (the open runs of
+// earlier ticks), then creates the tick's run (see tickRun).
+func (s *Store) overlapThenRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedule, tick Tick, t time.Time, actor string, ft *FiredTick) (tickResult, error) {
+	if schedule.Overlap(sc.Overlap) != schedule.OverlapAllow {
+		var open []struct {
+			ID         uuid.UUID `db:"id"`
+			State      string    `db:"state"`
+			Cancelling bool      `db:"cancelling"`
+		}
+		if err := tx.SelectContext(ctx, &open, qOpenRuns, sc.ID, tick.ID); err != nil {
+			return tickResult{}, fmt.Errorf("schedule %q: read its open runs: %w", sc.Name, err)
+		}
+		if len(open) > 0 && schedule.Overlap(sc.Overlap) == schedule.OverlapSkip {
+			return tickResult{outcome: TickSkipped, reason: fmt.Sprintf("overlap skip: the previous run %s is %s", open[0].ID, open[0].State)}, nil
+		}
+		for _, r := range open {
+			if r.Cancelling {
+				continue
+			}
+			reason := fmt.Sprintf("schedule %s: overlap cancel-previous: tick %s starts", sc.Name, t.UTC().Format(time.RFC3339))
+			if _, err := cancelRunTx(ctx, tx, r.ID, actor, reason); errors.Is(err, ErrRunFinished) {
+				continue // it finished meanwhile
+			} else if err != nil {
+				return tickResult{}, fmt.Errorf("schedule %q: cancel the previous run %s: %w", sc.Name, r.ID, err)
+			}
+			ft.Cancelled = append(ft.Cancelled, r.ID)
+		}
+	}
+	return s.tickRun(ctx, tx, sc, TriggerRequest{
+		Workflow: sc.Workflow, Params: json.RawMessage(sc.Params), Actor: actor,
+		IdempotencyKey: ScheduleIdempotencyKey(sc.Name, t),
+	})
+}

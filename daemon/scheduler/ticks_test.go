@@ -1,0 +1,76 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/flowforge/flowforge/core/schedule"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// syncBuffer is a log sink the test reads while nothing writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestAPassFiresTheDueScheduleTicks: a pass fires a due tick (counted,
+// logged), and with overlap skip the next one is skipped while the first
+// run is open; a scheduler without Schedules fires nothing.
+func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	r := newPassRig(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	r.s.cfg.Schedules = r.st
+	ctx := context.Background()
+	if _, err := r.st.CreateSchedule(ctx, store.ScheduleSpec{Name: "s", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapSkip}, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	backdate := func(seconds int) {
+		t.Helper()
+		if _, err := r.db.Exec(`UPDATE schedules SET fired_through = date_trunc('second', now()) - $1 * interval '1 second'`, seconds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backdate(15)
+	r.pass()
+	if got := testutil.ToFloat64(r.metrics.ScheduleTicks.WithLabelValues("fired")); got != 1 {
+		t.Fatalf("fired ticks %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), `"msg":"scheduler: fired schedule tick","schedule":"s","workflow":"chain"`) {
+		t.Fatalf("no log line for the tick:\n%s", logs.String())
+	}
+	backdate(12)
+	r.pass()
+	if got := testutil.ToFloat64(r.metrics.ScheduleTicks.WithLabelValues("skipped")); got != 1 {
+		t.Fatalf("skipped ticks %v, want 1", got)
+	}
+	// Without Schedules nothing fires.
+	r.s.cfg.Schedules = nil
+	backdate(18)
+	r.pass()
+	var n int
+	if err := r.db.QueryRow(`SELECT count(*) FROM schedule_ticks`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d ticks (%v), want 2", n, err)
+	}
+}
