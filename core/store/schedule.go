@@ -603,11 +603,16 @@ func (s *Store) tickRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedule, req
 	if !refused || errors.Is(err, ErrCommitOutcomeUnknown) {
 		return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, err)
 	}
+	if errors.Is(err, ErrWorkflowPaused) {
+		// The trigger's statement succeeded: it created nothing and counted
+		// the drop on the pause, which the tick keeps (no rollback).
+		if _, rerr := tx.ExecContext(ctx, `RELEASE SAVEPOINT tick_run`); rerr != nil {
+			return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, rerr)
+		}
+		return tickResult{outcome: TickDropped, reason: err.Error()}, nil
+	}
 	if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT tick_run`); rerr != nil {
 		return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, rerr)
-	}
-	if errors.Is(err, ErrWorkflowPaused) {
-		return tickResult{outcome: TickDropped, reason: err.Error()}, nil
 	}
 	return tickResult{outcome: TickFailed, reason: err.Error(), err: fmt.Errorf("tick of schedule %q: %w", sc.Name, err)}, nil
 }

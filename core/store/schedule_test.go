@@ -489,3 +489,59 @@ func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
 		t.Fatalf("pause of an unknown schedule: %v", err)
 	}
 }
+
+// TestATickOfAPausedWorkflowIsDroppedOrQueuedByThePausesMode: a schedule
+// tick goes through the trigger, so a workflow paused with mode drop records
+// the tick dropped (decided, with why; no run; the drop counted on the
+// pause) and one paused with mode queue creates the tick's run, whose tasks
+// wait unclaimed until the resume.
+func TestATickOfAPausedWorkflowIsDroppedOrQueuedByThePausesMode(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		mode    store.PauseMode
+		outcome store.TickOutcome
+		runs    int
+		dropped int
+	}{
+		{store.PauseDrop, store.TickDropped, 0, 1},
+		{store.PauseQueue, store.TickFired, 1, 0},
+	}
+	for _, c := range cases {
+		t.Run(string(c.mode), func(t *testing.T) {
+			t.Parallel()
+			f := newScheduleFixture(t)
+			f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+			if _, err := f.s.PauseWorkflow(f.ctx, "nightly-etl", c.mode, "tester", "incident"); err != nil {
+				t.Fatal(err)
+			}
+			f.backdateSchedule("m", 15*time.Second)
+			res := f.fire()
+			if len(res.Ticks) != 1 || res.Ticks[0].Outcome != c.outcome {
+				t.Fatalf("ticks %+v, want one %s", res.Ticks, c.outcome)
+			}
+			if c.outcome == store.TickDropped && res.Ticks[0].Reason == "" {
+				t.Errorf("a dropped tick says nothing of why")
+			}
+			if n := f.count(`SELECT count(*) FROM workflow_runs`); n != c.runs {
+				t.Fatalf("%d runs, want %d", n, c.runs)
+			}
+			if n := f.count(`SELECT dropped FROM workflow_pauses WHERE workflow_name = 'nightly-etl'`); n != c.dropped {
+				t.Errorf("the pause counted %d drops, want %d", n, c.dropped)
+			}
+			if again := f.fire(); len(again.Ticks) != 0 {
+				t.Fatalf("the tick was not decided: a second pass fired %d more", len(again.Ticks))
+			}
+			if c.runs == 0 {
+				return
+			}
+			var id uuid.UUID
+			var tok int64
+			if err := f.db.QueryRowContext(f.ctx, `SELECT id, fencing_token FROM task_runs WHERE state = 'READY'`).Scan(&id, &tok); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := f.s.Claim(f.ctx, id, tok, "w1", time.Minute); err != nil || ok {
+				t.Fatalf("claim of a queued tick's task while paused: ok=%v err=%v, want refused", ok, err)
+			}
+		})
+	}
+}
