@@ -142,3 +142,53 @@ func TestASchedulerKilledMidTickFiresItOnceAfterRestart(t *testing.T) {
 		t.Fatalf("%d ticks recorded by the dead scheduler", n)
 	}
 }
+
+// TestASchedulerDownForTwoHoursAppliesEachCatchupPolicy: mode 70 with a
+// real scheduler process. Three hourly schedules, one per catch-up policy,
+// were last fired 2h30m ago on the database's clock (the schedules'
+// last-fired point is backdated in SQL: no scheduler ran for two hours and
+// a half, and the process clock plays no part); the scheduler that starts
+// then fires every missed tick within the window (all), the latest one
+// (one), or none (none), each once, and moves each schedule past them.
+func TestASchedulerDownForTwoHoursAppliesEachCatchupPolicy(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t, harness.StackOptions{})
+	db := s.DB(t)
+	s.Apply(t, scheduledWorkflowYAML)
+	policies := []struct {
+		name  string
+		fired []time.Duration // after the backdated point
+	}{
+		{"none", nil},
+		{"one", []time.Duration{2 * time.Hour}},
+		{"all", []time.Duration{time.Hour, 2 * time.Hour}},
+	}
+	from := map[string]time.Time{}
+	for _, p := range policies {
+		s.MustCLI(t, "schedule", "create", "missed-"+p.name, "--workflow", "ticking", "--cron", "@every 1h",
+			"--overlap", "allow", "--catchup", p.name, "--catchup-window", "3h")
+		var at time.Time
+		if err := db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - interval '150 minutes'
+		  WHERE name = $1 RETURNING fired_through`, "missed-"+p.name).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		from[p.name] = at
+	}
+	sched := s.Daemon(t, "scheduler", "scheduler", "--id", "late", "--sweep-interval", "100ms")
+	harness.Eventually(t, 60*time.Second, "every schedule decided past its missed ticks", func() (bool, error) {
+		n := harness.QueryInt(t, db, `SELECT count(*) FROM schedules WHERE fired_through < now() - interval '31 minutes'`)
+		return n == 0, fmt.Errorf("%d schedules not past their missed ticks", n)
+	})
+	sched.Kill()
+	for _, p := range policies {
+		ticks := scheduleTicks(t, db, "missed-"+p.name)
+		if len(ticks) != len(p.fired) {
+			t.Fatalf("catch-up %s: %d ticks %v, want %d", p.name, len(ticks), ticks, len(p.fired))
+		}
+		for i, at := range ticks {
+			if want := from[p.name].Add(p.fired[i]); !at.Equal(want) {
+				t.Errorf("catch-up %s: tick %d at %s, want %s", p.name, i, at.UTC().Format(time.RFC3339), want.UTC().Format(time.RFC3339))
+			}
+		}
+	}
+}

@@ -463,3 +463,39 @@ func TestAPausedWorkflowsRunsAreNotStuck(t *testing.T) {
 		t.Fatalf("resume re-sent %d, want 3", res.Redispatched)
 	}
 }
+
+// TestModeDropAnswersATriggerWhoseKeyNamesARunWithThatRun: a trigger retried
+// with the idempotency key of a run created before the pause is not
+// dropped (nothing would be created either way): it gets that run, as
+// without a pause, and the pause counts no drop; with other params it is
+// the key's conflict, as always. A fresh key is still dropped and counted.
+func TestModeDropAnswersATriggerWhoseKeyNamesARunWithThatRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(pauseChain)
+	first, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "held", IdempotencyKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pause("held", store.PauseDrop)
+	again, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "held", IdempotencyKey: "k1"})
+	if err != nil || again.RunID != first.RunID || !again.Existing {
+		t.Fatalf("retry with the key of an existing run while paused (drop): %+v %v, want run %s, existing", again, err, first.RunID)
+	}
+	_, err = f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "held", IdempotencyKey: "k1", Params: json.RawMessage(`{"other":1}`)})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("the key with other params while paused: %v, want ErrConflict", err)
+	}
+	if p, _, _ := f.s.WorkflowPause(f.ctx, "held"); p.Dropped != 0 {
+		t.Fatalf("dropped %d, want 0 (nothing was dropped)", p.Dropped)
+	}
+	if _, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "held", IdempotencyKey: "k2"}); !errors.Is(err, store.ErrWorkflowPaused) {
+		t.Fatalf("a fresh key while paused (drop): %v, want ErrWorkflowPaused", err)
+	}
+	if p, _, _ := f.s.WorkflowPause(f.ctx, "held"); p.Dropped != 1 {
+		t.Fatalf("dropped %d, want 1", p.Dropped)
+	}
+	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 1 {
+		t.Fatalf("%d runs, want the first one only", n)
+	}
+}

@@ -67,18 +67,25 @@ type TriggerResult struct {
 // run was created. dropped is the pause's gate: when the workflow is paused
 // with mode drop, no run is inserted and the pause counts the runs asked
 // for (only for a current definition, so a stale retry counts nothing
-// twice); a pause with mode queue lets the runs in (their tasks wait).
+// twice) whose idempotency key names no run yet (fresh): a retry of a
+// trigger that created its run before the pause is not dropped but
+// answered with that run, as without a pause; a pause with mode queue lets
+// the runs in (their tasks wait).
 // Only this statement creates runs, so no trigger path (run trigger, the
 // bulk trigger, a schedule tick) passes a drop pause.
 const qTrigger = `
 WITH wf AS (
   SELECT 1 WHERE $8::bool OR NOT EXISTS (SELECT 1 FROM workflows w WHERE w.name = $3::text AND w.version > $4::int)
-), dropped AS (
-  UPDATE workflow_pauses SET dropped = dropped + cardinality($1::uuid[])
-   WHERE workflow_name = $3::text AND mode = 'drop' AND EXISTS (SELECT 1 FROM wf)
-  RETURNING 1
 ), input AS (
   SELECT * FROM unnest($1::uuid[], $5::jsonb[], $6::text[]) WITH ORDINALITY AS r(id, params, ikey, ord)
+), fresh AS (
+  SELECT count(*) AS n FROM input r
+   WHERE r.ikey IS NULL OR NOT EXISTS (SELECT 1 FROM workflow_runs x WHERE x.idempotency_key = r.ikey)
+), dropped AS (
+  UPDATE workflow_pauses SET dropped = dropped + fresh.n
+    FROM fresh
+   WHERE workflow_name = $3::text AND mode = 'drop' AND EXISTS (SELECT 1 FROM wf) AND fresh.n > 0
+  RETURNING 1
 ), run AS (
   INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
   SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool
