@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/daemon/logtest"
 )
 
 const bulkWorkflow = "name: bulk\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a]}\n"
@@ -233,7 +234,7 @@ func TestCtrlCDuringABulkTriggerKeepsTheCommittedBatches(t *testing.T) {
 	}
 	cmd := exec.CommandContext(h.ctx, self, "--database-url", h.url, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", "1")
 	cmd.Env = append(os.Environ(), beFFCTL+"=1")
-	var out, errOut syncBuffer
+	var out, errOut logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

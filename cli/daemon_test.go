@@ -14,6 +14,7 @@ import (
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
+	"github.com/flowforge/flowforge/daemon/logtest"
 	"github.com/flowforge/flowforge/daemon/pruner"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
@@ -159,7 +160,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
-			var out, errOut syncBuffer
+			var out, errOut logtest.Buffer
 			done := make(chan int)
 			go func() { done <- ffcli.Run(ctx, args, nil, strings.NewReader(""), &out, &errOut) }()
 			eventually(t, 20*time.Second, "the daemon retrying the database", func() bool {

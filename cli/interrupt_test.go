@@ -1,18 +1,18 @@
 package cli_test
 
 import (
-	"bytes"
 	"errors"
 	"net/url"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/daemon/logtest"
 )
 
 // TestCtrlCDuringAWaitLeavesTheRunAndExits130 runs this test binary as a
@@ -56,7 +56,7 @@ func TestCtrlCDuringAWaitLeavesTheRunAndExits130(t *testing.T) {
 			u.RawQuery = q.Encode()
 			cmd := exec.CommandContext(h.ctx, self, append([]string{"--database-url", u.String()}, args...)...)
 			cmd.Env = append(os.Environ(), beFFCTL+"=1")
-			var out, errOut syncBuffer
+			var out, errOut logtest.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -97,29 +97,4 @@ func TestCtrlCDuringAWaitLeavesTheRunAndExits130(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a process's output can be written to
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
 }

@@ -384,18 +384,7 @@ SELECT t.schedule_id, t.id, t.scheduled_at, t.fired_at, t.manual, t.outcome, t.r
 // ListSchedules returns every schedule by name, each with its newest tick
 // (Ticks has at most one).
 func (s *Store) ListSchedules(ctx context.Context) ([]Schedule, error) {
-	var rows []scheduleRow
-	if err := s.db.SelectContext(ctx, &rows, `SELECT `+scheduleColumns+` FROM schedules ORDER BY name`); err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	out := make([]Schedule, len(rows))
-	for i, r := range rows {
-		out[i] = r.schedule()
-	}
-	if err := s.attachTicks(ctx, out, 1); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.listSchedules(ctx, nil)
 }
 
 // attachTicks fills the Ticks of scheds with their newest n.

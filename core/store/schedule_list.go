@@ -11,6 +11,11 @@ func (s *Store) ListSchedulesLimit(ctx context.Context, limit int) ([]Schedule, 
 	if limit <= 0 {
 		limit = 100
 	}
+	return s.listSchedules(ctx, &limit)
+}
+
+// listSchedules is ListSchedules with LIMIT limit (nil: every schedule).
+func (s *Store) listSchedules(ctx context.Context, limit *int) ([]Schedule, error) {
 	var rows []scheduleRow
 	if err := s.db.SelectContext(ctx, &rows, `SELECT `+scheduleColumns+` FROM schedules ORDER BY name LIMIT $1`, limit); err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)

@@ -1,12 +1,10 @@
 package pruner
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
+	"github.com/flowforge/flowforge/daemon/logtest"
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
@@ -89,24 +88,6 @@ func (r *rig) exists(id uuid.UUID) bool {
 	return n == 1
 }
 
-// syncBuffer is a log sink safe for the pruner's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestAPassPrunesEachClassByItsAgeAndDeadOnlyWithOptIn: without
 // RetainDead a FAILED run (and a CANCELLED one holding a DEAD task) is
 // kept however old; SUCCEEDED and CANCELLED runs go after their ages;
@@ -120,7 +101,7 @@ func TestAPassPrunesEachClassByItsAgeAndDeadOnlyWithOptIn(t *testing.T) {
 	oldCancelled := r.settled("CANCELLED", "CANCELLED", 3*day)
 	oldFailed := r.settled("FAILED", "DEAD", 400*day)
 	cancelledDead := r.settled("CANCELLED", "DEAD", 400*day)
-	var logs syncBuffer
+	var logs logtest.Buffer
 	m := metrics.New()
 	p, err := New(Config{Store: r.s, RetainCancelled: 2 * day, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {

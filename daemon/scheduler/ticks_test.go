@@ -1,43 +1,24 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon/logtest"
 )
-
-// syncBuffer is a log sink the test reads while nothing writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // TestAPassFiresTheDueScheduleTicks: a pass fires a due tick (counted,
 // logged), and with overlap skip the next one is skipped while the first
 // run is open; a scheduler without Schedules fires nothing.
 func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	r := newPassRig(t, func(c *Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	})

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
+	"github.com/flowforge/flowforge/daemon/logtest"
 )
 
 // finishRecorder is the Store of these tests: it records finishes; the
@@ -48,31 +48,13 @@ func (r *stopRenewer) Renew(context.Context, uuid.UUID, int64, time.Duration) (s
 	return store.RenewResult{OK: true, Stop: r.stop.Load()}, nil
 }
 
-// lockedBuffer is a log sink safe for the worker's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // cancelRig is a worker running one claimed attempt of a handler that
 // blocks until its context is cancelled.
 type cancelRig struct {
 	w       *Worker
 	renewer *stopRenewer
 	store   *finishRecorder
-	logs    *lockedBuffer
+	logs    *logtest.Buffer
 	task    store.ClaimedTask
 	started chan struct{}
 }
@@ -84,7 +66,7 @@ func newCancelRig(t *testing.T, lease time.Duration, dbURL string) *cancelRig {
 	rig := &cancelRig{
 		renewer: &stopRenewer{},
 		store:   &finishRecorder{finished: make(chan store.FinishRequest, 1)},
-		logs:    &lockedBuffer{},
+		logs:    &logtest.Buffer{},
 		task:    store.ClaimedTask{ID: uuid.New(), RunID: uuid.New(), TaskName: "t", Handler: "block", Attempt: 1, MaxAttempts: 3, FencingToken: 2},
 		started: make(chan struct{}),
 	}
