@@ -19,8 +19,8 @@ func runDeleteCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:  "delete",
 		Usage: "delete settled runs with their tasks and history (audited)",
-		UsageText: "ffctl run delete RUN_ID... --reason R [--dry-run] [-o json]\n" +
-			"ffctl run delete --older-than D --state S --reason R [--dry-run] [--yes] [-o json]\n\n" +
+		UsageText: "ffctl run delete RUN_ID... --reason R [--include-dead] [--dry-run] [-o json]\n" +
+			"ffctl run delete --older-than D --state S --reason R [--include-dead] [--dry-run] [--yes] [-o json]\n\n" +
 			"Only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be\n" +
 			"deleted: its task runs, outbox rows and task history go with it. Each run deleted is recorded\n" +
 			"in run_deletions (who, when, why, what the run was, how many task runs went), which keeps the\n" +
@@ -28,15 +28,19 @@ func runDeleteCommand(env *Env) *cli.Command {
 			"not ended is refused by name, and nothing is deleted. With --older-than and --state it deletes\n" +
 			"the runs in that state that ended longer ago than D (database clock), in batches of " + fmt.Sprint(store.PruneBatchDefault) + ";\n" +
 			"on a terminal it asks first unless --yes (elsewhere --yes is required). --dry-run lists what\n" +
-			"would go and deletes nothing.\n\n" +
+			"would go and deletes nothing. A run that holds a DEAD task (every FAILED run; a CANCELLED one\n" +
+			"whose task died first) goes only with --include-dead, as the pruner keeps it unless --retain-dead:\n" +
+			"a requeue could still retry that task. Named by id without it, it is refused; by --state\n" +
+			"CANCELLED it is skipped; --state FAILED needs --include-dead.\n\n" +
 			"Example:\n  ffctl run delete 0b7c6d2e --reason 'test run with customer data'\n" +
-			"  ffctl run delete --older-than 30d --state FAILED --dry-run\n" +
-			"  ffctl run delete --older-than 30d --state FAILED --reason 'incident 42 is closed' --yes",
+			"  ffctl run delete --older-than 30d --state FAILED --include-dead --dry-run\n" +
+			"  ffctl run delete --older-than 30d --state FAILED --include-dead --reason 'incident 42 is closed' --yes",
 		Flags: []cli.Flag{
 			ageFlag("older-than", "delete the runs that ended longer ago than this"),
 			&cli.StringFlag{Name: "state", Usage: "with --older-than: the final state of the runs to delete (SUCCEEDED, FAILED, CANCELLED)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be deleted; delete nothing"},
 			&cli.StringFlag{Name: "reason", Usage: "why (required unless --dry-run: prompted for on a terminal; recorded in run_deletions)"},
+			&cli.BoolFlag{Name: "include-dead", Usage: "also delete runs that hold a DEAD task (their DEAD tasks can no longer be requeued)"},
 			&cli.BoolFlag{Name: "yes", Usage: "with --older-than: do not ask for confirmation"},
 			outputFlag(),
 		},
@@ -57,6 +61,12 @@ type runDeleteSelection struct {
 func runDeleteTargets(c *cli.Context) (runDeleteSelection, error) {
 	var sel runDeleteSelection
 	sel.req.DryRun = c.Bool("dry-run")
+	sel.req.IncludeDead = c.Bool("include-dead")
+	for _, name := range []string{"older-than", "state"} {
+		if c.IsSet(name) && strings.TrimSpace(c.String(name)) == "" {
+			return sel, usageError("--%s is empty: give a value (run delete needs both --older-than and --state, or run ids)", name)
+		}
+	}
 	older, hasOlder, err := filterFlag(c, "older-than")
 	if err != nil {
 		return sel, err
@@ -94,6 +104,9 @@ func runDeleteTargets(c *cli.Context) (runDeleteSelection, error) {
 	if !sel.req.State.Terminal() {
 		return sel, usageError("--state %q: only runs in a final state can be deleted: want SUCCEEDED, FAILED or CANCELLED", st)
 	}
+	if sel.req.State == core.RunFailed && !sel.req.IncludeDead {
+		return sel, usageError("--state FAILED: every FAILED run holds a DEAD task that a requeue could still retry; add --include-dead to delete them anyway")
+	}
 	return sel, nil
 }
 
@@ -126,7 +139,17 @@ func runDelete(c *cli.Context, env *Env) error {
 			return err
 		}
 	} else if !sel.req.DryRun && !c.Bool("yes") {
-		ok, err := confirm(env, in, fmt.Sprintf("Delete every %s run that ended more than %s ago, with its tasks and history? [y/N] ", sel.req.State, c.String("older-than")))
+		dry := sel.req
+		dry.DryRun = true
+		would, err := s.DeleteRuns(c.Context, dry)
+		if err != nil {
+			return failure(err)
+		}
+		if len(would) == 0 {
+			return reportRunDelete(env, format, false, nil)
+		}
+		ok, err := confirm(env, in, fmt.Sprintf("Delete %d %s run(s) that ended more than %s ago (and any that end meanwhile), with their tasks and history? [y/N] ",
+			len(would), sel.req.State, c.String("older-than")))
 		if err != nil {
 			return err
 		}
@@ -194,9 +217,9 @@ func reportRunDelete(env *Env, format string, dryRun bool, res []store.RunDeleti
 		return writeJSON(env.Stdout, rep)
 	}
 	if len(res) > 0 {
-		tw := newTable(env.Stdout, env.colours(), "RUN ID", "WORKFLOW", "STATE", "TASKS", "CREATED", "FINISHED")
+		tw := newTable(env.Stdout, env.colours(), "RUN ID", "WORKFLOW", "STATE", "TASKS", "DEAD", "CREATED", "FINISHED")
 		for _, r := range res {
-			tw.row(r.RunID.String(), r.Workflow, string(r.State), fmt.Sprint(r.TaskRuns), fmtTime(&r.CreatedAt), fmtTime(r.FinishedAt))
+			tw.row(r.RunID.String(), r.Workflow, string(r.State), fmt.Sprint(r.TaskRuns), fmt.Sprint(r.DeadTasks), fmtTime(&r.CreatedAt), fmtTime(r.FinishedAt))
 		}
 		if err := tw.flush(); err != nil {
 			return err

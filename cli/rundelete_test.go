@@ -49,9 +49,13 @@ func TestRunDeleteBadInputIsRefusedAndDeletesNothing(t *testing.T) {
 		{"--older-than without --state", del("--older-than", "1d", "--reason", "r"), 2, []string{"--older-than needs --state"}},
 		{"--state without --older-than", del("--state", "FAILED", "--reason", "r"), 2, []string{"--state needs --older-than"}},
 		{"a state that is not final", del("--older-than", "1d", "--state", "RUNNING", "--reason", "r", "--yes"), 2, []string{`--state "RUNNING": only runs in a final state can be deleted: want SUCCEEDED, FAILED or CANCELLED`}},
-		{"a malformed age", del("--older-than", "soon", "--state", "FAILED", "--reason", "r", "--yes"), 2, []string{`--older-than: "soon": want a duration such as 3d`}},
-		{"an empty age", del("--older-than", "", "--state", "FAILED", "--reason", "r", "--yes"), 2, []string{"--older-than is empty"}},
-		{"a filter without --yes off a terminal", del("--older-than", "1d", "--state", "FAILED", "--reason", "r"), 2, []string{"needs --yes when not run on a terminal"}},
+		{"a malformed age", del("--older-than", "soon", "--state", "FAILED", "--include-dead", "--reason", "r", "--yes"), 2, []string{`--older-than: "soon": want a duration such as 3d`}},
+		{"an empty age", del("--older-than", "", "--state", "FAILED", "--reason", "r", "--yes"), 2, []string{"--older-than is empty: give a value (run delete needs both --older-than and --state, or run ids)"}},
+		{"an empty state", del("--older-than", "1d", "--state", " ", "--reason", "r", "--yes"), 2, []string{"--state is empty: give a value (run delete needs both --older-than and --state, or run ids)"}},
+		{"FAILED runs without --include-dead", del("--older-than", "1d", "--state", "FAILED", "--reason", "r", "--yes"), 2, []string{"--state FAILED: every FAILED run holds a DEAD task that a requeue could still retry; add --include-dead to delete them anyway"}},
+		{"a filter without --yes off a terminal", del("--older-than", "1d", "--state", "SUCCEEDED", "--reason", "r"), 2, []string{"needs --yes when not run on a terminal"}},
+		{"a run holding a DEAD task by id, without --include-dead", del(failed.String(), "--reason", "r"), 1, []string{"run " + failed.String() + " (FAILED, 1 DEAD): run holds DEAD tasks that a requeue could still retry: deleting it needs the opt-in (ffctl run delete --include-dead) (nothing was deleted)"}},
+		{"the same, dry run", del(failed.String(), "--dry-run"), 1, []string{"run holds DEAD tasks"}},
 		{"--yes with ids", del(failed.String(), "--reason", "r", "--yes"), 2, []string{"--yes only applies with --older-than"}},
 		{"no reason", del(failed.String()), 2, []string{"--reason is required: say why the runs are deleted"}},
 		{"malformed id", del("not-a-uuid", "--reason", "r"), 2, []string{`malformed run id "not-a-uuid"`}},
@@ -92,7 +96,7 @@ func TestRunDeleteByIDAndByAgeIsAudited(t *testing.T) {
 	h.settledAgo(recent, 2)
 
 	before := h.snapshot()
-	r := h.must("run", "delete", failed.String()[:8], "--dry-run", "-o", "json")
+	r := h.must("run", "delete", failed.String()[:8], "--include-dead", "--dry-run", "-o", "json")
 	var dry struct {
 		DryRun bool `json:"dry_run"`
 		Runs   []struct {
@@ -100,22 +104,23 @@ func TestRunDeleteByIDAndByAgeIsAudited(t *testing.T) {
 			Workflow string    `json:"workflow"`
 			State    string    `json:"state"`
 			TaskRuns int       `json:"task_runs"`
+			Dead     int       `json:"dead_tasks"`
 		} `json:"runs"`
 		TaskRuns int `json:"task_runs"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &dry); err != nil {
 		t.Fatalf("json: %v\n%s", err, r.stdout)
 	}
-	if !dry.DryRun || len(dry.Runs) != 1 || dry.Runs[0].RunID != failed || dry.Runs[0].State != "FAILED" || dry.Runs[0].Workflow != "twostep" || dry.Runs[0].TaskRuns != 2 || dry.TaskRuns != 2 {
+	if !dry.DryRun || len(dry.Runs) != 1 || dry.Runs[0].RunID != failed || dry.Runs[0].State != "FAILED" || dry.Runs[0].Workflow != "twostep" || dry.Runs[0].TaskRuns != 2 || dry.Runs[0].Dead != 1 || dry.TaskRuns != 2 {
 		t.Fatalf("dry run: %+v", dry)
 	}
 	h.assertUnchanged(before)
 
-	r = h.must("run", "delete", failed.String(), "--reason", "test data")
+	r = h.must("run", "delete", failed.String(), "--include-dead", "--reason", "test data")
 	if !strings.Contains(r.stdout, failed.String()) || !strings.Contains(r.stderr, "deleted 1 run(s) and 2 task run(s)") {
 		t.Fatalf("delete by id: %s", r)
 	}
-	r = h.must("run", "delete", "--older-than", "30d", "--state", "failed", "--reason", "incident closed", "--yes", "-o", "json")
+	r = h.must("run", "delete", "--older-than", "30d", "--state", "failed", "--include-dead", "--reason", "incident closed", "--yes", "-o", "json")
 	var byAge struct {
 		DryRun bool `json:"dry_run"`
 		Runs   []struct {
@@ -151,4 +156,18 @@ func TestRunDeleteByIDAndByAgeIsAudited(t *testing.T) {
 	}
 	r = h.ff("run", "delete", failed.String(), "--reason", "again")
 	expect(t, r, 1, "not found (nothing was deleted)")
+
+	// A CANCELLED run holding a DEAD task: the filter skips it without
+	// --include-dead, as the pruner keeps it without --retain-dead.
+	if _, err := h.db.ExecContext(h.ctx, `UPDATE workflow_runs SET state = 'CANCELLED', finished_at = now() - interval '40 days' WHERE id = $1`, recent); err != nil {
+		t.Fatal(err)
+	}
+	r = h.must("run", "delete", "--older-than", "30d", "--state", "CANCELLED", "--reason", "cancelled", "--yes")
+	if !strings.Contains(r.stderr, "deleted 0 run(s)") || h.run(recent).ID != recent {
+		t.Fatalf("a CANCELLED run holding a DEAD task was deleted without --include-dead: %s", r)
+	}
+	r = h.must("run", "delete", "--older-than", "30d", "--state", "CANCELLED", "--include-dead", "--reason", "cancelled", "--yes")
+	if !strings.Contains(r.stderr, "deleted 1 run(s) and 2 task run(s)") {
+		t.Fatalf("with --include-dead: %s", r)
+	}
 }

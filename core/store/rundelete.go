@@ -36,6 +36,30 @@ func (e *RunNotSettledError) Error() string {
 
 func (e *RunNotSettledError) Unwrap() error { return ErrRunNotSettled }
 
+// ErrRunHoldsDead is wrapped by the refusal of DeleteRuns to delete, by id
+// and without IncludeDead, a run that holds a DEAD task: `ffctl dead
+// requeue` could still retry that task, and the deletion would take it
+// away; the retention pruner keeps such runs too unless --retain-dead.
+var ErrRunHoldsDead = errors.New("run holds DEAD tasks")
+
+// RunHoldsDeadError names the runs DeleteRuns refused because they hold a
+// DEAD task (IncludeDead not set), with their states and DEAD task counts;
+// nothing was deleted. It wraps ErrRunHoldsDead.
+type RunHoldsDeadError struct {
+	Runs []RunDeletion // RunID, State and DeadTasks set
+}
+
+func (e *RunHoldsDeadError) Error() string {
+	parts := make([]string, len(e.Runs))
+	for i, r := range e.Runs {
+		parts[i] = fmt.Sprintf("%s (%s, %d DEAD)", r.RunID, r.State, r.DeadTasks)
+	}
+	return fmt.Sprintf("run %s: %v that a requeue could still retry: deleting it needs the opt-in (ffctl run delete --include-dead)",
+		strings.Join(parts, ", "), ErrRunHoldsDead)
+}
+
+func (e *RunHoldsDeadError) Unwrap() error { return ErrRunHoldsDead }
+
 // RunDeletion is one run DeleteRuns deleted (or, in a dry run, would
 // delete), as recorded in run_deletions: TaskRuns is the number of task runs
 // that went with it.
@@ -47,26 +71,34 @@ type RunDeletion struct {
 	CreatedAt       time.Time     `db:"created_at" json:"created_at"`
 	FinishedAt      *time.Time    `db:"finished_at" json:"finished_at"`
 	TaskRuns        int64         `db:"task_runs" json:"task_runs"`
+	// DeadTasks is how many of those task runs were DEAD.
+	DeadTasks int64 `db:"dead_tasks" json:"dead_tasks"`
 }
 
 // DeleteRunsRequest selects the runs DeleteRuns deletes: IDs (every one
 // must name a settled run), or, with no IDs, the settled runs in State
 // (SUCCEEDED, FAILED or CANCELLED) whose finished_at is older than
-// OlderThan (database clock). DryRun deletes nothing and returns what would
-// go. Actor and Reason are recorded in run_deletions for every run deleted.
+// OlderThan (database clock). A run holding a DEAD task (every FAILED run,
+// a CANCELLED one whose task died before the cancel) goes only with
+// IncludeDead: named by id without it, it is refused (*RunHoldsDeadError);
+// selected by the filter without it, it is skipped. DryRun deletes nothing
+// and returns what would go. Actor and Reason are recorded in
+// run_deletions for every run deleted.
 type DeleteRunsRequest struct {
-	IDs       []uuid.UUID
-	State     core.RunState
-	OlderThan time.Duration
-	DryRun    bool
-	Actor     string
-	Reason    string
+	IDs         []uuid.UUID
+	State       core.RunState
+	OlderThan   time.Duration
+	IncludeDead bool
+	DryRun      bool
+	Actor       string
+	Reason      string
 }
 
 // qLockRunsForDelete locks the runs named, in id order (as requeues and the
 // reaper lock them), and says whether each is settled.
 const qLockRunsForDelete = `
-SELECT r.id AS run_id, r.state, (` + settledNow + `) AS settled
+SELECT r.id AS run_id, r.state, (` + settledNow + `) AS settled,
+       (SELECT count(*) FROM task_runs d WHERE d.run_id = r.id AND d.state = 'DEAD') AS dead_tasks
   FROM workflow_runs r WHERE r.id = ANY ($1::uuid[])
  ORDER BY r.id
    FOR UPDATE`
@@ -80,11 +112,12 @@ const settledNow = `r.finished_at IS NOT NULL AND r.state IN ('SUCCEEDED', 'FAIL
 // ago (skipping locked ones, oldest first), with their task run counts;
 // unless $4 (a dry run) it deletes them (their task runs, outbox rows and
 // history cascade) and records each in run_deletions with actor $6 and
-// reason $7.
+// reason $7. The filter skips runs holding a DEAD task unless $8.
 const qDeleteRuns = `
 WITH due AS (
     SELECT r.id FROM workflow_runs r
      WHERE $1::uuid[] IS NULL AND r.state = $3::text AND ` + settledOlder + `
+       AND ($8::bool OR NOT EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = r.id AND d.state = 'DEAD'))
      ORDER BY r.finished_at
      LIMIT $5::bigint
        FOR UPDATE SKIP LOCKED
@@ -94,7 +127,8 @@ WITH due AS (
     SELECT id FROM due
 ), info AS (
     SELECT r.id AS run_id, r.workflow_name, r.workflow_version, r.state, r.created_at, r.finished_at,
-           (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS task_runs
+           (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS task_runs,
+           (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state = 'DEAD') AS dead_tasks
       FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand))
 ), gone AS (
     DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) AND NOT $4::bool RETURNING r.id
@@ -115,7 +149,8 @@ const deleteBatch = PruneBatchDefault
 //
 // With IDs it is all or nothing, one transaction: an id that names no run
 // is an error wrapping ErrNotFound naming it, a run that is not settled a
-// *RunNotSettledError naming every such run; then nothing is deleted. With
+// *RunNotSettledError naming every such run, a run holding a DEAD task
+// without IncludeDead a *RunHoldsDeadError; then nothing is deleted. With
 // a filter it deletes in batches of PruneBatchDefault runs, one short
 // transaction each (a dry run lists every match in one statement); an
 // error mid-way leaves the batches before it deleted and says how many.
@@ -161,19 +196,24 @@ func (s *Store) deleteRunIDs(ctx context.Context, req DeleteRunsRequest) ([]RunD
 	var out []RunDeletion
 	err := s.inPruneTx(ctx, func(tx *sqlx.Tx) error {
 		var rows []struct {
-			RunID   uuid.UUID     `db:"run_id"`
-			State   core.RunState `db:"state"`
-			Settled bool          `db:"settled"`
+			RunID     uuid.UUID     `db:"run_id"`
+			State     core.RunState `db:"state"`
+			Settled   bool          `db:"settled"`
+			DeadTasks int64         `db:"dead_tasks"`
 		}
 		if err := tx.SelectContext(ctx, &rows, qLockRunsForDelete, uuidArray(ids)); err != nil {
 			return fmt.Errorf("lock runs: %w", err)
 		}
 		found := map[uuid.UUID]bool{}
 		open := &RunNotSettledError{}
+		dead := &RunHoldsDeadError{}
 		for _, r := range rows {
 			found[r.RunID] = true
-			if !r.Settled {
+			switch {
+			case !r.Settled:
 				open.Runs = append(open.Runs, RunDeletion{RunID: r.RunID, State: r.State})
+			case r.DeadTasks > 0 && !req.IncludeDead:
+				dead.Runs = append(dead.Runs, RunDeletion{RunID: r.RunID, State: r.State, DeadTasks: r.DeadTasks})
 			}
 		}
 		var missing []string
@@ -188,7 +228,10 @@ func (s *Store) deleteRunIDs(ctx context.Context, req DeleteRunsRequest) ([]RunD
 		if len(open.Runs) > 0 {
 			return open
 		}
-		return tx.SelectContext(ctx, &out, qDeleteRuns, uuidArray(ids), nil, nil, req.DryRun, nil, req.Actor, req.Reason)
+		if len(dead.Runs) > 0 {
+			return dead
+		}
+		return tx.SelectContext(ctx, &out, qDeleteRuns, uuidArray(ids), nil, nil, req.DryRun, nil, req.Actor, req.Reason, req.IncludeDead)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delete runs: %w", err)
@@ -206,7 +249,7 @@ func (s *Store) deleteRunsTx(ctx context.Context, req DeleteRunsRequest, limit i
 	}
 	var out []RunDeletion
 	err := s.inPruneTx(ctx, func(tx *sqlx.Tx) error {
-		return tx.SelectContext(ctx, &out, qDeleteRuns, nil, req.OlderThan.Milliseconds(), string(req.State), req.DryRun, lim, req.Actor, req.Reason)
+		return tx.SelectContext(ctx, &out, qDeleteRuns, nil, req.OlderThan.Milliseconds(), string(req.State), req.DryRun, lim, req.Actor, req.Reason, req.IncludeDead)
 	})
 	return out, err
 }
