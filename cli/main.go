@@ -277,7 +277,7 @@ func NewApp(env *Env) *cli.App {
 	app := &cli.App{
 		Name:                 "ffctl",
 		Usage:                "run and operate FlowForge, a durable workflow engine on PostgreSQL and RabbitMQ",
-		UsageText:            "ffctl [global options] command [command options] [arguments...]\n\nExample:\n  ffctl run trigger nightly-report --param date=2026-11-30 --wait --timeout 10m\n\nExit codes: 0 success, 1 operation failed (not found, refused, run ended other than SUCCEEDED, timeout), 2 usage or bad input.",
+		UsageText:            "ffctl [global options] command [command options] [arguments...]\n\nExample:\n  ffctl run trigger nightly-report --param date=2026-11-30 --wait --timeout 10m\n\nExit codes: 0 success, 1 operation failed (not found, refused, run ended other than SUCCEEDED, timeout), 2 usage or bad input, 3 a trigger dropped by a workflow paused with --mode drop, 130 a wait stopped by ctrl-C (the run goes on).",
 		Version:              readBuild().Version,
 		Writer:               env.Stdout,
 		ErrWriter:            env.Stderr,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -23,7 +24,9 @@ func retentionFlags() []cli.Flag {
 }
 
 // retentionConfig maps the retention flags into cfg (Pruner, NoPrune).
-// Errors (usage): an age that does not parse; bounds are the Config's.
+// "0" is the Config's default (for --retain-dead: off, as unset is).
+// Errors (usage): an empty age, one that does not parse; bounds are the
+// Config's.
 func retentionConfig(c *cli.Context, cfg *supervisor.Config) error {
 	cfg.NoPrune = !c.Bool("prune")
 	cfg.Pruner.Interval = c.Duration("prune-interval")
@@ -36,9 +39,13 @@ func retentionConfig(c *cli.Context, cfg *supervisor.Config) error {
 		{"retain-dead", &cfg.Pruner.RetainDead},
 		{"retain-outbox", &cfg.Pruner.RetainOutbox},
 	} {
-		v := c.String(f.name)
-		if v == "" && f.name == "retain-dead" {
-			continue // off
+		v := strings.TrimSpace(c.String(f.name))
+		switch {
+		case v == "0", v == "" && f.name == "retain-dead":
+			*f.to = 0 // the Config's default (RetainDead: off), as every 0 of ffctl's flags
+			continue
+		case v == "":
+			return usageError("--%s is empty: give an age such as 7d or 36h, or 0 for the default", f.name)
 		}
 		d, err := parseAge(v)
 		if err != nil {

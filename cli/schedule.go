@@ -105,7 +105,7 @@ func scheduleCommand(env *Env) *cli.Command {
 			action("trigger-now", "why the schedule is triggered now", "start a run of a schedule now, outside its cron (audited)",
 				"The run has the schedule's workflow (newest version) and params; it is recorded as a manual tick,\n"+
 					"also when the schedule is paused, and its overlap policy is not applied. A workflow paused in\n"+
-					"drop mode records the tick as dropped and starts nothing.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
+					"drop mode records the tick as dropped, starts nothing, and exits 3 (as `run trigger` does).", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
 					tick, err := s.TriggerScheduleNow(ctx, name, actor(), reason)
 					if err != nil {
 						return nil, "", err
@@ -366,7 +366,8 @@ func scheduleShow(c *cli.Context, env *Env) error {
 
 // scheduleAction is pause, resume, delete and trigger-now: the name, the
 // audit reason (asked for on a terminal), then do; it prints do's JSON
-// value or its message.
+// value or its message (on standard output), then exits 3 (ExitPaused)
+// when the result is a tick its workflow's drop-mode pause dropped.
 func scheduleAction(c *cli.Context, env *Env, verb, why string, do func(ctx context.Context, s *store.Store, name, reason string) (any, string, error)) error {
 	format, err := outputFormat(c)
 	if err != nil {
@@ -392,8 +393,12 @@ func scheduleAction(c *cli.Context, env *Env, verb, why string, do func(ctx cont
 		return err
 	}
 	if format == "json" {
-		return writeJSON(env.Stdout, res.v)
+		err = writeJSON(env.Stdout, res.v)
+	} else {
+		fmt.Fprintln(env.Stdout, core.TerminalText(res.msg))
 	}
-	fmt.Fprintln(env.Stdout, core.TerminalText(res.msg))
-	return nil
+	if tick, ok := res.v.(scheduleTickJSON); ok && err == nil && tick.Outcome == store.TickDropped {
+		return &ExitError{Code: ExitPaused, Err: fmt.Errorf("schedule %s: no run was started: its workflow is paused with mode drop (the tick is recorded dropped)", name)}
+	}
+	return err
 }

@@ -75,6 +75,20 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("show does not list the manual tick's run:\n%s", r.stdout)
 	}
 
+	// Its workflow paused with mode drop: the tick is printed, dropped, and
+	// the exit code is run trigger's for a dropped trigger.
+	h.must("workflow", "pause", "report", "--reason", "flood", "--mode", "drop")
+	r = h.ff("schedule", "trigger-now", "nightly", "--reason", "again", "-o", "json")
+	expect(t, r, 3, "schedule nightly: no run was started: its workflow is paused with mode drop (the tick is recorded dropped)")
+	var dropped struct {
+		Outcome string  `json:"outcome"`
+		RunID   *string `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &dropped); err != nil || dropped.Outcome != "dropped" || dropped.RunID != nil {
+		t.Fatalf("trigger-now of a drop-paused workflow: %v %s", err, r.stdout)
+	}
+	h.must("workflow", "resume", "report", "--reason", "dry")
+
 	h.must("schedule", "pause", "nightly", "--reason", "source down")
 	r = h.must("schedule", "list", "-o", "json")
 	var list []struct {
@@ -98,8 +112,8 @@ func TestScheduleCommands(t *testing.T) {
 	}
 	expect(t, h.ff("schedule", "show", "nightly"), 1, `ffctl: schedule "nightly": not found`)
 	var audits int
-	if err := h.db.QueryRow(`SELECT count(*) FROM schedule_events WHERE schedule_name = 'nightly' AND actor LIKE 'cli:%'`).Scan(&audits); err != nil || audits != 5 {
-		t.Fatalf("%d audit rows (%v), want 5", audits, err)
+	if err := h.db.QueryRow(`SELECT count(*) FROM schedule_events WHERE schedule_name = 'nightly' AND actor LIKE 'cli:%'`).Scan(&audits); err != nil || audits != 6 { // create, two trigger-nows, pause, resume, delete
+		t.Fatalf("%d audit rows (%v), want 6", audits, err)
 	}
 }
 

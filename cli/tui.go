@@ -14,8 +14,8 @@ import (
 func tuiCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "tui",
-		Usage:     "live dashboard: runs, a run's tasks, leases, outbox, DEAD tasks (requeue), workers",
-		UsageText: "ffctl tui [--refresh D] [--readonly]\n\nKeys: 1-6 or tab switch screens, ? lists every key, q quits.\nNO_COLOR set: no colours.\n\nExample:\n  ffctl tui --refresh 1s --readonly",
+		Usage:     "live dashboard: runs, a run's tasks, leases, outbox, DEAD tasks (requeue), workers, workflows (trigger, pause), schedules",
+		UsageText: "ffctl tui [--refresh D] [--readonly]\n\nKeys: 1-8 or tab switch screens, ? lists every key, q quits.\nNO_COLOR set: no colours.\n\nExample:\n  ffctl tui --refresh 1s --readonly",
 		Flags: []cli.Flag{
 			&cli.DurationFlag{Name: "refresh", Usage: "how often the screen re-reads the database", Value: tui.RefreshDefault, EnvVars: []string{"FLOWFORGE_TUI_REFRESH"}},
 			&cli.BoolFlag{Name: "readonly", Usage: "hide the actions (requeue, cancel)", EnvVars: []string{"FLOWFORGE_TUI_READONLY"}},
