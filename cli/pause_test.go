@@ -64,6 +64,9 @@ func TestWorkflowPauseAndResumeFromTheCommandLine(t *testing.T) {
 	if !strings.Contains(show, "paused    paused since ") || !strings.Contains(show, " by "+me+` because "warehouse migration" (mode queue)`) {
 		t.Fatalf("run show of a paused workflow's run:\n%s", show)
 	}
+	// A wait for it times out saying why it does not move.
+	expect(t, h.ff("run", "wait", runID.String(), "--timeout", "300ms"), 1,
+		"; its workflow is paused since ", ` because "warehouse migration" (mode queue`, "its tasks wait for `ffctl workflow resume held`; the run was not touched")
 	js := decode[struct {
 		Paused *pauseOut `json:"paused"`
 	}](t, h.must("run", "show", runID.String(), "-o", "json").stdout)

@@ -326,8 +326,12 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 		if state == "" {
 			state = "unknown"
 		}
-		return failure(fmt.Errorf("timed out after %s waiting for run %s (state %s, %d/%d tasks done); the run was not touched",
-			c.Duration("timeout"), id, state, run.TasksDone, run.TasksTotal))
+		held := ""
+		if run.Paused != nil {
+			held = fmt.Sprintf("; its workflow is %s: its tasks wait for `ffctl workflow resume %s`", pauseLine(run.Paused), run.Paused.Workflow)
+		}
+		return failure(fmt.Errorf("timed out after %s waiting for run %s (state %s, %d/%d tasks done)%s; the run was not touched",
+			c.Duration("timeout"), id, state, run.TasksDone, run.TasksTotal, held))
 	}
 	if err := printRun(env.Stdout, env.colours(), run, format); err != nil {
 		return err
