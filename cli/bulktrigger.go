@@ -203,6 +203,10 @@ func (b *bulk) batchError(batch []runsLine, err error) error {
 			"if `ffctl run list --workflow %s --limit %d` lists %d runs newer than the runs already printed, resume with --from-line %d, "+
 			"otherwise with --from-line %d", first, last, err, len(batch), b.name, len(batch), len(batch), last+1, first))
 	}
+	if errors.Is(err, store.ErrWorkflowPaused) {
+		// Its message says no run was created and how the pause ends.
+		return failure(fmt.Errorf("lines %d to %d: %w", first, last, err))
+	}
 	return failure(fmt.Errorf("lines %d to %d: %w (their runs were not created)", first, last, err))
 }
 
@@ -216,6 +220,9 @@ func (b *bulk) stopped(next int, err error) error {
 		}
 	}
 	say := fmt.Sprintf("%d runs created (by the lines before line %d); resume with --from-line %d", len(b.created), next, next)
+	if errors.Is(err, store.ErrWorkflowPaused) {
+		say = fmt.Sprintf("%d runs created (by the lines before line %d); once the pause ends, resume with --from-line %d", len(b.created), next, next)
+	}
 	if errors.Is(err, store.ErrCommitOutcomeUnknown) {
 		// The batch's error says where to resume: after it if its runs
 		// exist, at it otherwise.

@@ -76,7 +76,7 @@ func workflowPause(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	mode, err := store.ParsePauseMode(c.String("mode"))
+	mode, err := store.ParsePauseMode(strings.ToLower(strings.TrimSpace(c.String("mode"))))
 	if err != nil {
 		return usageError("--mode: %v", err)
 	}
@@ -153,7 +153,9 @@ func pausedFor(res store.ResumeResult) string {
 // pauseLine is the one line saying a workflow is paused: "paused since …
 // by … because …", with the mode and the drops.
 func pauseLine(p *store.Pause) string {
-	s := fmt.Sprintf("paused since %s by %s because %q (mode %s", fmtTime(&p.Since), core.TerminalText(p.Actor), core.TerminalText(p.Reason), p.Mode)
+	// %q escapes every control character itself (TerminalText first
+	// escaped them twice: "evil\\x1b[2J").
+	s := fmt.Sprintf("paused since %s by %s because %q (mode %s", fmtTime(&p.Since), core.TerminalText(p.Actor), p.Reason, p.Mode)
 	if p.Mode == store.PauseDrop || p.Dropped > 0 {
 		s += fmt.Sprintf(", %d dropped", p.Dropped)
 	}

@@ -94,7 +94,11 @@ func TestWorkflowPauseAndResumeFromTheCommandLine(t *testing.T) {
 	if r.stdout != "" {
 		t.Fatalf("a dropped trigger printed %q", r.stdout)
 	}
-	expect(t, h.ffIn("{}\n{}\n", "run", "trigger", "held", "--runs-file", "-"), 3, "workflow is paused (mode drop)", "their runs were not created")
+	r = h.ffIn("{}\n{}\n", "run", "trigger", "held", "--runs-file", "-")
+	expect(t, r, 3, "lines 1 to 2: trigger \"held\": workflow is paused (mode drop): the trigger was dropped (2 run(s) not created; `ffctl workflow resume held` ends the pause); 0 runs created (by the lines before line 1); once the pause ends, resume with --from-line 1")
+	if strings.Count(r.stderr, "not created") != 1 {
+		t.Fatalf("the bulk trigger's drop says it twice: %s", r.stderr)
+	}
 	var runs, dropped int
 	h.db.QueryRowContext(h.ctx, `SELECT (SELECT count(*) FROM workflow_runs), (SELECT dropped FROM workflow_pauses)`).Scan(&runs, &dropped)
 	if runs != 1 || dropped != 3 {
@@ -122,5 +126,22 @@ func TestWorkflowPauseAndResumeFromTheCommandLine(t *testing.T) {
 	}
 	if st := h.state(h.taskID(runID, "a")); st != core.TaskReady {
 		t.Fatalf("the queued run's root is %s, want READY", st)
+	}
+}
+
+// TestAPauseLineEscapesTheReasonOnceAndTheModeIgnoresCase: the mode is read
+// whatever its case and spacing; a reason's control characters are shown
+// escaped once (a new user's trial saw "evil\\x1b[2J" on the screen).
+func TestAPauseLineEscapesTheReasonOnceAndTheModeIgnoresCase(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(pauseWF)
+	h.must("workflow", "pause", "held", "--reason", "evil\x1b[2J\nnext", "--mode", " DROP ")
+	out := h.must("workflow", "list").stdout
+	if want := `because "evil\x1b[2J\nnext" (mode drop, 0 dropped)`; !strings.Contains(out, want) {
+		t.Fatalf("workflow list lacks %q:\n%s", want, out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Fatalf("a raw escape reached the terminal: %q", out)
 	}
 }
