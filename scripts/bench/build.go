@@ -13,7 +13,7 @@ import (
 // ffBuild is one FlowForge tree built for the benchmark: its ffctl and the
 // fftrigger load generator compiled against that tree's store.
 type ffBuild struct {
-	Label   string // column name: "FlowForge" or "FF b860cf5"
+	Label   string // column name: "FlowForge" or "FF " + beforeCommit
 	Commit  string // git commit of the tree ("+dirty" when the tree has changes)
 	FFCTL   string
 	Trigger string

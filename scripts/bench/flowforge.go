@@ -136,7 +136,7 @@ var daemonRoles = map[string][]string{
 
 // modeSeparate64 is W1's layout for the worker's peak RSS (issue 14's
 // bound: 50 MiB at concurrency 64): separate daemons, the worker with
-// --concurrency 64 (FLOWFORGE_CONCURRENCY, which FF b860cf5 knows too).
+// --concurrency 64 (FLOWFORGE_CONCURRENCY, which the before column knows too).
 const modeSeparate64 = "separate c64"
 
 // modeAll64 is W2's second layout: `daemon all` with the worker at

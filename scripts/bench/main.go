@@ -19,9 +19,10 @@ import (
 )
 
 // beforeCommit is the FlowForge commit of the "before" column: main as it
-// landed before issue 14 (throughput: batched claims and finishes,
-// incremental scheduling, the one-statement trigger).
-const beforeCommit = "b860cf5"
+// landed before issue 15 (schedules, pause, retention: the pause's checks
+// in the claim, the publisher's lock and the trigger are on the hot
+// paths). Issue 14's before column was b860cf5.
+const beforeCommit = "0f73983"
 
 // benchEnv is what every system runs against.
 type benchEnv struct {

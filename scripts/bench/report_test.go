@@ -126,7 +126,7 @@ func TestRenderTableAligns(t *testing.T) {
 			t.Errorf("line %q is not %d runes wide between pipes", l, width)
 		}
 	}
-	for _, want := range []string{"FlowForge", "FF b860cf5", "FF÷River", "255 (250–260) [daemon separate]", "N/A (failed: worker died)", "0.051×"} {
+	for _, want := range []string{"FlowForge", "FF " + beforeCommit, "FF÷River", "255 (250–260) [daemon separate]", "N/A (failed: worker died)", "0.051×"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
