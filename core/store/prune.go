@@ -165,8 +165,12 @@ func (s *Store) PruneOutbox(ctx context.Context, age time.Duration, limit int) (
 }
 
 // qPruneBounds sets the retention batch's own statement and lock timeouts
-// for its transaction only.
-const qPruneBounds = `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)`
+// for its transaction only, and turns JIT compilation off in it: on a
+// history of millions of runs the planner's cost estimate of a batch
+// passes jit_above_cost, and compiling took 630 of a batch's 710 ms
+// (EXPLAIN ANALYZE on the benchmark's 2,000,000 runs: 79 ms without), so
+// the pruner deleted 825 runs/s instead of about 6,000.
+const qPruneBounds = `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true), set_config('jit', 'off', true)`
 
 // inPruneTx runs fn in a transaction bounded by PruneStatementTimeout and
 // PruneLockTimeout.

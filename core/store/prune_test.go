@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
@@ -414,5 +415,24 @@ func TestAKeyWhoseOwnerWasPrunedStillWorks(t *testing.T) {
 	next := f.claim(f.taskID(f.trigger("keyed", `{"day":"e"}`), "report"), "w2", time.Minute)
 	if kc, err := f.s.ClaimIdempotencyKey(f.ctx, key2, next.ID, next.FencingToken); err != nil || !kc.Owned {
 		t.Fatalf("claim of a key whose owner was pruned: %+v %v; want Owned", kc, err)
+	}
+}
+
+// TestARetentionBatchRunsBoundedAndWithoutJIT: a batch's transaction has
+// its own statement and lock timeouts and JIT compilation off (on a long
+// history the batch's estimated cost passes jit_above_cost, and compiling
+// cost nine times the batch's work); the session outside keeps its own.
+func TestARetentionBatchRunsBoundedAndWithoutJIT(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var jit, stmt, lock string
+	err := f.s.InPruneTx(f.ctx, func(tx *sqlx.Tx) error {
+		return tx.QueryRowContext(f.ctx, `SELECT current_setting('jit'), current_setting('statement_timeout'), current_setting('lock_timeout')`).Scan(&jit, &stmt, &lock)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jit != "off" || stmt != "30s" || lock != "2s" {
+		t.Fatalf("a batch runs with jit %s, statement_timeout %s, lock_timeout %s; want off, 30s, 2s", jit, stmt, lock)
 	}
 }
