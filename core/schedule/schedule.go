@@ -233,6 +233,9 @@ type Decision struct {
 	// Missed counts the missed ticks the policy dropped (those older
 	// than every window: up to 100000).
 	Missed int
+	// FirstMissed and LastMissed are the oldest and the newest of the
+	// dropped ticks (zero when Missed is 0).
+	FirstMissed, LastMissed time.Time
 	// Through is the new last-fired point: every tick at or before it is
 	// decided (fired, or dropped by the policy). Through equals the
 	// window's After when nothing is due.
@@ -260,6 +263,7 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 	// enumerated (a schedule that fires each second and missed a year).
 	floor := now.Add(-max(grace, w.CatchupWindow) - w.Jitter - time.Second)
 	from := w.After
+	var d0 Decision // the first and last ticks dropped before the floor
 	// Ticks in (After, floor] are missed and out of any window: counted
 	// (up to maxCounted), never fired.
 	skipped, through := 0, w.After
@@ -267,13 +271,19 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 		// "@every d" counts from the last-fired point: jump whole
 		// periods, to stay on its grid.
 		n := int(floor.Sub(from) / every.Delay)
+		first := w.Spec.Next(from)
 		skipped, from = n, from.Add(time.Duration(n)*every.Delay)
 		if n > 0 {
 			through = from
+			d0.FirstMissed, d0.LastMissed = first, from
 		}
 	} else if from.Before(floor) {
 		for t := w.Spec.Next(from); !t.IsZero() && !t.After(floor) && skipped < maxCounted; t = w.Spec.Next(t) {
 			skipped, through = skipped+1, t
+			if d0.FirstMissed.IsZero() {
+				d0.FirstMissed = t
+			}
+			d0.LastMissed = t
 		}
 		from = floor
 	}
@@ -317,7 +327,7 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 		}
 	}
 	fire = append(fire, onTime...)
-	d := Decision{Fire: fire, Through: through, Missed: skipped}
+	d := Decision{Fire: fire, Through: through, Missed: skipped, FirstMissed: d0.FirstMissed, LastMissed: d0.LastMissed}
 	all := append(missed, onTime...)
 	if len(all) > 0 {
 		d.Through = all[len(all)-1]
@@ -329,6 +339,10 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 	for _, t := range missed {
 		if !t.After(d.Through) && !slices.ContainsFunc(d.Fire, t.Equal) {
 			d.Missed++
+			if d.FirstMissed.IsZero() {
+				d.FirstMissed = t
+			}
+			d.LastMissed = t
 		}
 	}
 	return d
