@@ -180,8 +180,12 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		cfg.HealthAddr = role.HealthAddrDefault()
 	}
 	if role.Runs(supervisor.RoleScheduler) {
-		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after"),
-			MisfireGrace: c.Duration("misfire-grace")}
+		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after")}
+		if c.IsSet("misfire-grace") {
+			// Unset: the Config's default, which a long --sweep-interval
+			// lifts (the grace is at least two sweeps).
+			cfg.Scheduler.MisfireGrace = c.Duration("misfire-grace")
+		}
 		if err := retentionConfig(c, &cfg); err != nil {
 			return cfg, err
 		}

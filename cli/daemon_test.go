@@ -194,6 +194,7 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 		{"id over 255 bytes", supervisor.RoleScheduler, []string{"--id", strings.Repeat("s", 256)}, func(c *supervisor.Config) { c.ID = strings.Repeat("s", 256) }},
 		{"env pass of PGPASSWORD", supervisor.RoleWorker, []string{"--shell-env-pass", "PGPASSWORD"}, func(c *supervisor.Config) { c.Handlers = handlers.Options{ShellEnvPass: []string{"PGPASSWORD"}} }},
 		{"negative sweep interval", supervisor.RoleScheduler, []string{"--sweep-interval", "-1s"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: -time.Second} }},
+		{"a misfire grace below two sweeps", supervisor.RoleScheduler, []string{"--misfire-grace", "1ms"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{MisfireGrace: time.Millisecond} }},
 		{"negative redispatch-after", supervisor.RoleAll, []string{"--redispatch-after", "-1s"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{RedispatchAfter: -time.Second} }},
 		{"negative poll interval", supervisor.RolePublisher, []string{"--poll-interval", "-1s"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{PollInterval: -time.Second} }},
 		{"negative max message bytes", supervisor.RolePublisher, []string{"--max-message-bytes", "-1"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{MaxMessageBytes: -1} }},

@@ -89,13 +89,21 @@ func scheduleCommand(env *Env) *cli.Command {
 			},
 			action("pause", "why the schedule is paused", "pause a schedule: it fires no tick until resumed (audited)",
 				"A paused schedule fires no tick; `schedule trigger-now` still starts a run.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
-					err := s.PauseSchedule(ctx, name, actor(), reason)
-					return map[string]any{"schedule": name, "paused": true}, fmt.Sprintf("schedule %s paused: it fires no tick until resumed", name), err
+					changed, err := s.PauseSchedule(ctx, name, actor(), reason)
+					msg := fmt.Sprintf("schedule %s paused: it fires no tick until resumed", name)
+					if !changed {
+						msg = fmt.Sprintf("schedule %s is already paused; nothing changed", name)
+					}
+					return map[string]any{"schedule": name, "paused": true, "changed": changed}, msg, err
 				}),
 			action("resume", "why the schedule is resumed", "resume a paused schedule (audited)",
 				"The ticks it would have fired while paused are not caught up: the next tick is the next fire time.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
-					err := s.ResumeSchedule(ctx, name, actor(), reason)
-					return map[string]any{"schedule": name, "paused": false}, fmt.Sprintf("schedule %s resumed: the ticks of the pause are not caught up", name), err
+					changed, err := s.ResumeSchedule(ctx, name, actor(), reason)
+					msg := fmt.Sprintf("schedule %s resumed: the ticks of the pause are not caught up", name)
+					if !changed {
+						msg = fmt.Sprintf("schedule %s is not paused; nothing to resume", name)
+					}
+					return map[string]any{"schedule": name, "paused": false, "changed": changed}, msg, err
 				}),
 			action("delete", "why the schedule is deleted", "delete a schedule and its ticks; its runs stay (audited)",
 				"The audit trail of the schedule outlives it.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {

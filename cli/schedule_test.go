@@ -104,8 +104,18 @@ func TestScheduleCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "yes") {
 		t.Fatalf("list table:\n%s", r.stdout)
 	}
-	expect(t, h.ff("schedule", "pause", "nightly", "--reason", "again"), 1, `ffctl: conflict: schedule "nightly" is already paused`)
+	// Pausing a paused schedule (resuming an active one) changes nothing:
+	// it says so, exit 0, and audits nothing (the count below).
+	if r := h.must("schedule", "pause", "nightly", "--reason", "again"); r.stdout != "schedule nightly is already paused; nothing changed\n" {
+		t.Fatalf("second pause: %q", r.stdout)
+	}
+	if r := h.must("schedule", "pause", "nightly", "--reason", "again", "-o", "json"); !strings.Contains(r.stdout, `"changed": false`) {
+		t.Fatalf("second pause -o json: %q", r.stdout)
+	}
 	h.must("schedule", "resume", "nightly", "--reason", "source back")
+	if r := h.must("schedule", "resume", "nightly", "--reason", "again"); r.stdout != "schedule nightly is not paused; nothing to resume\n" {
+		t.Fatalf("second resume: %q", r.stdout)
+	}
 	r = h.must("schedule", "delete", "nightly", "--reason", "retired", "-o", "json")
 	if strings.TrimSpace(r.stdout) != "{\n  \"deleted\": true,\n  \"schedule\": \"nightly\"\n}" {
 		t.Fatalf("delete -o json: %q", r.stdout)
@@ -135,6 +145,10 @@ tasks:
 		{[]string{"schedule", "create", "s", "--cron", "@daily"}, 2, "ffctl: --workflow is required"},
 		{append(base, "--cron", "* * *"), 2, `ffctl: invalid schedule: cron "* * *": expected 5 to 6 fields, found 3: [* * *]`},
 		{append(base, "--cron", "@daily", "--timezone", "Moon/Base"), 2, `ffctl: invalid schedule: unknown time zone "Moon/Base"`},
+		{append(base, "--cron", "@every -5m"), 2, `ffctl: invalid schedule: cron "@every -5m": an @every interval must be at least 1s, got -5m0s`},
+		{append(base, "--cron", "@every 1ms"), 2, `ffctl: invalid schedule: cron "@every 1ms": an @every interval must be at least 1s, got 1ms`},
+		{append(base, "--cron", "0 0 30 2 *"), 2, `ffctl: invalid schedule: cron "0 0 30 2 *": never fires (no time matches it)`},
+		{append(base, "--cron", "*/5 * * * *", "--jitter", "10m"), 2, `ffctl: invalid schedule: jitter 10m0s is not below the gap between the schedule's fire times (5m0s): ticks fire in order, so a larger jitter delays every later tick`},
 		{append(base, "--cron", "@daily", "--overlap", "queue"), 2, `ffctl: invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},
 		{append(base, "--cron", "@daily", "--catchup", "all"), 2, `ffctl: invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
 		{append(base, "--cron", "@daily", "--catchup", "one", "--catchup-window", "soon"), 2, `ffctl: --catchup-window "soon": want a duration such as 3d, 1d12h, 90m or 1h30m`},

@@ -104,7 +104,7 @@ func TestWorkflowApplyOwnsTheFilesSchedules(t *testing.T) {
 
 	// An operator pauses the nightly one (allowed: it is operational);
 	// a changed cron keeps the pause and makes no new version.
-	if err := h.s.PauseSchedule(h.ctx, "etl-nightly", "ops", "maintenance"); err != nil {
+	if _, err := h.s.PauseSchedule(h.ctx, "etl-nightly", "ops", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
 	changed := strings.Replace(etlFile, `"30 2 * * *"`, `"45 3 * * *"`, 1)
@@ -174,6 +174,12 @@ func TestWorkflowApplyRefusesBadSchedules(t *testing.T) {
 	for _, c := range []struct{ name, entries, want string }{
 		{"bad cron", "  - {name: n1, cron: '61 * * * *', params: {date: x}}\n",
 			`-: schedule "n1": invalid schedule: cron "61 * * * *": end of range (61) above maximum (59): 61`},
+		{"@every below 1s", "  - {name: n10, cron: '@every 0s', params: {date: x}}\n",
+			`-: schedule "n10": invalid schedule: cron "@every 0s": an @every interval must be at least 1s, got 0s`},
+		{"never fires", "  - {name: n11, cron: '0 0 30 2 *', params: {date: x}}\n",
+			`-: schedule "n11": invalid schedule: cron "0 0 30 2 *": never fires (no time matches it)`},
+		{"jitter not below the gap", "  - {name: n12, cron: '@hourly', jitter: 2h, params: {date: x}}\n",
+			`-: schedule "n12": invalid schedule: jitter 2h0m0s is not below the gap between the schedule's fire times (1h0m0s): ticks fire in order, so a larger jitter delays every later tick`},
 		{"unknown zone", "  - {name: n2, cron: '@daily', timezone: Mars/Olympus, params: {date: x}}\n",
 			`-: schedule "n2": invalid schedule: unknown time zone "Mars/Olympus"`},
 		{"unknown field", "  - {name: n3, cronn: '@daily'}\n",
@@ -231,10 +237,10 @@ func TestFileOwnedScheduleIsPausedButNotDeletedByHand(t *testing.T) {
 	if _, err := h.s.GetSchedule(h.ctx, "etl-nightly"); err != nil {
 		t.Fatalf("the refused delete deleted it: %v", err)
 	}
-	if err := h.s.PauseSchedule(h.ctx, "etl-nightly", "ops", "maintenance"); err != nil {
+	if _, err := h.s.PauseSchedule(h.ctx, "etl-nightly", "ops", "maintenance"); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
-	if err := h.s.ResumeSchedule(h.ctx, "etl-nightly", "ops", "done"); err != nil {
+	if _, err := h.s.ResumeSchedule(h.ctx, "etl-nightly", "ops", "done"); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
 	if _, err := h.s.TriggerScheduleNow(h.ctx, "etl-nightly", "ops", "backfill"); err != nil {

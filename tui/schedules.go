@@ -33,10 +33,10 @@ type ScheduleSource interface {
 	// ticks; store.ErrNotFound when it is gone.
 	Schedule(ctx context.Context, name string) (ScheduleData, error)
 	// PauseSchedule and ResumeSchedule: see store.Store.PauseSchedule
-	// (errors: core.ErrBadReason, store.ErrNotFound, store.ErrConflict when
-	// it already is).
-	PauseSchedule(ctx context.Context, name, reason string) error
-	ResumeSchedule(ctx context.Context, name, reason string) error
+	// (false when it already was so: nothing changed; errors:
+	// core.ErrBadReason, store.ErrNotFound).
+	PauseSchedule(ctx context.Context, name, reason string) (bool, error)
+	ResumeSchedule(ctx context.Context, name, reason string) (bool, error)
 	// TriggerScheduleNow starts a run of the schedule now (a manual tick);
 	// see store.Store.TriggerScheduleNow.
 	TriggerScheduleNow(ctx context.Context, name, reason string) (store.Tick, error)
@@ -81,12 +81,12 @@ func (s *StoreSource) Schedule(ctx context.Context, name string) (ScheduleData, 
 }
 
 // PauseSchedule pauses the schedule, audited as Actor.
-func (s *StoreSource) PauseSchedule(ctx context.Context, name, reason string) error {
+func (s *StoreSource) PauseSchedule(ctx context.Context, name, reason string) (bool, error) {
 	return s.Store.PauseSchedule(ctx, name, s.Actor, reason)
 }
 
 // ResumeSchedule resumes the schedule, audited as Actor.
-func (s *StoreSource) ResumeSchedule(ctx context.Context, name, reason string) error {
+func (s *StoreSource) ResumeSchedule(ctx context.Context, name, reason string) (bool, error) {
 	return s.Store.ResumeSchedule(ctx, name, s.Actor, reason)
 }
 
@@ -490,13 +490,21 @@ func (m *Model) scheduleAct(msg scheduleActMsg) tea.Cmd {
 	return m.act(func(ctx context.Context, src Source) tea.Msg {
 		text := fmt.Sprintf("schedule %s: %s", msg.name, msg.action)
 		var err error
+		var changed bool
 		switch msg.action {
 		case schedPause:
-			err = src.PauseSchedule(ctx, msg.name, msg.reason)
+			changed, err = src.PauseSchedule(ctx, msg.name, msg.reason)
 			text = fmt.Sprintf("schedule %s: paused", msg.name)
+			if !changed {
+				// Paused meanwhile (another operator): nothing changed.
+				text = fmt.Sprintf("schedule %s is already paused; nothing changed", msg.name)
+			}
 		case schedResume:
-			err = src.ResumeSchedule(ctx, msg.name, msg.reason)
+			changed, err = src.ResumeSchedule(ctx, msg.name, msg.reason)
 			text = fmt.Sprintf("schedule %s: resumed", msg.name)
+			if !changed {
+				text = fmt.Sprintf("schedule %s is not paused; nothing to resume", msg.name)
+			}
 		case schedTrigger:
 			var t store.Tick
 			t, err = src.TriggerScheduleNow(ctx, msg.name, msg.reason)

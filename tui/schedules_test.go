@@ -112,12 +112,16 @@ func (f *fakeSource) act(action, name, reason string, do func(sc *store.Schedule
 	return do(sc)
 }
 
-func (f *fakeSource) PauseSchedule(_ context.Context, name, reason string) error {
-	return f.act("pause", name, reason, func(sc *store.Schedule) error { sc.Paused = true; return nil })
+func (f *fakeSource) PauseSchedule(_ context.Context, name, reason string) (bool, error) {
+	changed := false
+	err := f.act("pause", name, reason, func(sc *store.Schedule) error { changed = !sc.Paused; sc.Paused = true; return nil })
+	return changed, err
 }
 
-func (f *fakeSource) ResumeSchedule(_ context.Context, name, reason string) error {
-	return f.act("resume", name, reason, func(sc *store.Schedule) error { sc.Paused = false; return nil })
+func (f *fakeSource) ResumeSchedule(_ context.Context, name, reason string) (bool, error) {
+	changed := false
+	err := f.act("resume", name, reason, func(sc *store.Schedule) error { changed = sc.Paused; sc.Paused = false; return nil })
+	return changed, err
 }
 
 func (f *fakeSource) TriggerScheduleNow(_ context.Context, name, reason string) (store.Tick, error) {
@@ -253,9 +257,9 @@ func TestSchedulesScreenActionsAskForAReason(t *testing.T) {
 		t.Fatalf("resume of an active schedule:\n%s", h.view())
 	}
 	// A refused action says why.
-	f.schedules().err = fmt.Errorf("%w: schedule %q is already paused", store.ErrConflict, "nightly-report")
+	f.schedules().err = fmt.Errorf("schedule %q: %w", "nightly-report", store.ErrNotFound)
 	h.keys("p", "text:again", "enter")
-	if !strings.Contains(h.view(), `schedule nightly-report: pause: conflict: schedule "nightly-report" is already paused`) {
+	if !strings.Contains(h.view(), `schedule nightly-report: pause: schedule "nightly-report": not found`) {
 		t.Fatalf("a refused pause:\n%s", h.view())
 	}
 

@@ -99,7 +99,10 @@ type Spec struct {
 // descriptor such as "@daily") in the IANA time zone zone ("" is UTC). A
 // "CRON_TZ=" or "TZ=" prefix is refused: the zone is its own field. Errors
 // wrap ErrBadSchedule: `invalid schedule: cron "x": <the library's
-// reason>`, `invalid schedule: unknown time zone "Mars/Olympus"`.
+// reason>`, `invalid schedule: unknown time zone "Mars/Olympus"`; an
+// "@every" interval below 1s (`cron "@every 1ms": an @every interval must
+// be at least 1s, got 1ms`) and an expression that never fires (`cron "0
+// 0 30 2 *": never fires (no time matches it)`) are refused too.
 func Parse(expr, zone string) (*Spec, error) {
 	loc, err := Location(zone)
 	if err != nil {
@@ -112,11 +115,25 @@ func Parse(expr, zone string) (*Spec, error) {
 	if strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ=") {
 		return nil, fmt.Errorf("%w: cron %q: give the time zone with the timezone field, not in the expression", ErrBadSchedule, expr)
 	}
+	if d, ok := strings.CutPrefix(e, "@every "); ok {
+		// The library rounds an interval below 1s up to 1s (a negative
+		// or zero one too): refuse it instead of firing every second.
+		if every, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && every < time.Second {
+			return nil, fmt.Errorf("%w: cron %q: an @every interval must be at least 1s, got %v", ErrBadSchedule, expr, every)
+		}
+	}
 	sched, err := parser.Parse(e)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cron %q: %v", ErrBadSchedule, expr, err)
 	}
-	return &Spec{expr: e, loc: loc, sched: sched}, nil
+	spec := &Spec{expr: e, loc: loc, sched: sched}
+	// The library's Next returns the zero time when nothing matches
+	// within its search horizon (five years): such an expression (30
+	// February) never fires.
+	if spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)).IsZero() {
+		return nil, fmt.Errorf("%w: cron %q: never fires (no time matches it)", ErrBadSchedule, expr)
+	}
+	return spec, nil
 }
 
 // Location returns the IANA time zone zone ("" and "UTC" are UTC; "Local"
@@ -216,6 +233,9 @@ type Decision struct {
 	// Missed counts the missed ticks the policy dropped (those older
 	// than every window: up to 100000).
 	Missed int
+	// FirstMissed and LastMissed are the oldest and the newest of the
+	// dropped ticks (zero when Missed is 0).
+	FirstMissed, LastMissed time.Time
 	// Through is the new last-fired point: every tick at or before it is
 	// decided (fired, or dropped by the policy). Through equals the
 	// window's After when nothing is due.
@@ -231,8 +251,8 @@ const MaxTicksPerPass = 100
 const maxCounted = 100_000
 
 // Due decides the ticks of w to fire at now (the database's clock). A
-// tick t is due when t+Jitter(t) <= now; it is on time when that was at
-// most grace ago, and missed otherwise (no scheduler ran meanwhile). On
+// tick t is due when t+Jitter(t) <= now; it is on time when that jittered
+// start (or the later start of the tick before it) was at most grace ago, and missed otherwise (no scheduler ran meanwhile). On
 // time ticks fire. Missed ticks follow w.Catchup: none drops them all; one
 // fires the latest of those within w.CatchupWindow of now (none when an on
 // time tick fires too); all fires every one within the window, oldest
@@ -243,6 +263,7 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 	// enumerated (a schedule that fires each second and missed a year).
 	floor := now.Add(-max(grace, w.CatchupWindow) - w.Jitter - time.Second)
 	from := w.After
+	var d0 Decision // the first and last ticks dropped before the floor
 	// Ticks in (After, floor] are missed and out of any window: counted
 	// (up to maxCounted), never fired.
 	skipped, through := 0, w.After
@@ -250,29 +271,43 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 		// "@every d" counts from the last-fired point: jump whole
 		// periods, to stay on its grid.
 		n := int(floor.Sub(from) / every.Delay)
+		first := w.Spec.Next(from)
 		skipped, from = n, from.Add(time.Duration(n)*every.Delay)
 		if n > 0 {
 			through = from
+			d0.FirstMissed, d0.LastMissed = first, from
 		}
 	} else if from.Before(floor) {
 		for t := w.Spec.Next(from); !t.IsZero() && !t.After(floor) && skipped < maxCounted; t = w.Spec.Next(t) {
 			skipped, through = skipped+1, t
+			if d0.FirstMissed.IsZero() {
+				d0.FirstMissed = t
+			}
+			d0.LastMissed = t
 		}
 		from = floor
 	}
 	var missed, onTime []time.Time
+	// start is each tick's jittered start: its scheduled time plus its
+	// jitter, and no earlier than the start of the tick before it (ticks
+	// fire in order: one held back by its jitter holds back the later
+	// ones). Lateness is measured from it, never from the scheduled time.
+	start := map[time.Time]time.Time{}
+	var prev time.Time
 	for t := w.Spec.Next(from); !t.IsZero() && !t.After(now); t = w.Spec.Next(t) {
 		at := t.Add(Jitter(w.Name, t, w.Jitter))
 		if at.After(now) {
 			break // not due yet: neither it nor later ticks
 		}
+		at = maxTime(at, prev)
+		start[t], prev = at, at
 		if now.Sub(at) <= grace {
 			onTime = append(onTime, t)
 		} else {
 			missed = append(missed, t)
 		}
 	}
-	inWindow := func(t time.Time) bool { return now.Sub(t) <= w.CatchupWindow }
+	inWindow := func(t time.Time) bool { return now.Sub(start[t]) <= w.CatchupWindow }
 	var fire []time.Time
 	switch w.Catchup {
 	case CatchupAll:
@@ -292,7 +327,7 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 		}
 	}
 	fire = append(fire, onTime...)
-	d := Decision{Fire: fire, Through: through, Missed: skipped}
+	d := Decision{Fire: fire, Through: through, Missed: skipped, FirstMissed: d0.FirstMissed, LastMissed: d0.LastMissed}
 	all := append(missed, onTime...)
 	if len(all) > 0 {
 		d.Through = all[len(all)-1]
@@ -304,7 +339,35 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 	for _, t := range missed {
 		if !t.After(d.Through) && !slices.ContainsFunc(d.Fire, t.Equal) {
 			d.Missed++
+			if d.FirstMissed.IsZero() {
+				d.FirstMissed = t
+			}
+			d.LastMissed = t
 		}
 	}
 	return d
+}
+
+// MinGap is the smallest gap between consecutive fire times among the
+// next n+1 fire times after a fixed reference instant (2000-01-01 00:00 in
+// the spec's zone: a shape check, no clock is read); 0 when the
+// expression fires fewer than twice. A jitter at or above it would delay
+// a tick past its successor's fire time (ticks fire in order).
+func (s *Spec) MinGap(n int) time.Duration {
+	times := s.NextN(time.Date(2000, 1, 1, 0, 0, 0, 0, s.loc), n+1)
+	var gap time.Duration
+	for i := 1; i < len(times); i++ {
+		if g := times[i].Sub(times[i-1]); gap == 0 || g < gap {
+			gap = g
+		}
+	}
+	return gap
+}
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -87,6 +87,10 @@ func TestParseRefusals(t *testing.T) {
 		{"CRON_TZ=Europe/Berlin 0 * * * *", "", `invalid schedule: cron "CRON_TZ=Europe/Berlin 0 * * * *": give the time zone with the timezone field, not in the expression`},
 		{"* * * * *", "Mars/Olympus", `invalid schedule: unknown time zone "Mars/Olympus"`},
 		{"* * * * *", "Local", `invalid schedule: time zone "Local": name an IANA zone such as Europe/Berlin`},
+		{"@every -5m", "", `invalid schedule: cron "@every -5m": an @every interval must be at least 1s, got -5m0s`},
+		{"@every 0s", "", `invalid schedule: cron "@every 0s": an @every interval must be at least 1s, got 0s`},
+		{"@every 1ms", "", `invalid schedule: cron "@every 1ms": an @every interval must be at least 1s, got 1ms`},
+		{"0 0 30 2 *", "", `invalid schedule: cron "0 0 30 2 *": never fires (no time matches it)`},
 	}
 	for _, c := range cases {
 		_, err := schedule.Parse(c.cron, c.zone)
@@ -224,5 +228,47 @@ func TestDueBoundsACatchupPerPass(t *testing.T) {
 	d2 := schedule.Due(w, now, time.Minute)
 	if !d2.Fire[0].Equal(d.Through.Add(time.Second)) {
 		t.Fatalf("second pass starts at %v, want %v", d2.Fire[0], d.Through.Add(time.Second))
+	}
+}
+
+// TestMinGap asserts the smallest gap between the next fire times.
+func TestMinGap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		cron string
+		want time.Duration
+	}{
+		{"*/5 * * * *", 5 * time.Minute},
+		{"0,10 * * * *", 10 * time.Minute},
+		{"@every 90s", 90 * time.Second},
+		{"@daily", 24 * time.Hour},
+	} {
+		spec, err := schedule.Parse(c.cron, "UTC")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := spec.MinGap(10); got != c.want {
+			t.Errorf("MinGap(%q) = %v, want %v", c.cron, got, c.want)
+		}
+	}
+}
+
+// TestDueNeverCallsAJitterDelayedTickMissed: a schedule firing every 5
+// minutes with jitter 4m (above the grace of 1m) seen by a pass every
+// second for two hours fires every tick on time: none is missed.
+func TestDueNeverCallsAJitterDelayedTickMissed(t *testing.T) {
+	t.Parallel()
+	for _, jitter := range []time.Duration{4 * time.Minute, 12 * time.Minute} {
+		spec, _ := schedule.Parse("*/5 * * * *", "UTC")
+		w := schedule.Window{Name: "jittery", Spec: spec, After: utc(t, "2026-05-01T10:00:00Z"), Jitter: jitter}
+		fired, missed := 0, 0
+		for now := w.After; now.Before(utc(t, "2026-05-01T12:00:00Z")); now = now.Add(time.Second) {
+			d := schedule.Due(w, now, time.Minute)
+			fired, missed = fired+len(d.Fire), missed+d.Missed
+			w.After = d.Through
+		}
+		if missed != 0 || fired < 20 {
+			t.Errorf("jitter %v: %d fired, %d missed; want none missed", jitter, fired, missed)
+		}
 	}
 }

@@ -148,6 +148,11 @@ func badSchedule(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{schedule.ErrBadSchedule}, args...)...)
 }
 
+// JitterGapTicks is how many fire times (from a fixed reference, see
+// schedule.Spec.MinGap) the smallest gap a schedule's jitter must stay
+// below is taken over.
+const JitterGapTicks = 10
+
 // ValidateScheduleSpec checks spec as CreateSchedule does, writing nothing
 // and without the database (the workflow's existence and its task keys are
 // not checked): a CLI refuses bad input with it before it connects.
@@ -169,13 +174,13 @@ func validateSchedule(spec ScheduleSpec) (checkedSchedule, error) {
 	if err := core.ValidateName("workflow", spec.Workflow); err != nil {
 		return c, badSchedule("%s", strings.TrimPrefix(err.Error(), core.ErrBadWorkflow.Error()+": "))
 	}
-	if _, err := schedule.Parse(spec.Cron, spec.Timezone); err != nil {
+	cron, err := schedule.Parse(spec.Cron, spec.Timezone)
+	if err != nil {
 		return c, err
 	}
 	if c.Timezone == "" {
 		c.Timezone = "UTC"
 	}
-	var err error
 	if c.Overlap, err = schedule.ParseOverlap(string(spec.Overlap)); err != nil {
 		return c, err
 	}
@@ -189,6 +194,11 @@ func validateSchedule(spec ScheduleSpec) (checkedSchedule, error) {
 		return c, badSchedule("jitter %v is negative", spec.Jitter)
 	case c.Catchup != schedule.CatchupNone && spec.CatchupWindow <= 0:
 		return c, badSchedule("catch-up %s needs a catch-up window (how far back a missed tick may still fire)", c.Catchup)
+	}
+	// Ticks fire in order: a jitter at or above the gap between fire
+	// times would hold back every later tick behind the delayed one.
+	if gap := cron.MinGap(JitterGapTicks); spec.Jitter > 0 && gap > 0 && spec.Jitter >= gap {
+		return c, badSchedule("jitter %v is not below the gap between the schedule's fire times (%v): ticks fire in order, so a larger jitter delays every later tick", spec.Jitter, gap)
 	}
 	switch c.Owner {
 	case "":
@@ -430,26 +440,29 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (Schedule, error) 
 }
 
 // PauseSchedule pauses schedule name (it fires no tick until resumed),
-// audited. Errors: core.ErrBadReason, ErrNotFound, ErrConflict when it is
-// already paused (nothing changed).
-func (s *Store) PauseSchedule(ctx context.Context, name, actor, reason string) error {
+// audited. It reports whether anything changed: false when the schedule
+// was already paused (nothing written, nothing audited). Errors:
+// core.ErrBadReason, ErrNotFound.
+func (s *Store) PauseSchedule(ctx context.Context, name, actor, reason string) (bool, error) {
 	return s.setPaused(ctx, name, true, actor, reason)
 }
 
 // ResumeSchedule resumes paused schedule name, audited. Its last-fired
 // point moves to now: the ticks it would have fired while paused are not
-// caught up; its next tick is the next fire time. Errors:
-// core.ErrBadReason, ErrNotFound, ErrConflict when it is not paused.
-func (s *Store) ResumeSchedule(ctx context.Context, name, actor, reason string) error {
+// caught up; its next tick is the next fire time. It reports whether
+// anything changed: false when the schedule was not paused (nothing
+// written, nothing audited). Errors: core.ErrBadReason, ErrNotFound.
+func (s *Store) ResumeSchedule(ctx context.Context, name, actor, reason string) (bool, error) {
 	return s.setPaused(ctx, name, false, actor, reason)
 }
 
-func (s *Store) setPaused(ctx context.Context, name string, paused bool, actor, reason string) error {
+func (s *Store) setPaused(ctx context.Context, name string, paused bool, actor, reason string) (bool, error) {
 	action := map[bool]string{true: "pause", false: "resume"}[paused]
 	if err := core.ValidateReason(reason); err != nil {
-		return fmt.Errorf("%s schedule %q: %w", action, name, err)
+		return false, fmt.Errorf("%s schedule %q: %w", action, name, err)
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	changed := false
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var was []bool
 		if err := tx.SelectContext(ctx, &was, `SELECT paused FROM schedules WHERE name = $1 FOR UPDATE`, name); err != nil {
 			return fmt.Errorf("%s schedule %q: %w", action, name, err)
@@ -457,10 +470,8 @@ func (s *Store) setPaused(ctx context.Context, name string, paused bool, actor, 
 		switch {
 		case len(was) == 0:
 			return fmt.Errorf("schedule %q: %w", name, ErrNotFound)
-		case was[0] == paused && paused:
-			return fmt.Errorf("%w: schedule %q is already paused", ErrConflict, name)
 		case was[0] == paused:
-			return fmt.Errorf("%w: schedule %q is not paused", ErrConflict, name)
+			return nil // already so: nothing written, nothing audited
 		}
 		q := `UPDATE schedules SET paused = true WHERE name = $1`
 		if !paused {
@@ -469,8 +480,13 @@ func (s *Store) setPaused(ctx context.Context, name string, paused bool, actor, 
 		if _, err := tx.ExecContext(ctx, q, name); err != nil {
 			return fmt.Errorf("%s schedule %q: %w", action, name, err)
 		}
+		changed = true
 		return audit(ctx, tx, name, action, actor, reason)
 	})
+	if err != nil {
+		return false, err
+	}
+	return changed, nil
 }
 
 // DeleteSchedule deletes schedule name and its ticks (the runs stay; the

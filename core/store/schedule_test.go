@@ -119,6 +119,12 @@ func TestCreateScheduleRefusesBadInput(t *testing.T) {
 		{"catchup without window", with(func(s *store.ScheduleSpec) { s.Catchup = schedule.CatchupAll }), schedule.ErrBadSchedule, `invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
 		{"negative window", with(func(s *store.ScheduleSpec) { s.CatchupWindow = -time.Minute }), schedule.ErrBadSchedule, `invalid schedule: catch-up window -1m0s is negative`},
 		{"negative jitter", with(func(s *store.ScheduleSpec) { s.Jitter = -time.Second }), schedule.ErrBadSchedule, `invalid schedule: jitter -1s is negative`},
+		{"jitter not below the gap", with(func(s *store.ScheduleSpec) { s.Cron = "*/5 * * * *"; s.Jitter = 5 * time.Minute }), schedule.ErrBadSchedule,
+			`invalid schedule: jitter 5m0s is not below the gap between the schedule's fire times (5m0s): ticks fire in order, so a larger jitter delays every later tick`},
+		{"jitter above the smallest gap", with(func(s *store.ScheduleSpec) { s.Cron = "0,10 * * * *"; s.Jitter = 20 * time.Minute }), schedule.ErrBadSchedule,
+			`invalid schedule: jitter 20m0s is not below the gap between the schedule's fire times (10m0s): ticks fire in order, so a larger jitter delays every later tick`},
+		{"@every below 1s", with(func(s *store.ScheduleSpec) { s.Cron = "@every 1ms" }), schedule.ErrBadSchedule, `invalid schedule: cron "@every 1ms": an @every interval must be at least 1s, got 1ms`},
+		{"cron that never fires", with(func(s *store.ScheduleSpec) { s.Cron = "0 0 30 2 *" }), schedule.ErrBadSchedule, `invalid schedule: cron "0 0 30 2 *": never fires (no time matches it)`},
 		{"bad owner", with(func(s *store.ScheduleSpec) { s.Owner = "api" }), schedule.ErrBadSchedule, `invalid schedule: owner "api": want cli or file`},
 		{"params not an object", with(func(s *store.ScheduleSpec) { s.Params = json.RawMessage(`[1]`) }), core.ErrBadParams, `invalid params: want a JSON object, got an array`},
 		{"params a key cannot render from", store.ScheduleSpec{Name: "k", Workflow: "keyed", Cron: "@daily"}, core.ErrBadParams, ""},
@@ -358,14 +364,15 @@ func TestScheduleOperatorActions(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
 	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Params: json.RawMessage(`{"day":"mon"}`)})
-	if err := f.s.PauseSchedule(f.ctx, "m", "tester", ""); !errors.Is(err, core.ErrBadReason) {
+	if _, err := f.s.PauseSchedule(f.ctx, "m", "tester", ""); !errors.Is(err, core.ErrBadReason) {
 		t.Fatalf("pause without a reason: %v", err)
 	}
-	if err := f.s.PauseSchedule(f.ctx, "m", "tester", "maintenance"); err != nil {
-		t.Fatal(err)
+	if changed, err := f.s.PauseSchedule(f.ctx, "m", "tester", "maintenance"); err != nil || !changed {
+		t.Fatalf("pause: changed %v, %v", changed, err)
 	}
-	if err := f.s.PauseSchedule(f.ctx, "m", "tester", "again"); err == nil || err.Error() != `conflict: schedule "m" is already paused` {
-		t.Fatalf("second pause: %v", err)
+	// Pausing again changes nothing (and audits nothing: see below).
+	if changed, err := f.s.PauseSchedule(f.ctx, "m", "tester", "again"); err != nil || changed {
+		t.Fatalf("second pause: changed %v, %v; want false, nil", changed, err)
 	}
 	f.backdateSchedule("m", 35*time.Second)
 	if res := f.fire(); len(res.Ticks) != 0 {
@@ -382,15 +389,15 @@ func TestScheduleOperatorActions(t *testing.T) {
 	if err := f.db.QueryRowContext(f.ctx, `SELECT params::text FROM workflow_runs WHERE id = $1`, *tick.RunID).Scan(&params); err != nil || params != `{"day": "mon"}` {
 		t.Fatalf("run params %s, %v", params, err)
 	}
-	if err := f.s.ResumeSchedule(f.ctx, "m", "tester", "done"); err != nil {
-		t.Fatal(err)
+	if changed, err := f.s.ResumeSchedule(f.ctx, "m", "tester", "done"); err != nil || !changed {
+		t.Fatalf("resume: changed %v, %v", changed, err)
 	}
 	// The ticks of the pause are not caught up.
 	if res := f.fire(); len(res.Ticks) != 0 {
 		t.Fatalf("resume caught up %+v", res.Ticks)
 	}
-	if err := f.s.ResumeSchedule(f.ctx, "m", "tester", "again"); err == nil || err.Error() != `conflict: schedule "m" is not paused` {
-		t.Fatalf("second resume: %v", err)
+	if changed, err := f.s.ResumeSchedule(f.ctx, "m", "tester", "again"); err != nil || changed {
+		t.Fatalf("second resume: changed %v, %v; want false, nil", changed, err)
 	}
 	sc, err := f.s.GetSchedule(f.ctx, "m")
 	if err != nil {
@@ -485,7 +492,7 @@ func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
 	if _, err := f.s.TriggerScheduleNow(f.ctx, "nope", "tester", "why"); err == nil || err.Error() != `schedule "nope": not found` {
 		t.Fatalf("trigger-now of an unknown schedule: %v", err)
 	}
-	if err := f.s.PauseSchedule(f.ctx, "nope", "tester", "why"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.s.PauseSchedule(f.ctx, "nope", "tester", "why"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("pause of an unknown schedule: %v", err)
 	}
 }
@@ -543,5 +550,51 @@ func TestATickOfAPausedWorkflowIsDroppedOrQueuedByThePausesMode(t *testing.T) {
 				t.Fatalf("claim of a queued tick's task while paused: ok=%v err=%v, want refused", ok, err)
 			}
 		})
+	}
+}
+
+// TestATickHeldBackByAnEarlierTicksJitterIsNotMissed: a schedule stored
+// with a jitter above its gap (before that was refused; set in SQL) has a
+// tick whose jittered start passed just now and a later tick whose own
+// jittered start passed more than the grace ago: the later one was held
+// back by the earlier (ticks fire in order), so it fires on time too; no
+// tick is missed. On the database's clock: the last-fired point is
+// backdated in SQL.
+func TestATickHeldBackByAnEarlierTicksJitterIsNotMissed(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(store.ScheduleSpec{Name: "jit", Workflow: "nightly-etl", Cron: "@every 1m", Overlap: schedule.OverlapAllow})
+	const jitter = 10 * time.Minute
+	var now time.Time
+	if err := f.db.QueryRowContext(f.ctx, `UPDATE schedules SET jitter_ms = $1 WHERE name = 'jit' RETURNING date_trunc('second', now())`, jitter.Milliseconds()).Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	// A last-fired point whose first tick starts (with its jitter) 10 to
+	// 30s ago, the second more than 2m before the first.
+	var from time.Time
+	for ago := time.Minute; ago < 12*time.Minute && from.IsZero(); ago += time.Second {
+		f1 := now.Add(-ago)
+		t1, t2 := f1.Add(time.Minute), f1.Add(2*time.Minute)
+		at1, at2 := t1.Add(schedule.Jitter("jit", t1, jitter)), t2.Add(schedule.Jitter("jit", t2, jitter))
+		if lag := now.Sub(at1); lag >= 10*time.Second && lag <= 30*time.Second && at2.Before(at1.Add(-2*time.Minute)) {
+			from = f1
+		}
+	}
+	if from.IsZero() {
+		t.Fatal("no last-fired point gives the two ticks wanted")
+	}
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE schedules SET fired_through = $1 WHERE name = 'jit'`, from); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.s.FireDueTicks(f.ctx, store.FireRequest{Actor: "tester", Grace: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Missed != 0 {
+		t.Fatalf("missed %d ticks held back by an earlier tick's jitter, want 0", res.Missed)
+	}
+	ticks := f.ticks("jit")
+	if len(ticks) < 2 || !ticks[0].ScheduledAt.Equal(from.Add(time.Minute)) || !ticks[1].ScheduledAt.Equal(from.Add(2*time.Minute)) {
+		t.Fatalf("ticks %+v, want the ones at %v and %v fired", ticks, from.Add(time.Minute), from.Add(2*time.Minute))
 	}
 }

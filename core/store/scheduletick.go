@@ -49,6 +49,9 @@ type FireResult struct {
 	Ticks []FiredTick
 	// Missed counts the missed ticks the catch-up policies dropped.
 	Missed int
+	// Dropped is the missed ticks dropped, by schedule (those with any),
+	// in the order of the schedules' ids.
+	Dropped []DroppedTicks
 	// Now is the database clock the pass decided on (zero when no
 	// schedule is unpaused: nothing was decided).
 	Now time.Time
@@ -58,6 +61,14 @@ type FireResult struct {
 	// BadSpecs names schedules whose stored cron or zone no longer parses
 	// (a zone removed from the host's tzdata); they fire nothing.
 	BadSpecs map[string]error
+}
+
+// DroppedTicks is the missed ticks of one schedule that its catch-up
+// policy dropped in one pass: how many, the oldest and the newest.
+type DroppedTicks struct {
+	Schedule    string
+	Count       int
+	First, Last time.Time
 }
 
 // dueRow is what the pass reads of each unpaused schedule.
@@ -122,6 +133,9 @@ func (s *Store) FireDueTicks(ctx context.Context, req FireRequest) (FireResult, 
 			}
 		}
 		res.Missed += d.Missed
+		if d.Missed > 0 {
+			res.Dropped = append(res.Dropped, DroppedTicks{Schedule: r.Name, Count: d.Missed, First: d.FirstMissed, Last: d.LastMissed})
+		}
 		if d.Through.After(r.FiredThrough) {
 			if _, err := s.db.ExecContext(ctx, `UPDATE schedules SET fired_through = GREATEST(fired_through, $2) WHERE id = $1`, r.ID, d.Through); err != nil {
 				return res, fmt.Errorf("schedule %q: advance its last-fired point: %w", r.Name, err)

@@ -91,7 +91,9 @@ type Config struct {
 	// (see fireTicks); nil fires none.
 	Schedules ScheduleStore
 	// MisfireGrace: a tick due longer ago than this is missed and follows
-	// its schedule's catch-up policy (default store.MisfireGraceDefault).
+	// its schedule's catch-up policy (default store.MisfireGraceDefault,
+	// or twice SweepInterval when that is longer); at least twice
+	// SweepInterval (a tick is seen at most one sweep after it is due).
 	MisfireGrace time.Duration
 	// Failpoints is a testing aid (package failpoint); nil in production.
 	Failpoints *failpoint.Failpoints
@@ -130,6 +132,7 @@ func (c Config) Validate() error {
 		daemon.CheckNotNegative("scheduler", "RedispatchAfter", "redispatch-after", c.RedispatchAfter, RedispatchAfterDefault),
 		daemon.CheckNotNegative("scheduler", "OutageGap", "", c.OutageGap, OutageGapDefault),
 		daemon.CheckNotNegative("scheduler", "MisfireGrace", "misfire-grace", c.MisfireGrace, store.MisfireGraceDefault),
+		c.checkMisfireGrace(),
 	} {
 		if err != nil {
 			return err
@@ -150,6 +153,19 @@ func (c Config) checkFullSweep() error {
 		Want: fmt.Sprintf("at least the sweep interval (%v), or 0 for the default (%v)", sweep, FullSweepIntervalDefault)}
 }
 
+// checkMisfireGrace bounds MisfireGrace below by twice SweepInterval
+// (after its default): a tick is seen at most one sweep after it is due,
+// so a shorter grace calls on time ticks missed (catch-up none: the
+// schedule never fires).
+func (c Config) checkMisfireGrace() error {
+	sweep := cmp.Or(c.SweepInterval, SweepIntervalDefault)
+	if c.MisfireGrace <= 0 || c.SweepInterval < 0 || c.MisfireGrace >= 2*sweep {
+		return nil
+	}
+	return &daemon.SettingError{Component: "scheduler", Field: "MisfireGrace", Flag: "misfire-grace", Value: c.MisfireGrace,
+		Want: fmt.Sprintf("at least twice the sweep interval (%v: a tick is seen up to one sweep after it is due), or 0 for the default (%v)", 2*sweep, store.MisfireGraceDefault)}
+}
+
 func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("scheduler: Store is required")
@@ -163,7 +179,7 @@ func (c *Config) validate() error {
 	c.ReapLimit = cmp.Or(c.ReapLimit, ReapLimitDefault)
 	c.RedispatchAfter = cmp.Or(c.RedispatchAfter, RedispatchAfterDefault)
 	c.OutageGap = cmp.Or(c.OutageGap, OutageGapDefault)
-	c.MisfireGrace = cmp.Or(c.MisfireGrace, store.MisfireGraceDefault)
+	c.MisfireGrace = cmp.Or(c.MisfireGrace, max(store.MisfireGraceDefault, 2*c.SweepInterval))
 	c.ID = cmp.Or(c.ID, "scheduler")
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

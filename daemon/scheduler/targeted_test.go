@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon"
 )
@@ -189,6 +190,40 @@ func TestTheFullSweepIsBoundedBelowByTheSweep(t *testing.T) {
 			}
 			if s.cfg.FullSweepInterval != tc.wantFull {
 				t.Fatalf("FullSweepInterval = %s, want %s", s.cfg.FullSweepInterval, tc.wantFull)
+			}
+		})
+	}
+}
+
+// TestTheMisfireGraceIsBoundedBelowByTwoSweeps: a MisfireGrace below twice
+// SweepInterval is refused with the exact message (ffctl exits 2 with
+// it); zero takes the default, or twice SweepInterval when that is longer.
+func TestTheMisfireGraceIsBoundedBelowByTwoSweeps(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		sweep, grace time.Duration
+		want         string
+		wantGrace    time.Duration
+	}{
+		{"defaults", 0, 0, "", store.MisfireGraceDefault},
+		{"a long sweep lifts the default", SweepIntervalMax, 0, "", 2 * SweepIntervalMax},
+		{"exactly two sweeps", 0, 2 * time.Second, "", 2 * time.Second},
+		{"1ms", 0, time.Millisecond, "scheduler: --misfire-grace 1ms (Config.MisfireGrace): must be at least twice the sweep interval (2s: a tick is seen up to one sweep after it is due), or 0 for the default (1m0s)", 0},
+		{"below two long sweeps", 30 * time.Second, 59 * time.Second, "scheduler: --misfire-grace 59s (Config.MisfireGrace): must be at least twice the sweep interval (1m0s: a tick is seen up to one sweep after it is due), or 0 for the default (1m0s)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{Store: &fakeStore{}, SweepInterval: tc.sweep, MisfireGrace: tc.grace})
+			if tc.want != "" {
+				if _, ok := err.(*daemon.SettingError); !ok || err.Error() != tc.want {
+					t.Fatalf("New = %v, want the *daemon.SettingError %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.cfg.MisfireGrace != tc.wantGrace {
+				t.Fatalf("MisfireGrace = %s, want %s", s.cfg.MisfireGrace, tc.wantGrace)
 			}
 		})
 	}

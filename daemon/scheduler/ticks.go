@@ -47,7 +47,10 @@ func (s *Scheduler) fireTicks(ctx context.Context) error {
 	}
 	if res.Missed > 0 {
 		s.cfg.Metrics.ScheduleTicks.WithLabelValues("missed").Add(float64(res.Missed))
-		s.log.Warn("scheduler: dropped missed schedule ticks (catch-up policy)", "count", res.Missed)
+	}
+	for _, d := range res.Dropped {
+		s.log.Warn("scheduler: dropped missed schedule ticks (catch-up policy)", "schedule", d.Schedule, "count", d.Count,
+			"first_missed", d.First.UTC().Format(time.RFC3339), "last_missed", d.Last.UTC().Format(time.RFC3339))
 	}
 	for name, err := range res.BadSpecs {
 		if !s.badSpecs[name] {

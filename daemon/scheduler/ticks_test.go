@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -53,5 +54,33 @@ func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
 	var n int
 	if err := r.db.QueryRow(`SELECT count(*) FROM schedule_ticks`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d ticks (%v), want 2", n, err)
+	}
+}
+
+// TestTheDroppedTicksLogNamesTheScheduleAndTheirTimes: missed ticks a
+// catch-up none schedule drops are logged with the schedule's name, their
+// count and the first and last of them (the database's clock: the
+// last-fired point is backdated in SQL).
+func TestTheDroppedTicksLogNamesTheScheduleAndTheirTimes(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Buffer
+	r := newPassRig(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	r.s.cfg.Schedules = r.st
+	ctx := context.Background()
+	if _, err := r.st.CreateSchedule(ctx, store.ScheduleSpec{Name: "every10", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapAllow}, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	// Ticks at T-85s, -75s, -65s are more than the grace (1m) late.
+	var from time.Time
+	if err := r.db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - interval '95 seconds' RETURNING fired_through`).Scan(&from); err != nil {
+		t.Fatal(err)
+	}
+	r.pass()
+	first, last := from.Add(10*time.Second).UTC().Format(time.RFC3339), from.Add(30*time.Second).UTC().Format(time.RFC3339)
+	want := `"msg":"scheduler: dropped missed schedule ticks (catch-up policy)","schedule":"every10","count":3,"first_missed":"` + first + `","last_missed":"` + last + `"`
+	if !strings.Contains(logs.String(), want) {
+		t.Fatalf("no log line %s:\n%s", want, logs.String())
 	}
 }
