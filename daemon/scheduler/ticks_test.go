@@ -14,20 +14,27 @@ import (
 	"github.com/flowforge/flowforge/daemon/logtest"
 )
 
+// newTicksRig is a pass rig whose scheduler fires schedule ticks and logs
+// (JSON) to the buffer returned, with the schedule spec created.
+func newTicksRig(t *testing.T, spec store.ScheduleSpec) (*passRig, *logtest.Buffer) {
+	t.Helper()
+	logs := &logtest.Buffer{}
+	r := newPassRig(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	})
+	r.s.cfg.Schedules = r.st
+	if _, err := r.st.CreateSchedule(context.Background(), spec, "test", ""); err != nil {
+		t.Fatal(err)
+	}
+	return r, logs
+}
+
 // TestAPassFiresTheDueScheduleTicks: a pass fires a due tick (counted,
 // logged), and with overlap skip the next one is skipped while the first
 // run is open; a scheduler without Schedules fires nothing.
 func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
 	t.Parallel()
-	var logs logtest.Buffer
-	r := newPassRig(t, func(c *Config) {
-		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	})
-	r.s.cfg.Schedules = r.st
-	ctx := context.Background()
-	if _, err := r.st.CreateSchedule(ctx, store.ScheduleSpec{Name: "s", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapSkip}, "test", ""); err != nil {
-		t.Fatal(err)
-	}
+	r, logs := newTicksRig(t, store.ScheduleSpec{Name: "s", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapSkip})
 	backdate := func(seconds int) {
 		t.Helper()
 		if _, err := r.db.Exec(`UPDATE schedules SET fired_through = date_trunc('second', now()) - $1 * interval '1 second'`, seconds); err != nil {
@@ -63,15 +70,7 @@ func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
 // last-fired point is backdated in SQL).
 func TestTheDroppedTicksLogNamesTheScheduleAndTheirTimes(t *testing.T) {
 	t.Parallel()
-	var logs logtest.Buffer
-	r := newPassRig(t, func(c *Config) {
-		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	})
-	r.s.cfg.Schedules = r.st
-	ctx := context.Background()
-	if _, err := r.st.CreateSchedule(ctx, store.ScheduleSpec{Name: "every10", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapAllow}, "test", ""); err != nil {
-		t.Fatal(err)
-	}
+	r, logs := newTicksRig(t, store.ScheduleSpec{Name: "every10", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapAllow})
 	// Ticks at T-85s, -75s, -65s are more than the grace (1m) late.
 	var from time.Time
 	if err := r.db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - interval '95 seconds' RETURNING fired_through`).Scan(&from); err != nil {
