@@ -100,13 +100,16 @@ func TestABatchClaimRunsOnlyItsWinners(t *testing.T) {
 // TestConcurrentBatchClaimsInOppositeOrdersNeitherDeadlockNorShare: two
 // workers claim the same tasks at once, in opposite orders; the rows are
 // locked in id order, so neither batch fails (a deadlock would fail one)
-// and every task is claimed by exactly one of them.
+// and every task is claimed by exactly one of them. Twenty rounds of 60:
+// a deadlock needs the two statements to interleave, which five rounds of
+// 30 did not always bring about (the mutant that locks in request order
+// survived a CI rehearsal).
 func TestConcurrentBatchClaimsInOppositeOrdersNeitherDeadlockNorShare(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
-	for round := range 5 {
-		ids, toks := f.readyTasks(30)
+	for round := range 20 {
+		ids, toks := f.readyTasks(60)
 		fwd := make([]store.ClaimRequest, len(ids))
 		rev := make([]store.ClaimRequest, len(ids))
 		for i := range ids {
