@@ -170,7 +170,9 @@ func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int) error {
 			params[i] = l.params
 		}
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		unnote := b.noteInterrupt(ctx, batch)
 		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
+		unnote()
 		cancel()
 		if err != nil {
 			return b.stopped(batch[0].line, b.batchError(batch, err))
@@ -186,6 +188,27 @@ func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int) error {
 		return writeJSON(b.env.Stdout, bulkJSON{Workflow: b.name, Created: len(b.created), Complete: true, Runs: b.runs()})
 	}
 	return nil
+}
+
+// noteInterrupt arranges that an interrupt arriving while batch is in
+// flight says at once, on standard error, that ffctl stops once the batch
+// has ended (a batch of 500 runs may take seconds, and a silent ctrl-C
+// looks ignored). The returned function undoes that; once it has returned,
+// the note has been written in full or not at all, so nothing writes to
+// standard error beside the caller.
+func (b *bulk) noteInterrupt(ctx context.Context, batch []runsLine) func() {
+	written := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(written)
+		fmt.Fprintf(b.env.Stderr, "interrupted: stopping once the batch in flight (lines %d to %d) has ended; "+
+			"a second ctrl-C ends ffctl at once, and that batch's runs may then exist or not\n",
+			batch[0].line, batch[len(batch)-1].line)
+	})
+	return func() {
+		if !stop() {
+			<-written
+		}
+	}
 }
 
 // batchError says what a failed batch (its lines) means for its runs.

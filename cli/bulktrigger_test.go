@@ -269,3 +269,97 @@ func TestCtrlCDuringABulkTriggerKeepsTheCommittedBatches(t *testing.T) {
 		t.Fatalf("%d runs for %d distinct lines, want %d each", lines, distinct, n)
 	}
 }
+
+// TestCtrlCDuringABulkBatchLetsThatBatchEnd holds a batch of a real ffctl
+// bulk trigger on a lock of workflow_runs, sends SIGINT while the batch
+// waits, and checks that the signal neither cancels nor abandons it: ffctl
+// says at once that it stops after the batch, the batch still waits a
+// second later, and once the lock is released the batch commits, its ids
+// are printed, and ffctl exits 130 naming the line after it. (The test
+// above may signal between two batches; this one always signals during
+// one.)
+func TestCtrlCDuringABulkBatchLetsThatBatchEnd(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	const n, size = 400, 4
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "{\"i\": %d}\n", i)
+	}
+	f := runsFile(t, b.String())
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(h.ctx, self, "--database-url", h.url, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", fmt.Sprint(size))
+	cmd.Env = append(os.Environ(), beFFCTL+"=1")
+	var out, errOut logtest.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the first batches committed", func() bool { return h.runCount() >= 2*size })
+
+	// SHARE ROW EXCLUSIVE lets the counts below read, and holds every
+	// insert into workflow_runs until the transaction ends.
+	conn, err := h.db.Conn(h.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	tx, err := conn.BeginTx(h.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.ExecContext(h.ctx, `LOCK TABLE workflow_runs IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	held := h.runCount()
+	if held%size != 0 || held >= n {
+		t.Fatalf("%d runs under the lock, want whole batches of %d and fewer than %d", held, size, n)
+	}
+	waiting := func() bool {
+		var w int
+		if err := h.db.QueryRowContext(h.ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'workflow_runs'::regclass AND NOT granted`).Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		return w > 0
+	}
+	eventually(t, 30*time.Second, "the next batch waiting for the lock", waiting)
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	note := fmt.Sprintf("interrupted: stopping once the batch in flight (lines %d to %d) has ended", held+1, held+size)
+	eventually(t, 10*time.Second, "the note that the batch in flight ends first", func() bool { return strings.Contains(errOut.String(), note) })
+	// A cancelled statement leaves its lock queue within milliseconds.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); <-tick.C {
+		if !waiting() {
+			t.Fatalf("the batch in flight stopped waiting for the lock after SIGINT (cancelled by the signal?)\nstderr: %s", errOut.String())
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130\nstderr: %s", err, errOut.String())
+	}
+	created := h.runCount()
+	if created != held+size {
+		t.Fatalf("%d runs, want the %d committed before the signal and the %d of the batch in flight", created, held, size)
+	}
+	if ids := strings.Fields(out.String()); len(ids) != created {
+		t.Fatalf("printed %d ids, %d runs exist", len(ids), created)
+	}
+	want := fmt.Sprintf("interrupted; %d runs created (by the lines before line %d); resume with --from-line %d", created, created+1, created+1)
+	if !strings.Contains(errOut.String(), want) {
+		t.Fatalf("stderr %q, want it to say %q", errOut.String(), want)
+	}
+}
