@@ -1,9 +1,11 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,6 +143,82 @@ func TestConcurrentBatchClaimsInOppositeOrdersNeitherDeadlockNorShare(t *testing
 			if won[0][id] == won[1][id] {
 				t.Fatalf("round %d: task %s claimed by worker 0: %v, by worker 1: %v; want exactly one", round, id, won[0][id], won[1][id])
 			}
+		}
+	}
+}
+
+// TestABatchClaimLocksItsRowsInIDOrderBeforeWriting holds the task whose
+// id is the median of a batch of 40 and starts a batch claim that asks for
+// them in descending id order: the claim must wait for the held row having
+// locked exactly the rows of smaller id (it locks in id order before it
+// writes), which a session that skips locked rows sees. A claim that
+// locked in its request order would wait holding the rows of greater id;
+// one that locked in the table's order, a random set (the ids are random
+// uuids), the same as id order once in C(39,20), about 7e10; two such
+// batches in opposite orders can deadlock. Unlike the test above, this
+// needs no luck in timing: the held row decides where the claim waits.
+func TestABatchClaimLocksItsRowsInIDOrderBeforeWriting(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(oneTask)
+	ids, toks := f.readyTasks(40)
+	tokOf := make(map[uuid.UUID]int64, len(ids))
+	for i, id := range ids {
+		tokOf[id] = toks[i]
+	}
+	// PostgreSQL orders uuids bytewise, as bytes.Compare does.
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	mid := ids[len(ids)/2]
+	var reqs []store.ClaimRequest
+	for _, id := range slices.Backward(ids) {
+		reqs = append(reqs, store.ClaimRequest{ID: id, Token: tokOf[id]})
+	}
+
+	held := f.hold()
+	f.exec(held, `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`, mid)
+	type claimed struct {
+		res []store.ClaimResult
+		err error
+	}
+	done := make(chan claimed, 1)
+	go func() {
+		res, err := f.s.ClaimMany(f.ctx, reqs, "w", time.Minute)
+		done <- claimed{res, err}
+	}()
+	f.waitBlocked(1)
+
+	probe := f.hold()
+	rows, err := probe.QueryContext(f.ctx, `SELECT id FROM task_runs WHERE id = ANY ($1::uuid[]) AND id <> $2 ORDER BY id FOR UPDATE SKIP LOCKED`, ids, mid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var free []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		free = append(free, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := probe.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	c := <-done
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	if want := ids[len(ids)/2+1:]; !slices.Equal(free, want) {
+		t.Fatalf("the claim waited for the row of median id with %d rows of its batch unlocked, want exactly the %d of greater id: it does not lock in id order first", len(free), len(want))
+	}
+	for i, r := range c.res {
+		if !r.OK {
+			t.Errorf("claim %d lost once the held row was released", i)
 		}
 	}
 }
