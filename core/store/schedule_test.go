@@ -186,31 +186,72 @@ func TestConcurrentPassesFireEachTickOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ticks := f.ticks(name)
-		if len(ticks) < 5 {
-			t.Fatalf("round %d: %d ticks fired, want at least the 5 backdated", round, len(ticks))
+		f.checkOneRunPerTick(fmt.Sprintf("round %d", round), name, 5)
+	}
+}
+
+// checkOneRunPerTick fails unless the schedule name has at least min
+// ticks, each fired once, each with its own run keyed by the tick.
+func (f *fixture) checkOneRunPerTick(what, name string, min int) {
+	f.t.Helper()
+	ticks := f.ticks(name)
+	if len(ticks) < min {
+		f.t.Fatalf("%s: %d ticks fired, want at least the %d backdated", what, len(ticks), min)
+	}
+	seen := map[time.Time]bool{}
+	for _, tk := range ticks {
+		if seen[tk.ScheduledAt] {
+			f.t.Fatalf("%s: tick %v recorded twice", what, tk.ScheduledAt)
 		}
-		seen := map[time.Time]bool{}
-		for _, tk := range ticks {
-			if seen[tk.ScheduledAt] {
-				t.Fatalf("round %d: tick %v recorded twice", round, tk.ScheduledAt)
-			}
-			seen[tk.ScheduledAt] = true
-			if tk.Outcome != store.TickFired || tk.RunID == nil {
-				t.Fatalf("round %d: tick %v: %s, run %v", round, tk.ScheduledAt, tk.Outcome, tk.RunID)
-			}
-			var key string
-			if err := f.db.QueryRowContext(f.ctx, `SELECT idempotency_key FROM workflow_runs WHERE id = $1`, *tk.RunID).Scan(&key); err != nil {
-				t.Fatal(err)
-			}
-			if want := store.ScheduleIdempotencyKey(name, tk.ScheduledAt); key != want {
-				t.Fatalf("run key %q, want %q", key, want)
-			}
+		seen[tk.ScheduledAt] = true
+		if tk.Outcome != store.TickFired || tk.RunID == nil {
+			f.t.Fatalf("%s: tick %v: %s, run %v", what, tk.ScheduledAt, tk.Outcome, tk.RunID)
 		}
-		if runs := f.count(`SELECT count(*) FROM workflow_runs WHERE idempotency_key LIKE 'schedule:' || $1 || ':%'`, name); runs != len(ticks) {
-			t.Fatalf("round %d: %d runs for %d ticks", round, runs, len(ticks))
+		var key string
+		if err := f.db.QueryRowContext(f.ctx, `SELECT idempotency_key FROM workflow_runs WHERE id = $1`, *tk.RunID).Scan(&key); err != nil {
+			f.t.Fatal(err)
+		}
+		if want := store.ScheduleIdempotencyKey(name, tk.ScheduledAt); key != want {
+			f.t.Fatalf("%s: run key %q, want %q", what, key, want)
 		}
 	}
+	if runs := f.count(`SELECT count(*) FROM workflow_runs WHERE idempotency_key LIKE 'schedule:' || $1 || ':%'`, name); runs != len(ticks) {
+		f.t.Fatalf("%s: %d runs for %d ticks", what, runs, len(ticks))
+	}
+}
+
+// TestTwoPassesThatReadTheSameDueTicksFireEachOnce: a session holds the
+// schedule's row while two scheduler passes start; both read the same due
+// ticks and wait for the row (seen in pg_stat_activity), so both go on to
+// fire every one of them, one after the other: only the tick's unique key
+// (and, for its run, the run's idempotency key) keeps each tick to one row
+// and one run. The test above races eight passes with no lock and needs
+// them to overlap; this one needs no luck.
+func TestTwoPassesThatReadTheSameDueTicksFireEachOnce(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	const name = "every-second"
+	f.createSchedule(store.ScheduleSpec{Name: name, Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.backdateSchedule(name, 3*time.Second)
+	held := f.hold()
+	f.exec(held, `SELECT 1 FROM schedules WHERE name = $1 FOR UPDATE`, name)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := f.s.FireDueTicks(f.ctx, store.FireRequest{Actor: fmt.Sprintf("scheduler-%d", i)})
+			errs <- err
+		}()
+	}
+	f.waitBlocked(2)
+	if err := held.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.checkOneRunPerTick("two passes", name, 3)
 }
 
 // TestAMissedTickFollowsTheCatchupPolicy: the scheduler was down for 2h30m
