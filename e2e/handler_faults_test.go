@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
 
@@ -98,12 +99,16 @@ tasks:
 // TestWorkersWithDifferentHandlerSetsShareAQueue: mode 32, within the
 // grace. A worker that does not register a task's handler (plain ffctl)
 // hands the delivery back instead of failing it, so the worker that does
-// (testbin, with "special") runs it, on its first attempt.
+// (testbin, with "special") runs it, on its first attempt. The plain
+// worker runs alone until it has handed back every "special" task (each
+// hand-back is noted in the task's history), so every one of them reaches
+// it whatever the broker's share of deliveries between two consumers
+// would have been.
 func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
+	testbin := harness.BuildTestBin(t) // before the trigger: the grace runs from it
 	s.ControlPlane(t)
-	s.WithBin(harness.BuildTestBin(t)).Daemon(t, "testbin-worker", "worker", "--concurrency", "2") // the built-ins and "special"
-	s.Daemon(t, "plain-worker", "worker", "--concurrency", "4")                                    // built-ins only
+	s.Daemon(t, "plain-worker", "worker", "--concurrency", "4") // built-ins only
 	yaml := "name: mixed\ntasks:\n"
 	for i := 0; i < 8; i++ {
 		yaml += "  - {name: s" + string(rune('a'+i)) + ", handler: special}\n"
@@ -111,6 +116,14 @@ func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
 	}
 	s.Apply(t, yaml)
 	id := s.Trigger(t, "mixed")
+	db := s.DB(t)
+	harness.Eventually(t, 30*time.Second, "the plain worker to hand back all 8 special tasks", func() (bool, error) {
+		var n int
+		err := db.QueryRow(`SELECT count(DISTINCT e.task_run_id) FROM task_events e JOIN task_runs t ON t.id = e.task_run_id
+		  WHERE t.run_id = $1 AND t.handler = 'special' AND e.reason LIKE $2 || '%'`, id, store.WaitingReasonPrefix).Scan(&n)
+		return n == 8, err
+	})
+	s.WithBin(testbin).Daemon(t, "testbin-worker", "worker", "--concurrency", "2") // the built-ins and "special"
 	r := s.WaitRunTerminal(t, id, 60*time.Second)
 	if r.State != "SUCCEEDED" {
 		t.Fatalf("run %s, want SUCCEEDED: %+v", r.State, r.Tasks)
