@@ -86,7 +86,7 @@ func TestFailFastStopsARunningSiblingPromptly(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	db := s.DB(t)
 	s.ControlPlane(t, "--sweep-interval", "200ms")
-	s.Daemon(t, "worker", "worker", "--concurrency", "2", "--lease", "30s")
+	w := s.Daemon(t, "worker", "worker", "--concurrency", "2", "--lease", "30s")
 	s.Apply(t, `
 name: failfast-prompt
 fail_fast: true
@@ -115,4 +115,7 @@ tasks:
 	if d > cancelPromptBound {
 		t.Fatalf("the running sibling stopped %v after its fail_fast run failed; want under %v: it waited for a heartbeat", d, cancelPromptBound)
 	}
+	// The notification, not a heartbeat that happened to come due (the
+	// bound above is a margin of time, this is the mechanism).
+	w.WaitForLog(t, "cancel notification; checking the run's running tasks", 10*time.Second)
 }
