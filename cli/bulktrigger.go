@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,7 +26,9 @@ const BatchSizeDefault = 500
 
 // batchTimeout bounds one batch's statement. A batch runs on a context
 // that a signal does not cancel: an interrupt takes effect between
-// batches, so every batch either committed or never started.
+// batches, so every batch either committed or never started, unless a
+// second signal abandons the batch in flight, whose outcome is then
+// reported unknown with both resume points.
 const batchTimeout = 2 * time.Minute
 
 // bulkExclusive are the flags that --runs-file excludes: each line is a
@@ -60,7 +65,9 @@ type bulkJSON struct {
 // transaction per batch, each batch's run ids printed once it committed
 // (one per line; -o json prints one object at the end). A signal stops it
 // between batches: the committed batches stay, and the message says how
-// many runs were created and the --from-line that resumes.
+// many runs were created and the --from-line that resumes. A second signal
+// abandons the batch in flight and says how to check whether its runs
+// exist.
 func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	for _, f := range bulkExclusive {
 		if c.IsSet(f) {
@@ -106,7 +113,13 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 		return failure(err)
 	}
 	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor()}
-	return b.trigger(c.Context, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)))
+	// A second signal reaches the batch in flight rather than the
+	// default action (which Main hands the signals back to after the
+	// first, and which a shell's background job ignores).
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	return b.trigger(c.Context, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)), sigs)
 }
 
 // readRunsFile reads path ("-": standard input) and returns its runs from
@@ -158,22 +171,19 @@ type bulk struct {
 	created []bulkRun
 }
 
-// trigger creates lines' runs size at a time and reports them.
-func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int) error {
+// trigger creates lines' runs size at a time and reports them. sigs
+// receives the process's SIGINT and SIGTERM while it runs (nil: none): the
+// first one also cancels ctx (Main's handler), so the batch in flight ends
+// and no other starts; a second one abandons the batch in flight (see
+// runBatch).
+func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int, sigs <-chan os.Signal) error {
+	signals := 0
 	for start := 0; start < len(lines); start += size {
 		if ctx.Err() != nil {
 			return b.stopped(lines[start].line, nil)
 		}
 		batch := lines[start:min(start+size, len(lines))]
-		params := make([]json.RawMessage, len(batch))
-		for i, l := range batch {
-			params[i] = l.params
-		}
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		unnote := b.noteInterrupt(ctx, batch)
-		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
-		unnote()
-		cancel()
+		ids, err := b.runBatch(ctx, batch, sigs, &signals)
 		if err != nil {
 			return b.stopped(batch[0].line, b.batchError(batch, err))
 		}
@@ -190,6 +200,50 @@ func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int) error {
 	return nil
 }
 
+// runBatch creates batch's runs in one statement, on a context that the
+// interrupt does not cancel, and returns their ids in line order. *signals
+// counts what sigs delivered so far: at the second signal the statement's
+// context is cancelled (pgx drops the connection at once, and the process
+// can exit), and unless the statement had committed just before, the
+// error says that the batch's runs may or may not exist
+// (store.ErrCommitOutcomeUnknown), which batchError turns into the resume
+// points. Either way runBatch returns only once the statement has.
+func (b *bulk) runBatch(ctx context.Context, batch []runsLine, sigs <-chan os.Signal, signals *int) ([]uuid.UUID, error) {
+	params := make([]json.RawMessage, len(batch))
+	for i, l := range batch {
+		params[i] = l.params
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	defer cancel()
+	unnote := b.noteInterrupt(ctx, batch)
+	defer unnote()
+	type result struct {
+		ids []uuid.UUID
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
+		done <- result{ids, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			return r.ids, r.err
+		case <-sigs:
+			if *signals++; *signals < 2 {
+				continue // the first: ctx is cancelled, and the batch goes on
+			}
+			cancel()
+			r := <-done
+			if r.err != nil && errors.Is(r.err, store.ErrCommitOutcomeUnknown) {
+				r.err = fmt.Errorf("abandoned by a second signal while being committed: %w", store.ErrCommitOutcomeUnknown)
+			}
+			return r.ids, r.err
+		}
+	}
+}
+
 // noteInterrupt arranges that an interrupt arriving while batch is in
 // flight says at once, on standard error, that ffctl stops once the batch
 // has ended (a batch of 500 runs may take seconds, and a silent ctrl-C
@@ -201,7 +255,7 @@ func (b *bulk) noteInterrupt(ctx context.Context, batch []runsLine) func() {
 	stop := context.AfterFunc(ctx, func() {
 		defer close(written)
 		fmt.Fprintf(b.env.Stderr, "interrupted: stopping once the batch in flight (lines %d to %d) has ended; "+
-			"a second ctrl-C ends ffctl at once, and that batch's runs may then exist or not\n",
+			"a second ctrl-C abandons it and says how to check whether its runs were created\n",
 			batch[0].line, batch[len(batch)-1].line)
 	})
 	return func() {

@@ -218,6 +218,14 @@ func TestABulkBatchWhoseCommitReplyIsLostSaysItsRunsMayExist(t *testing.T) {
 // a batch, and returns the file and the running command with its output.
 func (h *harness) startBulk(n, size int) (string, *exec.Cmd, *logtest.Buffer, *logtest.Buffer) {
 	h.t.Helper()
+	return h.startBulkIgnoring(n, size, false)
+}
+
+// startBulkIgnoring is startBulk; with ignoreSIGINT, ffctl starts with
+// SIGINT ignored, as a shell starts a background job (through sh -c
+// 'trap "" INT; exec ...').
+func (h *harness) startBulkIgnoring(n, size int, ignoreSIGINT bool) (string, *exec.Cmd, *logtest.Buffer, *logtest.Buffer) {
+	h.t.Helper()
 	var b strings.Builder
 	for i := range n {
 		fmt.Fprintf(&b, "{\"i\": %d}\n", i)
@@ -227,7 +235,11 @@ func (h *harness) startBulk(n, size int) (string, *exec.Cmd, *logtest.Buffer, *l
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	cmd := exec.CommandContext(h.ctx, self, "--database-url", h.url, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", fmt.Sprint(size))
+	args := []string{self, "--database-url", h.url, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", fmt.Sprint(size)}
+	if ignoreSIGINT {
+		args = append([]string{"/bin/sh", "-c", `trap "" INT; exec "$0" "$@"`}, args...)
+	}
+	cmd := exec.CommandContext(h.ctx, args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), beFFCTL+"=1")
 	var out, errOut logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -235,6 +247,122 @@ func (h *harness) startBulk(n, size int) (string, *exec.Cmd, *logtest.Buffer, *l
 		h.t.Fatal(err)
 	}
 	return f, cmd, &out, &errOut
+}
+
+// holdNextBatch takes a lock that holds every insert into workflow_runs
+// (SHARE ROW EXCLUSIVE: the counts still read) until the returned function
+// releases it or the test ends, waits until the next batch of a bulk
+// trigger of n lines, size a batch, waits for it, and returns how many runs
+// exist then: whole batches, fewer than n.
+func (h *harness) holdNextBatch(n, size int) (int, func()) {
+	h.t.Helper()
+	conn, err := h.db.Conn(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { conn.Close() })
+	tx, err := conn.BeginTx(h.ctx, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = tx.Rollback() })
+	if _, err := tx.ExecContext(h.ctx, `LOCK TABLE workflow_runs IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		h.t.Fatal(err)
+	}
+	held := h.runCount()
+	if held%size != 0 || held >= n {
+		h.t.Fatalf("%d runs under the lock, want whole batches of %d and fewer than %d", held, size, n)
+	}
+	eventually(h.t, 30*time.Second, "the next batch waiting for the lock", func() bool { return h.runsLockWaiters() > 0 })
+	return held, func() {
+		if err := tx.Rollback(); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// runsLockWaiters is how many sessions wait for a lock of workflow_runs.
+func (h *harness) runsLockWaiters() int {
+	h.t.Helper()
+	var w int
+	if err := h.db.QueryRowContext(h.ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'workflow_runs'::regclass AND NOT granted`).Scan(&w); err != nil {
+		h.t.Fatal(err)
+	}
+	return w
+}
+
+// TestASecondSignalAbandonsTheBulkBatchInFlightAndSaysHowToCheck: a batch
+// held on a lock, SIGINT (the note), then SIGINT again: ffctl exits 130
+// while the batch still waits (at once), having printed the ids of the
+// committed batches only, and says that the batch's lines may have been
+// created, all or none, how to check, and the --from-line for either case.
+// Its runs, once the lock is released, are all there or none. The same
+// holds for a background job, which starts with SIGINT ignored.
+func TestASecondSignalAbandonsTheBulkBatchInFlightAndSaysHowToCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name         string
+		ignoreSIGINT bool
+	}{
+		{"ctrl-C in a terminal", false},
+		{"a background job, started with SIGINT ignored", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			secondSignalAbandonsTheBatch(t, tc.ignoreSIGINT)
+		})
+	}
+}
+
+func secondSignalAbandonsTheBatch(t *testing.T, ignoreSIGINT bool) {
+	h := newHarness(t)
+	h.apply(bulkWorkflow)
+	const n, size = 400, 4
+	_, cmd, out, errOut := h.startBulkIgnoring(n, size, ignoreSIGINT)
+	eventually(t, 30*time.Second, "the first batches committed", func() bool { return h.runCount() >= 2*size })
+	held, release := h.holdNextBatch(n, size)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the note that the batch in flight ends first", func() bool {
+		return strings.Contains(errOut.String(), "interrupted: stopping once the batch in flight")
+	})
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatalf("ffctl still runs 10 s after a second SIGINT while its batch waits\nstderr: %s", errOut.String())
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after two SIGINTs: %v, want exit 130\nstderr: %s", err, errOut.String())
+	}
+	if ids := strings.Fields(out.String()); len(ids) != held {
+		t.Fatalf("printed %d ids, want the %d of the batches committed before the signals", len(ids), held)
+	}
+	first, last := held+1, held+size
+	for _, want := range []string{
+		fmt.Sprintf("lines %d to %d: abandoned by a second signal while being committed", first, last),
+		fmt.Sprintf("the %d runs of these lines may have been created (all or none)", size),
+		fmt.Sprintf("ffctl run list --workflow bulk --limit %d", size),
+		fmt.Sprintf("resume with --from-line %d, otherwise with --from-line %d", last+1, first),
+		fmt.Sprintf("%d runs created for certain (by the lines before line %d)", held, first),
+	} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Fatalf("stderr %q, want it to say %q", errOut.String(), want)
+		}
+	}
+	release()
+	eventually(t, 10*time.Second, "the abandoned batch to stop waiting", func() bool { return h.runsLockWaiters() == 0 })
+	if got := h.runCount(); got != held && got != held+size {
+		t.Fatalf("%d runs, want %d or %d: the abandoned batch's runs all or none", got, held, held+size)
+	}
 }
 
 // TestCtrlCDuringABulkTriggerKeepsTheCommittedBatches runs this test binary
@@ -294,35 +422,7 @@ func TestCtrlCDuringABulkBatchLetsThatBatchEnd(t *testing.T) {
 	const n, size = 400, 4
 	_, cmd, out, errOut := h.startBulk(n, size)
 	eventually(t, 30*time.Second, "the first batches committed", func() bool { return h.runCount() >= 2*size })
-
-	// SHARE ROW EXCLUSIVE lets the counts below read, and holds every
-	// insert into workflow_runs until the transaction ends.
-	conn, err := h.db.Conn(h.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	tx, err := conn.BeginTx(h.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback() })
-	if _, err := tx.ExecContext(h.ctx, `LOCK TABLE workflow_runs IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
-	held := h.runCount()
-	if held%size != 0 || held >= n {
-		t.Fatalf("%d runs under the lock, want whole batches of %d and fewer than %d", held, size, n)
-	}
-	waiting := func() bool {
-		var w int
-		if err := h.db.QueryRowContext(h.ctx, `SELECT count(*) FROM pg_locks WHERE relation = 'workflow_runs'::regclass AND NOT granted`).Scan(&w); err != nil {
-			t.Fatal(err)
-		}
-		return w > 0
-	}
-	eventually(t, 30*time.Second, "the next batch waiting for the lock", waiting)
-
+	held, release := h.holdNextBatch(n, size)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -331,11 +431,9 @@ func TestCtrlCDuringABulkBatchLetsThatBatchEnd(t *testing.T) {
 	// The signal has cancelled the command's context; the batch, which a
 	// cancellable context would have abandoned by now (pgx closes the
 	// connection), commits once the lock is released.
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 		t.Fatalf("after SIGINT: %v, want exit 130\nstderr: %s", err, errOut.String())
