@@ -24,7 +24,8 @@ func retentionFlags() []cli.Flag {
 }
 
 // retentionConfig maps the retention flags into cfg (Pruner, NoPrune).
-// "0" is the Config's default (for --retain-dead: off, as unset is).
+// A zero age ("0", "0d", "0s") is the Config's default (for --retain-dead:
+// off, as unset is).
 // Errors (usage): an empty age, one that does not parse; bounds are the
 // Config's.
 func retentionConfig(c *cli.Context, cfg *supervisor.Config) error {
@@ -41,13 +42,15 @@ func retentionConfig(c *cli.Context, cfg *supervisor.Config) error {
 	} {
 		v := strings.TrimSpace(c.String(f.name))
 		switch {
-		case v == "0", v == "" && f.name == "retain-dead":
-			*f.to = 0 // the Config's default (RetainDead: off), as every 0 of ffctl's flags
+		case v == "" && f.name == "retain-dead":
+			*f.to = 0 // off
 			continue
 		case v == "":
 			return usageError("--%s is empty: give an age such as 7d or 36h, or 0 for the default", f.name)
 		}
-		d, err := parseAge(v)
+		// A zero age, however spelt, is the Config's default (RetainDead:
+		// off), as every 0 of ffctl's flags.
+		d, err := parseAgeOrZero(v)
 		if err != nil {
 			return usageError("--%s: %v", f.name, err)
 		}

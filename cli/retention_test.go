@@ -30,15 +30,21 @@ func TestRetentionFlagsThatDoNotParseAreUsageErrors(t *testing.T) {
 	}
 }
 
-// TestRetentionAgesOfZeroAreTheirDefaults: 0 is each age's default (for
-// --retain-dead: off), as for every count and duration of ffctl's flags;
-// the daemon gets past them to the next setting's bound (here a prune
-// interval that busy-loops the database), which it names.
+// TestRetentionAgesOfZeroAreTheirDefaults: 0, however spelt ("0d" and
+// "0s" were refused as not positive: a trial finding), is each age's
+// default (for --retain-dead: off), as for every count and duration of
+// ffctl's flags; the daemon gets past them to the next setting's bound
+// (here a prune interval that busy-loops the database), which it names.
 func TestRetentionAgesOfZeroAreTheirDefaults(t *testing.T) {
 	t.Parallel()
-	r := ffDaemon(t, "scheduler", "--health-addr", "", "--retain-succeeded", "0", "--retain-cancelled", "0", "--retain-dead", "0", "--retain-outbox", "0", "--prune-interval", "1ms")
-	expect(t, r, 2, "--prune-interval 1ms")
-	if strings.Contains(r.stderr, "retain") {
-		t.Fatalf("a retention age of 0 was refused: %s", r)
+	for _, zero := range []string{"0", "0d", "0s", "0h0m"} {
+		t.Run(zero, func(t *testing.T) {
+			t.Parallel()
+			r := ffDaemon(t, "scheduler", "--health-addr", "", "--retain-succeeded", zero, "--retain-cancelled", zero, "--retain-dead", zero, "--retain-outbox", zero, "--prune-interval", "1ms")
+			expect(t, r, 2, "--prune-interval 1ms")
+			if strings.Contains(r.stderr, "retain") {
+				t.Fatalf("a retention age of %s was refused: %s", zero, r)
+			}
+		})
 	}
 }

@@ -154,13 +154,14 @@ func scheduleName(c *cli.Context, cmd string) (string, error) {
 	return name, nil
 }
 
-// durationFlag parses an optional duration flag with parseAge ("0" is 0).
+// durationFlag parses an optional duration flag with parseAgeOrZero (a
+// zero age, however spelt, is 0).
 func durationFlag(c *cli.Context, name string) (time.Duration, error) {
 	v := strings.TrimSpace(c.String(name))
-	if !c.IsSet(name) || v == "0" {
+	if !c.IsSet(name) {
 		return 0, nil
 	}
-	d, err := parseAge(v)
+	d, err := parseAgeOrZero(v)
 	if err != nil {
 		return 0, usageError("--%s %v", name, err)
 	}
