@@ -139,6 +139,9 @@ func readRunsFile(env *Env, path string, from int) ([]runsLine, error) {
 	for sc.Scan() {
 		n++
 		line := bytes.TrimSpace(sc.Bytes())
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\uFEFF")) // a UTF-8 byte-order mark
+		}
 		if n < from || len(line) == 0 {
 			continue
 		}

@@ -181,7 +181,12 @@ func TestBulkTriggerCreatesOneRunPerLine(t *testing.T) {
 		}
 		check(t, ids, want)
 	})
-	if n, total := h.runCount(), 3*len(want)-3; n != total {
+	t.Run("a file that begins with a byte-order mark", func(t *testing.T) {
+		// Editors on Windows write one; it is not part of the first line.
+		r := h.must("run", "trigger", "bulk", "--runs-file", runsFile(t, "\uFEFF"+content))
+		check(t, strings.Fields(r.stdout), want)
+	})
+	if n, total := h.runCount(), 4*len(want)-3; n != total {
 		t.Fatalf("%d runs in the database, want %d", n, total)
 	}
 }
