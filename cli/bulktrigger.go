@@ -140,7 +140,7 @@ func readRunsFile(env *Env, path string, from int) ([]runsLine, error) {
 		n++
 		line := bytes.TrimSpace(sc.Bytes())
 		if n == 1 {
-			line = bytes.TrimPrefix(line, []byte("\uFEFF")) // a UTF-8 byte-order mark
+			line = bytes.TrimPrefix(line, []byte(utf8BOM))
 		}
 		if n < from || len(line) == 0 {
 			continue

@@ -57,6 +57,22 @@ func TestTriggerPrintsTheRunIDOrItsJSON(t *testing.T) {
 	}
 }
 
+// TestAParamsFileThatBeginsWithAByteOrderMarkIsRead: the mark some
+// editors write is not part of the JSON (a trial finding for runs files).
+func TestAParamsFileThatBeginsWithAByteOrderMarkIsRead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(twoStep)
+	pf := filepath.Join(t.TempDir(), "params.json")
+	if err := os.WriteFile(pf, []byte("\uFEFF"+`{"date": "2026-11-30"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := decode[runOut](t, h.must("run", "trigger", "twostep", "--params-file", pf, "-o", "json").stdout)
+	if len(run.Params) != 1 || run.Params["date"] != "2026-11-30" {
+		t.Fatalf("params: %v", run.Params)
+	}
+}
+
 func TestTriggerIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,8 +95,12 @@ func readInput(env *Env, path string) ([]byte, error) {
 	if len(data) > maxWorkflowFileBytes {
 		return nil, usageError("%s is larger than %d bytes", path, maxWorkflowFileBytes)
 	}
-	return data, nil
+	return bytes.TrimPrefix(data, []byte(utf8BOM)), nil
 }
+
+// utf8BOM is the byte-order mark some editors write at the start of a
+// UTF-8 file; it is not part of the file's text.
+const utf8BOM = "\uFEFF"
 
 func workflowApply(c *cli.Context, env *Env) error {
 	format, err := outputFormat(c)
