@@ -247,6 +247,7 @@ func (m *schedulesModel) setData(data any) {
 	case scheduleGone:
 		if d.name == m.name {
 			m.gone, m.dloaded = true, true
+			m.ticks.setRows(nil) // its runs may be gone too: nothing to open
 		}
 	case ScheduleData:
 		if d.Schedule.Name != m.name {
@@ -383,7 +384,10 @@ func (m *schedulesModel) keys() []key.Binding {
 	if m.prompt.active {
 		return m.prompt.keys()
 	}
-	if m.name != "" {
+	switch {
+	case m.name != "" && m.gone:
+		return []key.Binding{keyBack}
+	case m.name != "":
 		return []key.Binding{keyTickRun, m.pause, m.resume, m.trigger, keyBack}
 	}
 	return []key.Binding{keyOpen, m.pause, m.resume, m.trigger}

@@ -207,6 +207,15 @@ func TestSchedulesScreenListsAndShowsADetail(t *testing.T) {
 	if h.m.screens[scrSchedules].capturing() {
 		t.Fatal("p on a deleted schedule opened the prompt")
 	}
+	// Only esc is offered (the key bar offered p, r, t and enter, which did
+	// nothing or opened a run from the stale tick list: a trial finding).
+	if ks := h.m.screens[scrSchedules].keys(); len(ks) != 1 || ks[0].Help().Key != keyBack.Help().Key {
+		t.Fatalf("a deleted schedule's detail offers %d keys, want esc alone", len(ks))
+	}
+	h.keys("g", "enter")
+	if h.m.cur != scrSchedules {
+		t.Fatalf("enter on a deleted schedule's stale tick opened screen %d", h.m.cur)
+	}
 	h.keys("esc")
 	if v := h.view(); !strings.Contains(v, "2 schedules") {
 		t.Fatalf("esc from a deleted schedule:\n%s", v)
