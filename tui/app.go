@@ -148,6 +148,10 @@ type Model struct {
 	dead    *deadModel
 
 	cur, back screenID
+	// runBack is where esc on the Run screen goes: the screen that opened
+	// the run (a schedule's tick, the Workflows screen, the search bar),
+	// or the Runs list when the Run screen was reached by its tab.
+	runBack screenID
 
 	inflight [nScreens]bool
 	started  [nScreens]time.Time
@@ -277,6 +281,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.onData(msg)
 	case openRunMsg:
 		m.run.open(msg.id)
+		switch m.cur {
+		case scrRun:
+		case scrTask:
+			m.runBack = m.back
+		default:
+			m.runBack = m.cur
+		}
+		if m.runBack == scrRun || m.runBack == scrTask {
+			m.runBack = scrRuns
+		}
 		m.cur = scrRun
 		m.inflight[scrRun] = false
 		return m, m.fetch(scrRun)
@@ -287,9 +301,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.inflight[scrTask] = false
 		return m, m.fetch(scrTask)
 	case backMsg:
-		if m.cur == scrTask {
+		switch m.cur {
+		case scrTask:
 			m.cur = m.back
-		} else {
+		case scrRun:
+			m.cur = m.runBack
+		default:
 			m.cur = scrRuns
 		}
 		return m, m.fetch(m.cur)
@@ -431,6 +448,9 @@ func (m *Model) tabStep(d int) screenID {
 }
 
 func (m *Model) switchTo(id screenID) tea.Cmd {
+	if id == scrRun {
+		m.runBack = scrRuns // reached by its tab, not opened from elsewhere
+	}
 	m.cur = id
 	m.notice = ""
 	return m.fetch(id)

@@ -188,6 +188,17 @@ func TestSchedulesScreenListsAndShowsADetail(t *testing.T) {
 	if h.m.cur != scrRun || h.m.run.id != id(1).String() {
 		t.Fatalf("enter on the first tick: screen %d run %q, want the Run screen on %s", h.m.cur, h.m.run.id, id(1))
 	}
+	// esc goes back to the schedule whose tick opened the run (it went to
+	// the Runs list: a trial finding); the Run screen reached by its tab
+	// still goes back to the Runs list.
+	h.keys("esc")
+	if h.m.cur != scrSchedules || h.m.screens[scrSchedules].(*schedulesModel).name != "nightly-report" {
+		t.Fatalf("esc from a tick's run: screen %d, want the Schedules screen on nightly-report", h.m.cur)
+	}
+	h.keys("2", "esc")
+	if h.m.cur != scrRuns {
+		t.Fatalf("esc from the Run tab: screen %d, want the Runs list", h.m.cur)
+	}
 	h.keys("8", "esc")
 	if v := h.view(); !strings.Contains(v, "3 schedules") {
 		t.Fatalf("esc did not return to the list:\n%s", v)
