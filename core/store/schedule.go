@@ -235,9 +235,20 @@ VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (name) DO NOTHING
 RETURNING id`
 
+// setFiredThroughOnNewTimes is the SET item of every update of a
+// schedule's fields, whose $3 and $4 are its new cron and zone: a new cron
+// or zone starts the schedule afresh from the update (the database's
+// clock), as a resume does. Its last-fired point is a tick of the old
+// times: the ticks of the new ones since then were never due, and firing
+// them (a yearly schedule made every-5s would fire every 5 s since its
+// last tick at once) is not what anyone asked for. Any other change
+// keeps it. The right side reads the row before the update.
+const setFiredThroughOnNewTimes = `fired_through = CASE WHEN (cron, timezone) IS DISTINCT FROM ($3::text, $4::text)
+       THEN GREATEST(fired_through, now()) ELSE fired_through END`
+
 const qUpdateSchedule = `
 UPDATE schedules SET workflow_name = $2, cron = $3, timezone = $4, params = $5::jsonb, overlap = $6, catchup = $7,
-       catchup_window_ms = $8, jitter_ms = $9, paused = $10
+       catchup_window_ms = $8, jitter_ms = $9, paused = $10, ` + setFiredThroughOnNewTimes + `
  WHERE name = $1 AND owner = $11
 RETURNING id`
 
@@ -280,11 +291,14 @@ func (s *Store) CreateSchedule(ctx context.Context, spec ScheduleSpec, actor, re
 }
 
 // ApplySchedule creates spec's schedule, or replaces the fields of the
-// schedule of that name when it has the same owner (the workflow file's
-// `schedules:` applies it on every `workflow apply`), audited as "create"
-// or "update". It returns the schedule and whether it was created. A
-// schedule's last-fired point is kept when it is replaced. Errors: those of
-// CreateSchedule; ErrConflict when the name belongs to the other owner.
+// schedule of that name when it has the same owner, audited as "create"
+// or "update" (`workflow apply` stores a file's `schedules:` with
+// ApplyWorkflowFile, whose update keeps the operator's pause). It returns
+// the schedule and whether it was created. A schedule's last-fired point
+// is kept when it is replaced, unless its cron or zone changes: it then
+// starts afresh from the update (database clock), as a resume does, and
+// no tick before the update fires. Errors: those of CreateSchedule;
+// ErrConflict when the name belongs to the other owner.
 func (s *Store) ApplySchedule(ctx context.Context, spec ScheduleSpec, actor, reason string) (Schedule, bool, error) {
 	c, err := validateSchedule(spec)
 	if err != nil {
