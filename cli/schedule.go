@@ -217,18 +217,19 @@ func scheduleCreate(c *cli.Context, env *Env) error {
 	return nil
 }
 
-// nextFires is sc's next n fire times after its read time (the database's
-// clock), in its zone; none when it is paused or its spec no longer
-// parses.
+// nextFires is sc's next n fire times at its read time (the database's
+// clock), in its zone: the ticks the scheduler fires next
+// (schedule.NextFireTimes, from its last-fired point); none when it is
+// paused or its spec no longer parses.
 func nextFires(sc store.Schedule, n int) []time.Time {
 	if sc.Paused {
 		return nil
 	}
-	ts, err := schedule.NextFireTimes(sc.Cron, sc.Timezone, sc.ReadAt, n)
+	w, err := sc.Window()
 	if err != nil {
 		return nil
 	}
-	return ts
+	return schedule.NextFireTimes(w, sc.ReadAt, n)
 }
 
 func firstOrNil(ts []time.Time) *time.Time {

@@ -168,3 +168,64 @@ tasks:
 		t.Fatalf("%d schedules stored (%v)", n, err)
 	}
 }
+
+// TestScheduleNextFireOfAnEveryScheduleCountsFromItsLastFiredPoint: an
+// "@every 1h" schedule fires on the grid of its last-fired point, as the
+// scheduler counts it: created now, an hour from its creation; last fired
+// 20 minutes ago (its last-fired point set in SQL), 40 minutes from now;
+// last fired 1h20m ago (a tick missed while no scheduler ran), 40 minutes
+// from now too. Create, list and show say so (not an hour from when they
+// read it).
+func TestScheduleNextFireOfAnEveryScheduleCountsFromItsLastFiredPoint(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(scheduledYAML)
+	var created struct {
+		FiredThrough time.Time  `json:"fired_through"`
+		NextFireAt   *time.Time `json:"next_fire_at"`
+	}
+	r := h.must("schedule", "create", "hourly", "--workflow", "report", "--cron", "@every 1h", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.NextFireAt == nil {
+		t.Fatalf("create -o json: %v\n%s", err, r.stdout)
+	}
+	if want := created.FiredThrough.Truncate(time.Second).Add(time.Hour); !created.NextFireAt.Equal(want) {
+		t.Fatalf("create: next fire %v, want %v (an hour after its creation, %v)", created.NextFireAt, want, created.FiredThrough)
+	}
+	for _, c := range []struct {
+		ago   string        // the last fire, before the database's now
+		first time.Duration // the next fire, after the last
+	}{
+		{"20 minutes", time.Hour},
+		{"80 minutes", 2 * time.Hour},
+	} {
+		var fired time.Time
+		if err := h.db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - $1::interval
+		  WHERE name = 'hourly' RETURNING fired_through`, c.ago).Scan(&fired); err != nil {
+			t.Fatal(err)
+		}
+		want := []time.Time{fired.Add(c.first), fired.Add(c.first + time.Hour)}
+
+		r = h.must("schedule", "list", "-o", "json")
+		var list []struct {
+			NextFireAt *time.Time `json:"next_fire_at"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].NextFireAt == nil {
+			t.Fatalf("list -o json: %v\n%s", err, r.stdout)
+		}
+		if !list[0].NextFireAt.Equal(want[0]) {
+			t.Errorf("last fired %s ago: list: next fire %v, want %v (%v after its last fire at %v)", c.ago, list[0].NextFireAt, want[0], c.first, fired)
+		}
+		r = h.must("schedule", "show", "hourly", "-o", "json")
+		var shown struct {
+			NextFireTimes []struct{ UTC string } `json:"next_fire_times"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.NextFireTimes) != 5 {
+			t.Fatalf("show -o json: %v\n%s", err, r.stdout)
+		}
+		for i, w := range want {
+			if got := shown.NextFireTimes[i].UTC; got != w.UTC().Format(time.RFC3339) {
+				t.Errorf("last fired %s ago: show: fire time %d is %s, want %s (on the hourly grid of its last fire at %v)", c.ago, i, got, w.UTC().Format(time.RFC3339), fired)
+			}
+		}
+	}
+}

@@ -392,6 +392,21 @@ func (r scheduleRow) schedule() Schedule {
 	}
 }
 
+// Window is sc as the scheduler reads it (schedule.Due,
+// schedule.NextFireTimes): its parsed cron in its zone, its last-fired
+// point, catch-up policy and jitter. Errors: those of schedule.Parse (a
+// stored zone the host's tzdata no longer has).
+func (sc Schedule) Window() (schedule.Window, error) {
+	spec, err := schedule.Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		return schedule.Window{}, err
+	}
+	return schedule.Window{
+		Name: sc.Name, Spec: spec, After: sc.FiredThrough,
+		Catchup: sc.Catchup, CatchupWindow: sc.CatchupWindow, Jitter: sc.Jitter,
+	}, nil
+}
+
 const scheduleColumns = `id, name, workflow_name, cron, timezone, params, overlap, catchup, catchup_window_ms, jitter_ms,
        paused, owner, created_at, fired_through, now() AS read_at`
 
