@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const scheduledYAML = `
@@ -227,5 +229,28 @@ func TestScheduleNextFireOfAnEveryScheduleCountsFromItsLastFiredPoint(t *testing
 				t.Errorf("last fired %s ago: show: fire time %d is %s, want %s (on the hourly grid of its last fire at %v)", c.ago, i, got, w.UTC().Format(time.RFC3339), fired)
 			}
 		}
+	}
+}
+
+// TestScheduleTriggerNowReportsItsRunsState: the tick trigger-now prints
+// carries the state of the run it created as it stands after the trigger
+// (PENDING), as `schedule show` and `run list` give it; "" would say the
+// run was pruned.
+func TestScheduleTriggerNowReportsItsRunsState(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(scheduledYAML)
+	h.must("schedule", "create", "nightly", "--workflow", "report", "--cron", "30 2 * * *")
+	r := h.must("schedule", "trigger-now", "nightly", "--reason", "backfill", "-o", "json")
+	var tick struct {
+		Outcome  string     `json:"outcome"`
+		RunID    *uuid.UUID `json:"run_id"`
+		RunState string     `json:"run_state"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &tick); err != nil || tick.Outcome != "fired" || tick.RunID == nil {
+		t.Fatalf("trigger-now -o json: %v\n%s", err, r.stdout)
+	}
+	if got := h.run(*tick.RunID).State; tick.RunState != "PENDING" || tick.RunState != string(got) {
+		t.Fatalf("trigger-now: run_state %q, want PENDING (the run is %s)\n%s", tick.RunState, got, r.stdout)
 	}
 }

@@ -544,7 +544,8 @@ func (s *Store) DeleteSchedule(ctx context.Context, name, actor, reason string) 
 // (a manual tick, also when the schedule is paused; its overlap policy is
 // not applied: the operator asked), audited as "trigger-now". It returns
 // the tick: fired with its run, or dropped when the workflow is paused in
-// drop mode. Errors: core.ErrBadReason, ErrNotFound (schedule), and those
+// drop mode; a fired tick's RunState is its run's state after the trigger
+// (PENDING). Errors: core.ErrBadReason, ErrNotFound (schedule), and those
 // of Trigger (the tick is then not recorded).
 func (s *Store) TriggerScheduleNow(ctx context.Context, name, actor, reason string) (Tick, error) {
 	if err := core.ValidateReason(reason); err != nil {
@@ -574,6 +575,13 @@ RETURNING id, scheduled_at, fired_at, manual, outcome, actor, reason`, sc.ID, ac
 		}
 		if err := setTickOutcome(ctx, tx, &tick, res); err != nil {
 			return err
+		}
+		if tick.RunID != nil {
+			// The run's state as it stands after the trigger: PENDING
+			// when it was created, as GetSchedule would give it.
+			if err := tx.GetContext(ctx, &tick.RunState, `SELECT state FROM workflow_runs WHERE id = $1`, *tick.RunID); err != nil {
+				return fmt.Errorf("trigger schedule %q: read the state of run %s: %w", name, *tick.RunID, err)
+			}
 		}
 		return audit(ctx, tx, name, "trigger-now", actor, reason)
 	})

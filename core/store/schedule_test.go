@@ -434,8 +434,8 @@ func TestScheduleOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil {
-		t.Fatalf("trigger-now tick %+v", tick)
+	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil || tick.RunState != string(core.RunPending) {
+		t.Fatalf("trigger-now tick %+v (want its run PENDING)", tick)
 	}
 	var params string
 	if err := f.db.QueryRowContext(f.ctx, `SELECT params::text FROM workflow_runs WHERE id = $1`, *tick.RunID).Scan(&params); err != nil || params != `{"day": "mon"}` {
