@@ -52,7 +52,8 @@ func scheduleCommand(env *Env) *cli.Command {
 					"--overlap: while the previous run is open, skip the tick (default), start anyway (allow), or\n" +
 					"cancel the previous run and start (cancel-previous).\n" +
 					"--catchup: ticks missed while no scheduler ran are dropped (none, default), the latest one within\n" +
-					"--catchup-window fires (one), or all within it fire, oldest first (all).\n" +
+					"--catchup-window fires (one), or all within it fire, oldest first (all); --catchup-window applies\n" +
+					"only with --catchup one or all.\n" +
 					"--jitter: each tick's run starts up to this long after its time (the same delay on every scheduler).\n\n" +
 					"Example:\n  ffctl schedule create nightly --workflow nightly-report --cron '30 2 * * *' --timezone Europe/Berlin \\\n" +
 					"    --param region=eu --catchup one --catchup-window 6h",
@@ -64,7 +65,7 @@ func scheduleCommand(env *Env) *cli.Command {
 					&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
 					&cli.StringFlag{Name: "overlap", Value: string(schedule.OverlapSkip), Usage: "while the previous run is open: skip, allow or cancel-previous"},
 					&cli.StringFlag{Name: "catchup", Value: string(schedule.CatchupNone), Usage: "missed ticks: none, one (the latest within --catchup-window) or all (within it)"},
-					ageFlag("catchup-window", "with --catchup one|all: how far back a missed tick may still fire"),
+					ageFlag("catchup-window", "with --catchup one|all (only): how far back a missed tick may still fire"),
 					ageFlag("jitter", "start each tick's run up to this long after its time"),
 					&cli.StringFlag{Name: "reason", Usage: "why (optional; recorded in the audit trail)"},
 					outputFlag(),

@@ -153,6 +153,8 @@ tasks:
 		{append(base, "--cron", "*/5 * * * *", "--jitter", "10m"), 2, `ffctl: invalid schedule: jitter 10m0s is not below the gap between the schedule's fire times (5m0s): ticks fire in order, so a larger jitter delays every later tick`},
 		{append(base, "--cron", "@daily", "--overlap", "queue"), 2, `ffctl: invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},
 		{append(base, "--cron", "@daily", "--catchup", "all"), 2, `ffctl: invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
+		{append(base, "--cron", "@daily", "--catchup-window", "1h"), 2, `ffctl: invalid schedule: a catch-up window (1h0m0s) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)`},
+		{append(base, "--cron", "@daily", "--catchup", "none", "--catchup-window", "1d"), 2, `ffctl: invalid schedule: a catch-up window (24h0m0s) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)`},
 		{append(base, "--cron", "@daily", "--catchup", "one", "--catchup-window", "soon"), 2, `ffctl: --catchup-window "soon": want a duration such as 3d, 1d12h, 90m or 1h30m`},
 		{append(base, "--cron", "@daily", "--jitter", "-5m"), 2, `ffctl: --jitter "-5m": want a duration such as 3d, 1d12h, 90m or 1h30m`},
 		{append(base, "--cron", "@daily", "--param", "novalue"), 2, `ffctl: --param "novalue": want key=value`},

@@ -55,7 +55,7 @@ type ScheduleSpec struct {
 	Overlap schedule.Overlap `json:"overlap"`
 	// Catchup and CatchupWindow: what happens to missed ticks ("" is
 	// none); one and all need a window > 0 (how far back from now a
-	// missed tick may still fire).
+	// missed tick may still fire), none takes no window (0).
 	Catchup       schedule.Catchup `json:"catchup"`
 	CatchupWindow time.Duration    `json:"-"`
 	// Jitter delays each tick's run by up to this (deterministic per
@@ -194,6 +194,10 @@ func validateSchedule(spec ScheduleSpec) (checkedSchedule, error) {
 		return c, badSchedule("jitter %v is negative", spec.Jitter)
 	case c.Catchup != schedule.CatchupNone && spec.CatchupWindow <= 0:
 		return c, badSchedule("catch-up %s needs a catch-up window (how far back a missed tick may still fire)", c.Catchup)
+	case c.Catchup == schedule.CatchupNone && spec.CatchupWindow > 0:
+		// It would be stored and never read: the operator meant a
+		// catch-up that the schedule does not do.
+		return c, badSchedule("a catch-up window (%v) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)", spec.CatchupWindow)
 	}
 	// Ticks fire in order: a jitter at or above the gap between fire
 	// times would hold back every later tick behind the delayed one.
