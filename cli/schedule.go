@@ -52,7 +52,8 @@ func scheduleCommand(env *Env) *cli.Command {
 					"--overlap: while the previous run is open, skip the tick (default), start anyway (allow), or\n" +
 					"cancel the previous run and start (cancel-previous).\n" +
 					"--catchup: ticks missed while no scheduler ran are dropped (none, default), the latest one within\n" +
-					"--catchup-window fires (one), or all within it fire, oldest first (all).\n" +
+					"--catchup-window fires (one), or all within it fire, oldest first (all); --catchup-window applies\n" +
+					"only with --catchup one or all.\n" +
 					"--jitter: each tick's run starts up to this long after its time (the same delay on every scheduler).\n\n" +
 					"Example:\n  ffctl schedule create nightly --workflow nightly-report --cron '30 2 * * *' --timezone Europe/Berlin \\\n" +
 					"    --param region=eu --catchup one --catchup-window 6h",
@@ -64,7 +65,7 @@ func scheduleCommand(env *Env) *cli.Command {
 					&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
 					&cli.StringFlag{Name: "overlap", Value: string(schedule.OverlapSkip), Usage: "while the previous run is open: skip, allow or cancel-previous"},
 					&cli.StringFlag{Name: "catchup", Value: string(schedule.CatchupNone), Usage: "missed ticks: none, one (the latest within --catchup-window) or all (within it)"},
-					ageFlag("catchup-window", "with --catchup one|all: how far back a missed tick may still fire"),
+					ageFlag("catchup-window", "with --catchup one|all (only): how far back a missed tick may still fire"),
 					ageFlag("jitter", "start each tick's run up to this long after its time"),
 					&cli.StringFlag{Name: "reason", Usage: "why (optional; recorded in the audit trail)"},
 					outputFlag(),
@@ -218,18 +219,19 @@ func scheduleCreate(c *cli.Context, env *Env) error {
 	return nil
 }
 
-// nextFires is sc's next n fire times after its read time (the database's
-// clock), in its zone; none when it is paused or its spec no longer
-// parses.
+// nextFires is sc's next n fire times at its read time (the database's
+// clock), in its zone: the ticks the scheduler fires next
+// (schedule.NextFireTimes, from its last-fired point); none when it is
+// paused or its spec no longer parses.
 func nextFires(sc store.Schedule, n int) []time.Time {
 	if sc.Paused {
 		return nil
 	}
-	ts, err := schedule.NextFireTimes(sc.Cron, sc.Timezone, sc.ReadAt, n)
+	w, err := sc.Window()
 	if err != nil {
 		return nil
 	}
-	return ts
+	return schedule.NextFireTimes(w, sc.ReadAt, n)
 }
 
 func firstOrNil(ts []time.Time) *time.Time {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 const scheduledYAML = `
@@ -151,6 +153,8 @@ tasks:
 		{append(base, "--cron", "*/5 * * * *", "--jitter", "10m"), 2, `ffctl: invalid schedule: jitter 10m0s is not below the gap between the schedule's fire times (5m0s): ticks fire in order, so a larger jitter delays every later tick`},
 		{append(base, "--cron", "@daily", "--overlap", "queue"), 2, `ffctl: invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},
 		{append(base, "--cron", "@daily", "--catchup", "all"), 2, `ffctl: invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
+		{append(base, "--cron", "@daily", "--catchup-window", "1h"), 2, `ffctl: invalid schedule: a catch-up window (1h0m0s) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)`},
+		{append(base, "--cron", "@daily", "--catchup", "none", "--catchup-window", "1d"), 2, `ffctl: invalid schedule: a catch-up window (24h0m0s) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)`},
 		{append(base, "--cron", "@daily", "--catchup", "one", "--catchup-window", "soon"), 2, `ffctl: --catchup-window "soon": want a duration such as 3d, 1d12h, 90m or 1h30m`},
 		{append(base, "--cron", "@daily", "--jitter", "-5m"), 2, `ffctl: --jitter "-5m": want a duration such as 3d, 1d12h, 90m or 1h30m`},
 		{append(base, "--cron", "@daily", "--param", "novalue"), 2, `ffctl: --param "novalue": want key=value`},
@@ -166,5 +170,89 @@ tasks:
 	var n int
 	if err := h.db.QueryRow(`SELECT count(*) FROM schedules`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d schedules stored (%v)", n, err)
+	}
+}
+
+// TestScheduleNextFireOfAnEveryScheduleCountsFromItsLastFiredPoint: an
+// "@every 1h" schedule fires on the grid of its last-fired point, as the
+// scheduler counts it: created now, an hour from its creation; last fired
+// 20 minutes ago (its last-fired point set in SQL), 40 minutes from now;
+// last fired 1h20m ago (a tick missed while no scheduler ran), 40 minutes
+// from now too. Create, list and show say so (not an hour from when they
+// read it).
+func TestScheduleNextFireOfAnEveryScheduleCountsFromItsLastFiredPoint(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(scheduledYAML)
+	var created struct {
+		FiredThrough time.Time  `json:"fired_through"`
+		NextFireAt   *time.Time `json:"next_fire_at"`
+	}
+	r := h.must("schedule", "create", "hourly", "--workflow", "report", "--cron", "@every 1h", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || created.NextFireAt == nil {
+		t.Fatalf("create -o json: %v\n%s", err, r.stdout)
+	}
+	if want := created.FiredThrough.Truncate(time.Second).Add(time.Hour); !created.NextFireAt.Equal(want) {
+		t.Fatalf("create: next fire %v, want %v (an hour after its creation, %v)", created.NextFireAt, want, created.FiredThrough)
+	}
+	for _, c := range []struct {
+		ago   string        // the last fire, before the database's now
+		first time.Duration // the next fire, after the last
+	}{
+		{"20 minutes", time.Hour},
+		{"80 minutes", 2 * time.Hour},
+	} {
+		var fired time.Time
+		if err := h.db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - $1::interval
+		  WHERE name = 'hourly' RETURNING fired_through`, c.ago).Scan(&fired); err != nil {
+			t.Fatal(err)
+		}
+		want := []time.Time{fired.Add(c.first), fired.Add(c.first + time.Hour)}
+
+		r = h.must("schedule", "list", "-o", "json")
+		var list []struct {
+			NextFireAt *time.Time `json:"next_fire_at"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].NextFireAt == nil {
+			t.Fatalf("list -o json: %v\n%s", err, r.stdout)
+		}
+		if !list[0].NextFireAt.Equal(want[0]) {
+			t.Errorf("last fired %s ago: list: next fire %v, want %v (%v after its last fire at %v)", c.ago, list[0].NextFireAt, want[0], c.first, fired)
+		}
+		r = h.must("schedule", "show", "hourly", "-o", "json")
+		var shown struct {
+			NextFireTimes []struct{ UTC string } `json:"next_fire_times"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.NextFireTimes) != 5 {
+			t.Fatalf("show -o json: %v\n%s", err, r.stdout)
+		}
+		for i, w := range want {
+			if got := shown.NextFireTimes[i].UTC; got != w.UTC().Format(time.RFC3339) {
+				t.Errorf("last fired %s ago: show: fire time %d is %s, want %s (on the hourly grid of its last fire at %v)", c.ago, i, got, w.UTC().Format(time.RFC3339), fired)
+			}
+		}
+	}
+}
+
+// TestScheduleTriggerNowReportsItsRunsState: the tick trigger-now prints
+// carries the state of the run it created as it stands after the trigger
+// (PENDING), as `schedule show` and `run list` give it; "" would say the
+// run was pruned.
+func TestScheduleTriggerNowReportsItsRunsState(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(scheduledYAML)
+	h.must("schedule", "create", "nightly", "--workflow", "report", "--cron", "30 2 * * *")
+	r := h.must("schedule", "trigger-now", "nightly", "--reason", "backfill", "-o", "json")
+	var tick struct {
+		Outcome  string     `json:"outcome"`
+		RunID    *uuid.UUID `json:"run_id"`
+		RunState string     `json:"run_state"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &tick); err != nil || tick.Outcome != "fired" || tick.RunID == nil {
+		t.Fatalf("trigger-now -o json: %v\n%s", err, r.stdout)
+	}
+	if got := h.run(*tick.RunID).State; tick.RunState != "PENDING" || tick.RunState != string(got) {
+		t.Fatalf("trigger-now: run_state %q, want PENDING (the run is %s)\n%s", tick.RunState, got, r.stdout)
 	}
 }

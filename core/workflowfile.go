@@ -18,7 +18,7 @@ import (
 //	    params: {date: today}      # every run's params (a JSON object)
 //	    overlap: skip              # skip | allow | cancel-previous (default skip)
 //	    catchup: one               # none | one | all (default none)
-//	    catchup_window: 1h         # Go duration; one and all need it
+//	    catchup_window: 1h         # Go duration; one and all need it, none refuses it
 //	    jitter: 30s                # Go duration; default 0
 //
 // Only the shape is checked here (unknown fields, types, names, duplicate

@@ -165,8 +165,11 @@ func TestASchedulerDownForTwoHoursAppliesEachCatchupPolicy(t *testing.T) {
 	}
 	from := map[string]time.Time{}
 	for _, p := range policies {
-		s.MustCLI(t, "schedule", "create", "missed-"+p.name, "--workflow", "ticking", "--cron", "@every 1h",
-			"--overlap", "allow", "--catchup", p.name, "--catchup-window", "3h")
+		args := []string{"schedule", "create", "missed-" + p.name, "--workflow", "ticking", "--cron", "@every 1h", "--overlap", "allow", "--catchup", p.name}
+		if p.name != "none" {
+			args = append(args, "--catchup-window", "3h") // none takes no window
+		}
+		s.MustCLI(t, args...)
 		var at time.Time
 		if err := db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - interval '150 minutes'
 		  WHERE name = $1 RETURNING fired_through`, "missed-"+p.name).Scan(&at); err != nil {

@@ -189,14 +189,21 @@ func (m *schedulesModel) fetcher() fetchFunc {
 	return func(ctx context.Context, src Source) (any, error) { return src.Schedules(ctx) }
 }
 
-// nextFires is the next n fire times of sc after now (the database's
-// clock), in its zone; nil when its cron no longer parses.
+// nextFires is the next n fire times of sc at now (the database's
+// clock), in its zone: the ticks the scheduler fires next
+// (schedule.NextFireTimes, from its last-fired point), as `ffctl schedule
+// show` gives them; a paused schedule's are those it would fire if
+// resumed now (a resume moves its last-fired point to now). Nil when its
+// cron no longer parses.
 func nextFires(sc store.Schedule, now time.Time, n int) []time.Time {
-	ts, err := schedule.NextFireTimes(sc.Cron, sc.Timezone, now, n)
+	w, err := sc.Window()
 	if err != nil {
 		return nil
 	}
-	return ts
+	if sc.Paused && w.After.Before(now) {
+		w.After = now
+	}
+	return schedule.NextFireTimes(w, now, n)
 }
 
 // lastTick is a list row's LAST TICK (outcome and age) and RUN cells.

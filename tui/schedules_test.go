@@ -33,7 +33,7 @@ func (f *fakeSource) schedules() *fakeSchedules {
 	}
 	nightly := store.Schedule{ID: 1, ScheduleSpec: store.ScheduleSpec{Name: "nightly-report", Workflow: "nightly-report", Cron: "30 2 * * *", Timezone: "Europe/Berlin",
 		Params: []byte(`{"date":"today"}`), Overlap: schedule.OverlapSkip, Catchup: schedule.CatchupOne, CatchupWindow: time.Hour, Owner: store.ScheduleOwnerFile},
-		CatchupWindowMS: 3600000, CreatedAt: t0.Add(-72 * time.Hour)}
+		CatchupWindowMS: 3600000, CreatedAt: t0.Add(-72 * time.Hour), FiredThrough: t0.Add(-10*time.Hour - 30*time.Minute)} // its last tick
 	for i := range 10 {
 		day := time.Duration(i) * 24 * time.Hour
 		// 02:30 Berlin is 01:30 UTC in winter; t0 is 12:00 UTC.
@@ -51,11 +51,11 @@ func (f *fakeSource) schedules() *fakeSchedules {
 	}
 	hourly := store.Schedule{ID: 2, ScheduleSpec: store.ScheduleSpec{Name: "wordcount-hourly", Workflow: "wordcount", Cron: "@hourly", Timezone: "UTC",
 		Params: []byte(`{}`), Overlap: schedule.OverlapAllow, Catchup: schedule.CatchupNone, Jitter: 30 * time.Second, Owner: store.ScheduleOwnerCLI},
-		JitterMS: 30000, CreatedAt: t0.Add(-5 * time.Hour)}
+		JitterMS: 30000, CreatedAt: t0.Add(-5 * time.Hour), FiredThrough: t0} // its 12:00 tick decided as the screen reads
 	hourly.Ticks = []store.Tick{tick(50, 20*time.Minute, store.TickFailed, nil, "", "workflow \"wordcount\" not found", "scheduler-host1-1-aaaa")}
 	billing := store.Schedule{ID: 3, ScheduleSpec: store.ScheduleSpec{Name: "billing-5min", Workflow: "billing-sync", Cron: "*/5 * * * *", Timezone: "America/New_York",
 		Params: []byte(`{}`), Overlap: schedule.OverlapCancelPrevious, Catchup: schedule.CatchupNone, Paused: true, Owner: store.ScheduleOwnerCLI},
-		CreatedAt: t0.Add(-time.Hour)}
+		CreatedAt: t0.Add(-time.Hour), FiredThrough: t0.Add(-time.Hour)}
 	billing.Ticks = []store.Tick{}
 	f.sched = &fakeSchedules{list: []store.Schedule{billing, nightly, hourly}}
 	return f.sched

@@ -187,15 +187,54 @@ func (s *Spec) Between(after, until time.Time, max int) []time.Time {
 	return out
 }
 
-// NextFireTimes parses expr in zone and returns its next n fire times
-// strictly after t (the database's now, for a caller showing a schedule),
-// in the zone. Errors: those of Parse.
-func NextFireTimes(expr, zone string, t time.Time, n int) ([]time.Time, error) {
-	s, err := Parse(expr, zone)
-	if err != nil {
-		return nil, err
+// maxNextScan bounds the fire times NextFireTimes looks at beyond the n
+// it returns (those already due at now, within the jitter before it: one
+// or two, a jitter being below the gap between fire times).
+const maxNextScan = 1000
+
+// NextFireTimes is the next n ticks of w that a scheduler has yet to fire
+// at now (the database's clock), oldest first, in w's zone: the fire times
+// after w.After, its last-fired point, from the first whose jittered start
+// (its time plus Jitter) is after now — the ticks Due fires once now has
+// passed their start, and the times `ffctl schedule` and the dashboard
+// show (without the jitter). A cron expression's are its fire times after
+// now (and the one before now whose jitter holds it back); an "@every d"
+// schedule's are counted from its last-fired point, as Due counts them
+// (created at 10:00:00.7, "@every 30s" fires at 10:00:30, 10:01:00, ...,
+// whenever it is read). A last-fired point far in the past costs nothing:
+// whole periods are skipped arithmetically, not stepped through. Nil when
+// n <= 0 or the expression fires no more.
+func NextFireTimes(w Window, now time.Time, n int) []time.Time {
+	if n <= 0 {
+		return nil
 	}
-	return s.NextN(t, n), nil
+	// A tick at or before floor starts (its jitter below w.Jitter) at or
+	// before now: fired, due now, or missed.
+	floor := now.Add(-w.Jitter)
+	from := w.After
+	if every, ok := w.Spec.sched.(cron.ConstantDelaySchedule); ok {
+		// Whole periods, to stay on the grid of the last-fired point;
+		// a loop, since a span longer than ~292 years overflows one
+		// Duration.
+		for from.Before(floor) {
+			k := floor.Sub(from) / every.Delay
+			if k <= 0 {
+				break
+			}
+			from = from.Add(k * every.Delay)
+		}
+	} else if from.Before(floor) {
+		from = floor
+	}
+	var out []time.Time
+	for t, i := w.Spec.Next(from), 0; !t.IsZero() && len(out) < n && i < n+maxNextScan; t, i = w.Spec.Next(t), i+1 {
+		// Ticks fire in order: once one is still to come, so is every
+		// later one.
+		if len(out) > 0 || t.Add(Jitter(w.Name, t, w.Jitter)).After(now) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // Jitter is the delay of the run of the tick of schedule name at tick:

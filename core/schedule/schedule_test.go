@@ -2,6 +2,8 @@ package schedule_test
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,10 +59,12 @@ func TestNextFireTimesAcrossDST(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := schedule.NextFireTimes(c.cron, "Europe/Berlin", utc(t, c.from), len(c.want))
+			spec, err := schedule.Parse(c.cron, "Europe/Berlin")
 			if err != nil {
 				t.Fatal(err)
 			}
+			from := utc(t, c.from)
+			got := schedule.NextFireTimes(schedule.Window{Spec: spec, After: from}, from, len(c.want))
 			if len(got) != len(c.want) {
 				t.Fatalf("got %d times, want %d", len(got), len(c.want))
 			}
@@ -73,6 +77,100 @@ func TestNextFireTimesAcrossDST(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNextFireTimesAreTheTicksTheSchedulerFiresNext: the next fire times
+// shown are those Due fires, counted from the last-fired point (After):
+// an "@every" schedule's grid is its last-fired point's, whenever it is
+// read; a cron expression's are its fire times after now; a tick whose
+// jitter holds it back past now is still to come; a last-fired point far
+// in the past (a scheduler down for days, or never set) costs no stepping
+// through the ticks since.
+func TestNextFireTimesAreTheTicksTheSchedulerFiresNext(t *testing.T) {
+	t.Parallel()
+	at := func(s string) time.Time { return utc(t, s) }
+	// The jitter of the 11:00 tick of "j" (its run starts then), checked
+	// to be within its bound and not 0 so that the cases below mean
+	// something.
+	j := schedule.Jitter("j", at("2026-05-01T11:00:00Z"), 30*time.Minute)
+	if j <= time.Second || j >= 30*time.Minute {
+		t.Fatalf("jitter %v: pick another name", j)
+	}
+	cases := []struct {
+		name, cron, zone string
+		jitter           time.Duration
+		after, now       time.Time
+		want             []string
+	}{
+		{name: "@every anchored at the last-fired point", cron: "@every 30s",
+			after: at("2026-05-01T01:16:34.7Z"), now: at("2026-05-01T01:17:16.2Z"),
+			want: []string{"2026-05-01T01:17:34Z", "2026-05-01T01:18:04Z", "2026-05-01T01:18:34Z"}},
+		{name: "@every read at a tick: that tick is due now, not next", cron: "@every 30s",
+			after: at("2026-05-01T01:17:04Z"), now: at("2026-05-01T01:17:34Z"),
+			want: []string{"2026-05-01T01:18:04Z", "2026-05-01T01:18:34Z"}},
+		{name: "@every never fired yet (created a second ago)", cron: "@every 1h",
+			after: at("2026-05-01T10:00:00.5Z"), now: at("2026-05-01T10:00:01.5Z"),
+			want: []string{"2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"}},
+		{name: "@every 7s, scheduler down for ten days: on the grid of the last-fired point", cron: "@every 7s",
+			after: at("2026-05-01T00:00:00Z"), now: at("2026-05-11T00:00:00Z"), // 864000 s: 123428 periods and 4 s
+			want: []string{"2026-05-11T00:00:03Z", "2026-05-11T00:00:10Z"}},
+		{name: "@every 1s from the zero time", cron: "@every 1s",
+			after: time.Time{}, now: at("2026-05-01T12:00:00.5Z"),
+			want: []string{"2026-05-01T12:00:01Z", "2026-05-01T12:00:02Z"}},
+		{name: "cron: its fire times after now", cron: "*/15 * * * *",
+			after: at("2026-05-01T10:00:00Z"), now: at("2026-05-01T10:07:00Z"),
+			want: []string{"2026-05-01T10:15:00Z", "2026-05-01T10:30:00Z"}},
+		{name: "cron in a zone", cron: "30 2 * * *", zone: "Europe/Berlin",
+			after: at("2026-05-01T00:30:00Z"), now: at("2026-05-01T12:00:00Z"),
+			want: []string{"2026-05-02T00:30:00Z", "2026-05-03T00:30:00Z"}},
+		{name: "cron, last-fired point years back", cron: "0 3 * * *",
+			after: at("2001-01-01T03:00:00Z"), now: at("2026-05-01T12:00:00Z"),
+			want: []string{"2026-05-02T03:00:00Z", "2026-05-03T03:00:00Z"}},
+		{name: "cron with seconds, last-fired point a week back", cron: "* * * * * *",
+			after: at("2026-04-24T12:00:00Z"), now: at("2026-05-01T12:00:00.1Z"),
+			want: []string{"2026-05-01T12:00:01Z", "2026-05-01T12:00:02Z"}},
+		{name: "a tick held back by its jitter is still to come", cron: "@hourly", jitter: 30 * time.Minute,
+			after: at("2026-05-01T10:00:00Z"), now: at("2026-05-01T11:00:00Z").Add(j / 2),
+			want: []string{"2026-05-01T11:00:00Z", "2026-05-01T12:00:00Z"}},
+		{name: "a tick whose jittered start has come is not", cron: "@hourly", jitter: 30 * time.Minute,
+			after: at("2026-05-01T10:00:00Z"), now: at("2026-05-01T11:00:00Z").Add(j),
+			want: []string{"2026-05-01T12:00:00Z", "2026-05-01T13:00:00Z"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			spec, err := schedule.Parse(c.cron, c.zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := schedule.Window{Name: "j", Spec: spec, After: c.after, Jitter: c.jitter}
+			got := schedule.NextFireTimes(w, c.now, len(c.want))
+			var gotS []string
+			for _, g := range got {
+				gotS = append(gotS, g.UTC().Format(time.RFC3339))
+			}
+			if strings.Join(gotS, " ") != strings.Join(c.want, " ") {
+				t.Fatalf("next fire times %v, want %v", gotS, c.want)
+			}
+			if c.after.IsZero() {
+				return // Due's jump is one Duration: a last-fired point (default now()) is never 292 years back
+			}
+			// The scheduler agrees: at the first one's jittered start,
+			// Due fires it (it is on time); a moment before, nothing.
+			first := got[0]
+			start := first.Add(schedule.Jitter(w.Name, first, w.Jitter))
+			if d := schedule.Due(w, start, time.Minute); len(d.Fire) == 0 || !d.Fire[len(d.Fire)-1].Equal(first) {
+				t.Errorf("Due at %v fires %v, want %v last", start, d.Fire, first)
+			}
+			if d := schedule.Due(w, start.Add(-time.Millisecond), time.Minute); slices.ContainsFunc(d.Fire, first.Equal) {
+				t.Errorf("Due fires %v before its start %v", first, start)
+			}
+		})
+	}
+	spec, _ := schedule.Parse("@daily", "")
+	if got := schedule.NextFireTimes(schedule.Window{Spec: spec}, at("2026-05-01T00:00:00Z"), 0); got != nil {
+		t.Fatalf("n = 0: %v", got)
 	}
 }
 

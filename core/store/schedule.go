@@ -55,7 +55,7 @@ type ScheduleSpec struct {
 	Overlap schedule.Overlap `json:"overlap"`
 	// Catchup and CatchupWindow: what happens to missed ticks ("" is
 	// none); one and all need a window > 0 (how far back from now a
-	// missed tick may still fire).
+	// missed tick may still fire), none takes no window (0).
 	Catchup       schedule.Catchup `json:"catchup"`
 	CatchupWindow time.Duration    `json:"-"`
 	// Jitter delays each tick's run by up to this (deterministic per
@@ -194,6 +194,10 @@ func validateSchedule(spec ScheduleSpec) (checkedSchedule, error) {
 		return c, badSchedule("jitter %v is negative", spec.Jitter)
 	case c.Catchup != schedule.CatchupNone && spec.CatchupWindow <= 0:
 		return c, badSchedule("catch-up %s needs a catch-up window (how far back a missed tick may still fire)", c.Catchup)
+	case c.Catchup == schedule.CatchupNone && spec.CatchupWindow > 0:
+		// It would be stored and never read: the operator meant a
+		// catch-up that the schedule does not do.
+		return c, badSchedule("a catch-up window (%v) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)", spec.CatchupWindow)
 	}
 	// Ticks fire in order: a jitter at or above the gap between fire
 	// times would hold back every later tick behind the delayed one.
@@ -235,9 +239,20 @@ VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (name) DO NOTHING
 RETURNING id`
 
+// setFiredThroughOnNewTimes is the SET item of every update of a
+// schedule's fields, whose $3 and $4 are its new cron and zone: a new cron
+// or zone starts the schedule afresh from the update (the database's
+// clock), as a resume does. Its last-fired point is a tick of the old
+// times: the ticks of the new ones since then were never due, and firing
+// them (a yearly schedule made every-5s would fire every 5 s since its
+// last tick at once) is not what anyone asked for. Any other change
+// keeps it. The right side reads the row before the update.
+const setFiredThroughOnNewTimes = `fired_through = CASE WHEN (cron, timezone) IS DISTINCT FROM ($3::text, $4::text)
+       THEN GREATEST(fired_through, now()) ELSE fired_through END`
+
 const qUpdateSchedule = `
 UPDATE schedules SET workflow_name = $2, cron = $3, timezone = $4, params = $5::jsonb, overlap = $6, catchup = $7,
-       catchup_window_ms = $8, jitter_ms = $9, paused = $10
+       catchup_window_ms = $8, jitter_ms = $9, paused = $10, ` + setFiredThroughOnNewTimes + `
  WHERE name = $1 AND owner = $11
 RETURNING id`
 
@@ -280,11 +295,14 @@ func (s *Store) CreateSchedule(ctx context.Context, spec ScheduleSpec, actor, re
 }
 
 // ApplySchedule creates spec's schedule, or replaces the fields of the
-// schedule of that name when it has the same owner (the workflow file's
-// `schedules:` applies it on every `workflow apply`), audited as "create"
-// or "update". It returns the schedule and whether it was created. A
-// schedule's last-fired point is kept when it is replaced. Errors: those of
-// CreateSchedule; ErrConflict when the name belongs to the other owner.
+// schedule of that name when it has the same owner, audited as "create"
+// or "update" (`workflow apply` stores a file's `schedules:` with
+// ApplyWorkflowFile, whose update keeps the operator's pause). It returns
+// the schedule and whether it was created. A schedule's last-fired point
+// is kept when it is replaced, unless its cron or zone changes: it then
+// starts afresh from the update (database clock), as a resume does, and
+// no tick before the update fires. Errors: those of CreateSchedule;
+// ErrConflict when the name belongs to the other owner.
 func (s *Store) ApplySchedule(ctx context.Context, spec ScheduleSpec, actor, reason string) (Schedule, bool, error) {
 	c, err := validateSchedule(spec)
 	if err != nil {
@@ -376,6 +394,21 @@ func (r scheduleRow) schedule() Schedule {
 		CreatedAt: r.CreatedAt, FiredThrough: r.FiredThrough, ReadAt: r.ReadAt,
 		Ticks: []Tick{},
 	}
+}
+
+// Window is sc as the scheduler reads it (schedule.Due,
+// schedule.NextFireTimes): its parsed cron in its zone, its last-fired
+// point, catch-up policy and jitter. Errors: those of schedule.Parse (a
+// stored zone the host's tzdata no longer has).
+func (sc Schedule) Window() (schedule.Window, error) {
+	spec, err := schedule.Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		return schedule.Window{}, err
+	}
+	return schedule.Window{
+		Name: sc.Name, Spec: spec, After: sc.FiredThrough,
+		Catchup: sc.Catchup, CatchupWindow: sc.CatchupWindow, Jitter: sc.Jitter,
+	}, nil
 }
 
 const scheduleColumns = `id, name, workflow_name, cron, timezone, params, overlap, catchup, catchup_window_ms, jitter_ms,
@@ -515,7 +548,8 @@ func (s *Store) DeleteSchedule(ctx context.Context, name, actor, reason string) 
 // (a manual tick, also when the schedule is paused; its overlap policy is
 // not applied: the operator asked), audited as "trigger-now". It returns
 // the tick: fired with its run, or dropped when the workflow is paused in
-// drop mode. Errors: core.ErrBadReason, ErrNotFound (schedule), and those
+// drop mode; a fired tick's RunState is its run's state after the trigger
+// (PENDING). Errors: core.ErrBadReason, ErrNotFound (schedule), and those
 // of Trigger (the tick is then not recorded).
 func (s *Store) TriggerScheduleNow(ctx context.Context, name, actor, reason string) (Tick, error) {
 	if err := core.ValidateReason(reason); err != nil {
@@ -545,6 +579,13 @@ RETURNING id, scheduled_at, fired_at, manual, outcome, actor, reason`, sc.ID, ac
 		}
 		if err := setTickOutcome(ctx, tx, &tick, res); err != nil {
 			return err
+		}
+		if tick.RunID != nil {
+			// The run's state as it stands after the trigger: PENDING
+			// when it was created, as GetSchedule would give it.
+			if err := tx.GetContext(ctx, &tick.RunState, `SELECT state FROM workflow_runs WHERE id = $1`, *tick.RunID); err != nil {
+				return fmt.Errorf("trigger schedule %q: read the state of run %s: %w", name, *tick.RunID, err)
+			}
 		}
 		return audit(ctx, tx, name, "trigger-now", actor, reason)
 	})

@@ -89,8 +89,10 @@ type ScheduleChange struct {
 // ApplyWorkflowFile stores a workflow file in ONE transaction: def as
 // ApplyWorkflow does (an unchanged definition keeps its version), and its
 // schedules specs (FileScheduleSpecs), owned by the file: each is created,
-// or updated when a field differs (its paused state, an operator's, and
-// its last-fired point are kept), or left alone; the file-owned schedules
+// or updated when a field differs (its paused state, an operator's, is
+// kept; so is its last-fired point, unless the cron or the zone changed:
+// the schedule then starts afresh from the apply, and no tick before it
+// fires), or left alone; the file-owned schedules
 // of def's workflow that specs no longer name are deleted (their ticks
 // with them; the runs stay). Each change is audited (actor, reason
 // "workflow file of W"). It returns the workflow version, whether it was
@@ -167,10 +169,11 @@ RETURNING name`, def.Name, names); err != nil {
 }
 
 // qUpdateFileSchedule replaces the fields of file-owned schedule $1 of
-// workflow $2 when one differs (not paused, not fired_through).
+// workflow $2 when one differs (never paused, an operator's; fired_through
+// only when the cron or the zone changes: see setFiredThroughOnNewTimes).
 const qUpdateFileSchedule = `
 UPDATE schedules SET cron = $3, timezone = $4, params = $5::jsonb, overlap = $6, catchup = $7,
-       catchup_window_ms = $8, jitter_ms = $9
+       catchup_window_ms = $8, jitter_ms = $9, ` + setFiredThroughOnNewTimes + `
  WHERE name = $1 AND workflow_name = $2 AND owner = 'file'
    AND (cron, timezone, params, overlap, catchup, catchup_window_ms, jitter_ms)
        IS DISTINCT FROM ($3, $4, $5::jsonb, $6, $7, $8::bigint, $9::bigint)

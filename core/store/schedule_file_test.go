@@ -1,13 +1,16 @@
 package store_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -117,4 +120,107 @@ func TestConcurrentAppliesOfOneFileAreSerialised(t *testing.T) {
 	if w := f.count(`SELECT count(*) FROM workflows`); w != 1 {
 		t.Fatalf("%d versions of one unchanged definition", w)
 	}
+}
+
+// TestAnApplyThatChangesTheCronStartsTheScheduleAfresh: a schedule behind
+// its last-fired point (backdated in SQL, as after a while without a
+// change) is applied again, by the workflow file's path and by
+// ApplySchedule. A new cron or zone starts it afresh from the apply (on the
+// database's clock): the next pass fires no tick of the new cron before the
+// apply, whatever the catch-up policy. Any other change keeps its
+// last-fired point.
+func TestAnApplyThatChangesTheCronStartsTheScheduleAfresh(t *testing.T) {
+	t.Parallel()
+	def, err := core.ParseWorkflowFile([]byte(scheduledWorkflow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []struct {
+		name  string
+		apply func(f *fixture, spec store.ScheduleSpec) error
+	}{
+		{"workflow file", func(f *fixture, spec store.ScheduleSpec) error {
+			_, _, _, err := f.s.ApplyWorkflowFile(f.ctx, def.Definition, []store.ScheduleSpec{spec}, "test")
+			return err
+		}},
+		{"ApplySchedule", func(f *fixture, spec store.ScheduleSpec) error {
+			_, _, err := f.s.ApplySchedule(f.ctx, spec, "test", "")
+			return err
+		}},
+	}
+	base := store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Overlap: schedule.OverlapAllow, Owner: store.ScheduleOwnerFile}
+	with := func(mod func(*store.ScheduleSpec)) store.ScheduleSpec { s := base; mod(&s); return s }
+	all := func(cron, zone string, window time.Duration) store.ScheduleSpec {
+		return with(func(s *store.ScheduleSpec) {
+			s.Cron, s.Timezone, s.Catchup, s.CatchupWindow = cron, zone, schedule.CatchupAll, window
+		})
+	}
+	cron := func(expr string) store.ScheduleSpec { return with(func(s *store.ScheduleSpec) { s.Cron = expr }) }
+	cases := []struct {
+		name     string
+		old, new store.ScheduleSpec
+		ago      time.Duration // the last-fired point, before the apply
+		afresh   bool
+	}{
+		{"yearly to every 5s", cron("@yearly"), cron("*/5 * * * * *"), 50 * time.Second, true},
+		{"yearly to every 5s, catch-up all", all("@yearly", "", 10*time.Minute), all("*/5 * * * * *", "", 10*time.Minute), 75 * time.Second, true},
+		{"another zone, catch-up all", all("0 * * * *", "", 3*time.Hour), all("0 * * * *", "Asia/Kolkata", 3*time.Hour), 2 * time.Hour, true}, // :00 UTC to :30 UTC
+		{"params", cron("*/5 * * * * *"), with(func(s *store.ScheduleSpec) { s.Cron, s.Params = "*/5 * * * * *", json.RawMessage(`{"k":"v"}`) }), 50 * time.Second, false},
+		{"overlap and jitter", cron("@hourly"), with(func(s *store.ScheduleSpec) {
+			s.Cron, s.Overlap, s.Jitter = "@hourly", schedule.OverlapSkip, time.Minute
+		}), 2 * time.Hour, false},
+		{"catch-up policy", cron("@every 10s"), all("@every 10s", "UTC", time.Hour), 5 * time.Minute, false},
+	}
+	for _, p := range paths {
+		for _, c := range cases {
+			t.Run(p.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
+				f := newScheduleFixture(t)
+				if err := p.apply(f, c.old); err != nil {
+					t.Fatal(err)
+				}
+				backdated := f.backdateSchedule("s", c.ago)
+				var before time.Time
+				if err := f.db.QueryRowContext(f.ctx, `SELECT now()`).Scan(&before); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.apply(f, c.new); err != nil {
+					t.Fatal(err)
+				}
+				if n := f.count(`SELECT count(*) FROM schedule_events WHERE action = 'update'`); n != 1 {
+					t.Fatalf("%d updates audited, want the apply's 1", n)
+				}
+				through := f.firedThrough("s")
+				if !c.afresh {
+					if !through.Equal(backdated) {
+						t.Fatalf("last-fired point %v after the apply, want it kept at %v", through, backdated)
+					}
+					return
+				}
+				f.fire()
+				var past []time.Time
+				for _, tk := range f.ticks("s") {
+					if !tk.ScheduledAt.After(before) {
+						past = append(past, tk.ScheduledAt)
+					}
+				}
+				if len(past) > 0 {
+					t.Errorf("the pass after the apply fired %d ticks from before it (%v ... %v)", len(past), past[0], past[len(past)-1])
+				}
+				if through.Before(before) {
+					t.Errorf("last-fired point %v after the apply, want the apply's clock (at or after %v)", through, before)
+				}
+			})
+		}
+	}
+}
+
+// firedThrough is the schedule's last-fired point.
+func (f *fixture) firedThrough(name string) time.Time {
+	f.t.Helper()
+	var at time.Time
+	if err := f.db.QueryRowContext(f.ctx, `SELECT fired_through FROM schedules WHERE name = $1`, name).Scan(&at); err != nil {
+		f.t.Fatalf("read fired_through of %s: %v", name, err)
+	}
+	return at
 }

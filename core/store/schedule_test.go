@@ -118,6 +118,10 @@ func TestCreateScheduleRefusesBadInput(t *testing.T) {
 		{"bad overlap", with(func(s *store.ScheduleSpec) { s.Overlap = "queue" }), schedule.ErrBadSchedule, `invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},
 		{"bad catchup", with(func(s *store.ScheduleSpec) { s.Catchup = "some" }), schedule.ErrBadSchedule, `invalid schedule: catch-up policy "some": want none, one or all`},
 		{"catchup without window", with(func(s *store.ScheduleSpec) { s.Catchup = schedule.CatchupAll }), schedule.ErrBadSchedule, `invalid schedule: catch-up all needs a catch-up window (how far back a missed tick may still fire)`},
+		{"window without catch-up", with(func(s *store.ScheduleSpec) { s.CatchupWindow = time.Hour }), schedule.ErrBadSchedule,
+			`invalid schedule: a catch-up window (1h0m0s) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)`},
+		{"window with catch-up none", with(func(s *store.ScheduleSpec) { s.Catchup = schedule.CatchupNone; s.CatchupWindow = time.Minute }), schedule.ErrBadSchedule,
+			`invalid schedule: a catch-up window (1m0s) applies only with catch-up one or all, and catch-up is none (set catch-up, or leave the window out)`},
 		{"negative window", with(func(s *store.ScheduleSpec) { s.CatchupWindow = -time.Minute }), schedule.ErrBadSchedule, `invalid schedule: catch-up window -1m0s is negative`},
 		{"negative jitter", with(func(s *store.ScheduleSpec) { s.Jitter = -time.Second }), schedule.ErrBadSchedule, `invalid schedule: jitter -1s is negative`},
 		{"jitter not below the gap", with(func(s *store.ScheduleSpec) { s.Cron = "*/5 * * * *"; s.Jitter = 5 * time.Minute }), schedule.ErrBadSchedule,
@@ -434,8 +438,8 @@ func TestScheduleOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil {
-		t.Fatalf("trigger-now tick %+v", tick)
+	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil || tick.RunState != string(core.RunPending) {
+		t.Fatalf("trigger-now tick %+v (want its run PENDING)", tick)
 	}
 	var params string
 	if err := f.db.QueryRowContext(f.ctx, `SELECT params::text FROM workflow_runs WHERE id = $1`, *tick.RunID).Scan(&params); err != nil || params != `{"day": "mon"}` {

@@ -56,7 +56,8 @@ type FireResult struct {
 	// schedule is unpaused: nothing was decided).
 	Now time.Time
 	// NextAt is the earliest next fire time (with its jitter) of the
-	// unpaused schedules after Now; zero when none has one.
+	// unpaused schedules after Now (schedule.NextFireTimes from each one's
+	// last-fired point after the pass); zero when none has one.
 	NextAt time.Time
 	// BadSpecs names schedules whose stored cron or zone no longer parses
 	// (a zone removed from the host's tzdata); they fire nothing.
@@ -141,14 +142,15 @@ func (s *Store) FireDueTicks(ctx context.Context, req FireRequest) (FireResult, 
 				return res, fmt.Errorf("schedule %q: advance its last-fired point: %w", r.Name, err)
 			}
 		}
-		from := res.Now
-		if d.Through.After(from) {
-			from = d.Through
+		// The next tick as `ffctl schedule` shows it, from the new
+		// last-fired point.
+		if d.Through.After(w.After) {
+			w.After = d.Through
 		}
-		if next := spec.Next(from); !next.IsZero() {
-			next = next.Add(schedule.Jitter(r.Name, next, w.Jitter))
-			if res.NextAt.IsZero() || next.Before(res.NextAt) {
-				res.NextAt = next
+		if next := schedule.NextFireTimes(w, res.Now, 1); len(next) == 1 {
+			at := next[0].Add(schedule.Jitter(r.Name, next[0], w.Jitter))
+			if res.NextAt.IsZero() || at.Before(res.NextAt) {
+				res.NextAt = at
 			}
 		}
 	}
