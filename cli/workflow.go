@@ -151,6 +151,16 @@ func workflowApply(c *cli.Context, env *Env) error {
 	if err != nil {
 		return failure(err)
 	}
+	if created {
+		broken, err := unfitSchedules(c.Context, s, wf)
+		if err != nil {
+			return failure(fmt.Errorf("workflow %s: stored version %d, but its schedules could not be checked: %w", wf.Name, wf.Version, err))
+		}
+		for _, w := range broken {
+			fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+		}
+		warnings = append(warnings, broken...)
+	}
 	if format == "json" {
 		if warnings == nil {
 			warnings = []string{}
@@ -166,6 +176,34 @@ func workflowApply(c *cli.Context, env *Env) error {
 		fmt.Fprintf(env.Stdout, "schedule %s: %s\n", ch.Name, ch.Action)
 	}
 	return nil
+}
+
+// unfitSchedules returns one warning per schedule created with `ffctl
+// schedule create` whose params the new version wf refuses (a task's
+// idempotency key needs a param the schedule does not pass): each of its
+// ticks would record failed. A workflow file's own schedules were checked
+// against the file before anything was stored.
+func unfitSchedules(ctx context.Context, s *store.Store, wf store.Workflow) ([]string, error) {
+	scheds, err := s.ListSchedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sc := range scheds {
+		if sc.Workflow != wf.Name || sc.Owner == store.ScheduleOwnerFile {
+			continue
+		}
+		_, err := s.CheckRuns(ctx, wf.Name, wf.Version, []json.RawMessage{sc.Params})
+		var bad *store.BadRunError
+		switch {
+		case errors.As(err, &bad):
+			out = append(out, fmt.Sprintf("schedule %s: its params do not fit version %d: %v; every tick will record failed until the schedule's params (delete and create it again) or the workflow change",
+				core.TerminalText(sc.Name), wf.Version, bad.Err))
+		case err != nil:
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // LiveWorkersWithinDefault is how recently a worker must have been seen for

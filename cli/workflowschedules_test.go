@@ -251,3 +251,39 @@ func TestFileOwnedScheduleIsPausedButNotDeletedByHand(t *testing.T) {
 		t.Fatalf("trigger-now: %v", err)
 	}
 }
+
+// TestWorkflowApplyWarnsOfCLISchedulesTheNewVersionBreaks: a new version
+// whose task key needs a param that a schedule created with `ffctl
+// schedule create` does not pass is stored (exit 0) with a warning naming
+// the schedule (plain and in -o json's warnings): every tick of it would
+// record failed (a trial finding: the apply said nothing). Schedules whose
+// params fit, and those of other workflows, are not named.
+func TestWorkflowApplyWarnsOfCLISchedulesTheNewVersionBreaks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: quick\ntasks:\n  - {name: a, handler: noop}\n")
+	h.apply("name: other\ntasks:\n  - {name: a, handler: noop}\n")
+	h.must("schedule", "create", "bare", "--workflow", "quick", "--cron", "@hourly")
+	h.must("schedule", "create", "dated", "--workflow", "quick", "--cron", "@daily", "--param", "date=today")
+	h.must("schedule", "create", "elsewhere", "--workflow", "other", "--cron", "@hourly")
+
+	r := h.ffIn("name: quick\ntasks:\n  - {name: a, handler: noop, idempotency_key: \"a-{{ .Params.date }}\"}\n", "workflow", "apply", "-f", "-")
+	expect(t, r, 0, "warning: schedule bare: its params do not fit version 2:", "every tick will record failed")
+	if strings.Contains(r.stderr, "schedule dated") || strings.Contains(r.stderr, "elsewhere") {
+		t.Fatalf("a schedule whose params fit, or of another workflow, was named:\n%s", r)
+	}
+	r = h.ffIn("name: quick\ntasks:\n  - {name: a, handler: noop, idempotency_key: \"b-{{ .Params.date }}\"}\n", "workflow", "apply", "-f", "-", "-o", "json")
+	out := decode[struct {
+		Version  int      `json:"version"`
+		Warnings []string `json:"warnings"`
+	}](t, r.stdout)
+	var named []string // the schedule warnings (no worker runs here: the handler warning is there too)
+	for _, w := range out.Warnings {
+		if strings.HasPrefix(w, "schedule ") {
+			named = append(named, w)
+		}
+	}
+	if r.code != 0 || out.Version != 3 || len(named) != 1 || !strings.HasPrefix(named[0], "schedule bare: its params do not fit version 3:") {
+		t.Fatalf("json apply: %+v\n%s", out, r)
+	}
+}
