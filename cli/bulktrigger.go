@@ -112,7 +112,14 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	case err != nil:
 		return failure(err)
 	}
-	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor()}
+	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor(), lastLine: lines[len(lines)-1].line}
+	prior, err := s.ListRuns(c.Context, store.RunFilter{Workflow: name, Limit: 1})
+	if err != nil {
+		return failure(err)
+	}
+	if len(prior) == 1 {
+		b.prior = &prior[0]
+	}
 	// A second signal reaches the batch in flight rather than the
 	// default action (which Main hands the signals back to after the
 	// first, and which a shell's background job ignores).
@@ -172,6 +179,11 @@ type bulk struct {
 	json    bool
 	actor   string
 	created []bulkRun
+	// prior is the workflow's newest run before this trigger (nil: none),
+	// and lastLine the file's last line with a run: what a batch of
+	// unknown outcome is checked and resumed against.
+	prior    *store.Run
+	lastLine int
 }
 
 // trigger creates lines' runs size at a time and reports them. sigs
@@ -240,12 +252,23 @@ func (b *bulk) runBatch(ctx context.Context, batch []runsLine, sigs <-chan os.Si
 			cancel()
 			r := <-done
 			if r.err != nil && errors.Is(r.err, store.ErrCommitOutcomeUnknown) {
-				r.err = fmt.Errorf("abandoned by a second signal while being committed: %w", store.ErrCommitOutcomeUnknown)
+				r.err = errAbandoned{}
 			}
 			return r.ids, r.err
 		}
 	}
 }
+
+// errAbandoned is a batch's error once a second signal cancelled its
+// statement: whether it committed is unknown (it is a
+// store.ErrCommitOutcomeUnknown), though the database was not at fault.
+type errAbandoned struct{}
+
+func (errAbandoned) Error() string {
+	return "abandoned by a second signal before its outcome was known"
+}
+
+func (errAbandoned) Is(target error) bool { return target == store.ErrCommitOutcomeUnknown }
 
 // noteInterrupt arranges that an interrupt arriving while batch is in
 // flight says at once, on standard error, that ffctl stops once the batch
@@ -279,9 +302,25 @@ func (b *bulk) batchError(batch []runsLine, err error) error {
 		return usageError("%v", err)
 	case errors.Is(err, store.ErrCommitOutcomeUnknown):
 		// The batch is one statement: its runs exist all or none.
-		return failure(fmt.Errorf("lines %d to %d: %w: the %d runs of these lines may have been created (all or none): "+
-			"if `ffctl run list --workflow %s --limit %d` lists %d runs newer than the runs already printed, resume with --from-line %d, "+
-			"otherwise with --from-line %d", first, last, err, len(batch), b.name, len(batch), len(batch), last+1, first))
+		n := len(batch)
+		check := fmt.Sprintf("if `ffctl run list --workflow %s --limit %d` lists %d runs ", b.name, n, n)
+		switch {
+		case len(b.created) > 0:
+			check += "newer than the runs already printed"
+		case b.prior != nil:
+			// Nothing printed to compare with: the newest run before
+			// this trigger (a trial followed the advice to a lost batch).
+			check += fmt.Sprintf("newer than run %s (created %s, the workflow's newest before this trigger)",
+				b.prior.ID, b.prior.CreatedAt.UTC().Format(time.RFC3339Nano))
+		default:
+			check += "(the workflow had none before this trigger)"
+		}
+		then := fmt.Sprintf("resume with --from-line %d", last+1)
+		if last >= b.lastLine {
+			then = "every line was triggered"
+		}
+		return failure(fmt.Errorf("lines %d to %d: %w: the %d runs of these lines may have been created (all or none): %s, %s, "+
+			"otherwise resume with --from-line %d", first, last, err, n, check, then, first))
 	}
 	if errors.Is(err, store.ErrWorkflowPaused) {
 		// Its message says no run was created and how the pause ends.
@@ -307,6 +346,9 @@ func (b *bulk) stopped(next int, err error) error {
 		// The batch's error says where to resume: after it if its runs
 		// exist, at it otherwise.
 		say = fmt.Sprintf("%d runs created for certain (by the lines before line %d)", len(b.created), next)
+		if len(b.created) == 0 {
+			say = "no run created for certain by this trigger"
+		}
 	}
 	if err == nil {
 		// A failure: ffctl exits 128+signal when a signal cut it short.

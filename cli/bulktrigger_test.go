@@ -197,24 +197,52 @@ func TestBulkTriggerCreatesOneRunPerLine(t *testing.T) {
 // how to check before resuming.
 func TestABulkBatchWhoseCommitReplyIsLostSaysItsRunsMayExist(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	h.apply(bulkWorkflow)
-	f := runsFile(t, "{}\n{}\n{}\n")
-	via, p := lostCommitHarness(t, h, "INSERT INTO workflow_runs")
-	r := lostCommitRun(t, via, p, func() bool { return h.runCount() == 2 }, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", "2")
-	if !p.Fired() {
-		t.Fatalf("the proxy never matched the batch's insert: %s", r)
-	}
-	expect(t, r, 1, "lines 1 to 2", "may have been created", "ffctl run list --workflow bulk --limit 2",
-		"resume with --from-line 3, otherwise with --from-line 1")
-	if strings.Contains(r.stderr, "; resume with --from-line 1") {
-		t.Fatalf("a batch of unknown outcome told to resume at its own first line without condition (that duplicates its runs when they exist):\n%s", r)
-	}
-	if strings.Contains(r.stderr, "were not created") || r.stdout != "" {
-		t.Fatalf("a batch of unknown outcome reported as not created or printed:\n%s", r)
-	}
-	if n := h.runCount(); n != 2 {
-		t.Fatalf("%d runs, want the 2 of the batch that committed", n)
+	for _, tc := range []struct {
+		name string
+		// earlier: runs of the workflow before the bulk trigger; lines: the
+		// runs file's; want: what the message checks against and says.
+		earlier, lines int
+		want           func(prior uuid.UUID) []string
+	}{
+		{"the workflow's first runs", 0, 3, func(uuid.UUID) []string {
+			return []string{"`ffctl run list --workflow bulk --limit 2` lists 2 runs (the workflow had none before this trigger)",
+				"resume with --from-line 3, otherwise resume with --from-line 1"}
+		}},
+		// Nothing printed yet to compare with (a trial followed the
+		// advice "newer than the runs already printed" to a lost batch).
+		{"runs before, none printed yet", 1, 3, func(prior uuid.UUID) []string {
+			return []string{"`ffctl run list --workflow bulk --limit 2` lists 2 runs newer than run " + prior.String() + " (created ",
+				"the workflow's newest before this trigger), resume with --from-line 3, otherwise resume with --from-line 1"}
+		}},
+		{"the file's last batch", 0, 2, func(uuid.UUID) []string {
+			return []string{"every line was triggered, otherwise resume with --from-line 1"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			h.apply(bulkWorkflow)
+			var prior uuid.UUID
+			for range tc.earlier {
+				prior = h.trigger("bulk")
+			}
+			f := runsFile(t, strings.Repeat("{}\n", tc.lines))
+			via, p := lostCommitHarness(t, h, "INSERT INTO workflow_runs")
+			r := lostCommitRun(t, via, p, func() bool { return h.runCount() == tc.earlier+2 }, "run", "trigger", "bulk", "--runs-file", f, "--batch-size", "2")
+			if !p.Fired() {
+				t.Fatalf("the proxy never matched the batch's insert: %s", r)
+			}
+			expect(t, r, 1, append([]string{"lines 1 to 2", "may have been created", "no run created for certain by this trigger"}, tc.want(prior)...)...)
+			if strings.Contains(r.stderr, "; resume with --from-line 1") {
+				t.Fatalf("a batch of unknown outcome told to resume at its own first line without condition (that duplicates its runs when they exist):\n%s", r)
+			}
+			if strings.Contains(r.stderr, "were not created") || r.stdout != "" {
+				t.Fatalf("a batch of unknown outcome reported as not created or printed:\n%s", r)
+			}
+			if n := h.runCount(); n != tc.earlier+2 {
+				t.Fatalf("%d runs, want the %d before and the 2 of the batch that committed", n, tc.earlier)
+			}
+		})
 	}
 }
 
@@ -353,10 +381,10 @@ func secondSignalAbandonsTheBatch(t *testing.T, ignoreSIGINT bool) {
 	}
 	first, last := held+1, held+size
 	for _, want := range []string{
-		fmt.Sprintf("lines %d to %d: abandoned by a second signal while being committed", first, last),
+		fmt.Sprintf("lines %d to %d: abandoned by a second signal before its outcome was known", first, last),
 		fmt.Sprintf("the %d runs of these lines may have been created (all or none)", size),
 		fmt.Sprintf("ffctl run list --workflow bulk --limit %d", size),
-		fmt.Sprintf("resume with --from-line %d, otherwise with --from-line %d", last+1, first),
+		fmt.Sprintf("resume with --from-line %d, otherwise resume with --from-line %d", last+1, first),
 		fmt.Sprintf("%d runs created for certain (by the lines before line %d)", held, first),
 	} {
 		if !strings.Contains(errOut.String(), want) {

@@ -149,6 +149,7 @@ tasks:
 		{append(base, "--cron", "@daily", "--timezone", "Moon/Base"), 2, `ffctl: invalid schedule: unknown time zone "Moon/Base"`},
 		{append(base, "--cron", "@every -5m"), 2, `ffctl: invalid schedule: cron "@every -5m": an @every interval must be at least 1s, got -5m0s`},
 		{append(base, "--cron", "@every 1ms"), 2, `ffctl: invalid schedule: cron "@every 1ms": an @every interval must be at least 1s, got 1ms`},
+		{append(base, "--cron", "@every 1.5s"), 2, `ffctl: invalid schedule: cron "@every 1.5s": an @every interval must be whole seconds, got 1.5s`},
 		{append(base, "--cron", "0 0 30 2 *"), 2, `ffctl: invalid schedule: cron "0 0 30 2 *": never fires (no time matches it)`},
 		{append(base, "--cron", "*/5 * * * *", "--jitter", "10m"), 2, `ffctl: invalid schedule: jitter 10m0s is not below the gap between the schedule's fire times (5m0s): ticks fire in order, so a larger jitter delays every later tick`},
 		{append(base, "--cron", "@daily", "--overlap", "queue"), 2, `ffctl: invalid schedule: overlap policy "queue": want skip, allow or cancel-previous`},

@@ -101,7 +101,8 @@ type Spec struct {
 // wrap ErrBadSchedule: `invalid schedule: cron "x": <the library's
 // reason>`, `invalid schedule: unknown time zone "Mars/Olympus"`; an
 // "@every" interval below 1s (`cron "@every 1ms": an @every interval must
-// be at least 1s, got 1ms`) and an expression that never fires (`cron "0
+// be at least 1s, got 1ms`) or not whole seconds (`cron "@every 1.5s": an
+// @every interval must be whole seconds, got 1.5s`) and an expression that never fires (`cron "0
 // 0 30 2 *": never fires (no time matches it)`) are refused too.
 func Parse(expr, zone string) (*Spec, error) {
 	loc, err := Location(zone)
@@ -118,8 +119,14 @@ func Parse(expr, zone string) (*Spec, error) {
 	if d, ok := strings.CutPrefix(e, "@every "); ok {
 		// The library rounds an interval below 1s up to 1s (a negative
 		// or zero one too): refuse it instead of firing every second.
-		if every, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && every < time.Second {
+		every, err := time.ParseDuration(strings.TrimSpace(d))
+		switch {
+		case err == nil && every < time.Second:
 			return nil, fmt.Errorf("%w: cron %q: an @every interval must be at least 1s, got %v", ErrBadSchedule, expr, every)
+		case err == nil && every%time.Second != 0:
+			// The library truncates it to whole seconds: "@every 1.5s"
+			// would fire every second (a trial finding).
+			return nil, fmt.Errorf("%w: cron %q: an @every interval must be whole seconds, got %v", ErrBadSchedule, expr, every)
 		}
 	}
 	sched, err := parser.Parse(e)

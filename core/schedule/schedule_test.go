@@ -188,6 +188,8 @@ func TestParseRefusals(t *testing.T) {
 		{"@every -5m", "", `invalid schedule: cron "@every -5m": an @every interval must be at least 1s, got -5m0s`},
 		{"@every 0s", "", `invalid schedule: cron "@every 0s": an @every interval must be at least 1s, got 0s`},
 		{"@every 1ms", "", `invalid schedule: cron "@every 1ms": an @every interval must be at least 1s, got 1ms`},
+		{"@every 1.5s", "", `invalid schedule: cron "@every 1.5s": an @every interval must be whole seconds, got 1.5s`},
+		{"@every 7500ms", "", `invalid schedule: cron "@every 7500ms": an @every interval must be whole seconds, got 7.5s`},
 		{"0 0 30 2 *", "", `invalid schedule: cron "0 0 30 2 *": never fires (no time matches it)`},
 	}
 	for _, c := range cases {
