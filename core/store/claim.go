@@ -71,6 +71,17 @@ func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
 // from clock_timestamp(), the moment the row is written (after any lock
 // wait), not from now(), the start of the transaction: a claim that waited
 // behind a lock must not commit a lease already partly or wholly spent.
+//
+// The rules this batch keeps (each with its test and mutant, see
+// e2e/FAILURE_MODEL.md modes 50, 54 and 86):
+//   - a row is claimed only with its own request's token and state READY:
+//     one row never stands for another (mode 50);
+//   - one request per (task, token): ClaimMany drops an exact repeat, and
+//     two requests for one task with different tokens can both be sent,
+//     since at most one of them matches the row's token (mode 86);
+//   - the rows are locked in id order before any is written (mode 54);
+//   - a held row delays the whole batch at most LockWaitFor(lease), then
+//     the batch fails with ErrLockTimeout having written nothing.
 const qClaim = `
 WITH claimed AS (
     UPDATE task_runs t
@@ -133,8 +144,12 @@ func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID s
 // ClaimMany claims a batch of tasks for workerID in one transaction of one
 // conditional statement (qClaim), each request fenced by its own token:
 // the result has one entry per request, in order, OK for the winners only.
-// A request whose id already appeared earlier in reqs loses (a duplicate
-// delivery). lease is the lease duration (rounded to milliseconds),
+// The batch keeps one request per (task, token): a request that repeats an
+// earlier one's id AND token loses (a duplicate delivery), while requests
+// for one task with different tokens (a stale copy of its dispatch beside
+// the fresh one, in either order) are each tried, and only the one
+// carrying the task's current token can win: a stale copy never hides the
+// fresh dispatch. lease is the lease duration (rounded to milliseconds),
 // measured from each row's write. The claim waits at most
 // LockWaitFor(lease) for a lock, then fails with an error wrapping
 // ErrLockTimeout (nothing written, for every request). Any other error may
@@ -158,12 +173,12 @@ func (s *Store) claimMany(ctx context.Context, reqs []ClaimRequest, workerID str
 	}
 	ids := make([][16]byte, 0, len(reqs))
 	toks := make([]int64, 0, len(reqs))
-	first := make(map[uuid.UUID]int, len(reqs))
+	first := make(map[ClaimRequest]int, len(reqs))
 	for i, r := range reqs {
-		if _, dup := first[r.ID]; dup {
-			continue
+		if _, dup := first[r]; dup {
+			continue // the same (task, token) again: one request claims
 		}
-		first[r.ID] = i
+		first[r] = i
 		ids = append(ids, r.ID)
 		toks = append(toks, r.Token)
 	}
@@ -179,7 +194,9 @@ func (s *Store) claimMany(ctx context.Context, reqs []ClaimRequest, workerID str
 	}
 	out := make([]ClaimResult, len(reqs))
 	for _, c := range rows {
-		if i, ok := first[c.ID]; ok {
+		// A claim bumps the token by one: the row answers the request
+		// that carried the token before it.
+		if i, ok := first[ClaimRequest{ID: c.ID, Token: c.FencingToken - 1}]; ok {
 			out[i] = ClaimResult{Task: c, OK: true}
 		}
 	}

@@ -249,8 +249,10 @@ func (w *Worker) claimBatch(ctx context.Context, batch []pendingDelivery, work c
 }
 
 // runClaimed settles one claimed delivery and frees its slot: a lost claim
-// is acked, explained and counted; a won one is acked and run; an error is
-// read back (or, for a lock timeout, requeued).
+// is acked, explained and counted; a won one is acked and run, unless
+// another delivery of the same (task, token) runs here already
+// (runningAttempts: then it is acked as a duplicate); an error is read
+// back (or, for a lock timeout, requeued).
 func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 	defer func() { <-w.slots }()
 	d, disp, log := c.d, c.disp, c.log
@@ -280,11 +282,24 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 		w.signals.claimLost(disp.TaskRunID)
 		return
 	}
+	key := attemptKey{id: claimed.ID, token: claimed.FencingToken}
+	if !w.attempts.start(key, w.cfg.Clock.Now()) {
+		// Another delivery of this (task, token) runs here already: its
+		// claim and this one's read-back both match the one attempt.
+		w.cfg.Metrics.ClaimsLost.WithLabelValues("duplicate").Inc()
+		log.Info("worker: another delivery of this dispatch runs here already; acking without running", "redelivered", d.Redelivered)
+		if err := d.Ack(); err != nil {
+			log.Warn("worker: ack", "error", err)
+		}
+		w.signals.claimLost(disp.TaskRunID)
+		return
+	}
 	w.cfg.Metrics.TasksClaimed.Inc()
 	if err := d.Ack(); err != nil {
 		// The claim committed: the lease, not the broker, now governs this
 		// task. A redelivery will lose its claim.
 		log.Warn("worker: ack after claim failed; the lease governs the task", "error", err)
 	}
-	w.execute(claimed)
+	recordErr := w.execute(claimed)
+	w.attempts.end(key, recordErr == nil, w.cfg.Clock.Now(), 2*w.cfg.Lease)
 }

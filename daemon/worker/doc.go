@@ -70,7 +70,10 @@
 // come after the claim committed. The worker reads the row back
 // (store.ClaimedBy: RUNNING for this worker with the claim's token) and, if
 // it committed, renews once and runs the task; otherwise it requeues the
-// delivery. A finish retried after an error that then matches nothing is
+// delivery. Two copies of one dispatch can both read back the one attempt
+// they share, so every delivery takes its attempt's (task, token) key in
+// runningAttempts before it runs: at most one delivery of a dispatch runs
+// in a worker, the other is acked as a duplicate. A finish retried after an error that then matches nothing is
 // read back too (store.OwnershipOf): when the task left RUNNING with this
 // attempt's token and worker, the earlier try committed, and it is reported
 // as finished, not as a stale write. Both are counted in

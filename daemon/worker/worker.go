@@ -190,6 +190,9 @@ type Worker struct {
 	// handBacksWG counts the goroutines of deliveries in handBack.
 	handBacksWG sync.WaitGroup
 	finishes    finishBatcher
+	// attempts holds the attempts in flight by (task, token): at most one
+	// delivery of a dispatch runs here (see runningAttempts).
+	attempts runningAttempts
 	// pending carries decoded deliveries from consume to claimLoop; Run
 	// closes it when it stops.
 	pending chan pendingDelivery
@@ -540,8 +543,10 @@ func (w *Worker) explainLostClaim(ctx context.Context, disp core.Dispatch) strin
 	}
 }
 
-// execute runs one claimed attempt and records its outcome.
-func (w *Worker) execute(c store.ClaimedTask) {
+// execute runs one claimed attempt and records its outcome. The error is
+// non-nil when the outcome's fate is unknown (finish gave up: see finish);
+// nil when it was recorded or rejected by its fencing token.
+func (w *Worker) execute(c store.ClaimedTask) error {
 	w.cfg.Metrics.InFlight.Inc()
 	defer w.cfg.Metrics.InFlight.Dec()
 	log := w.log.With("task_run_id", c.ID, "run_id", c.RunID, "task", c.TaskName, "attempt", c.Attempt, "fencing_token", c.FencingToken)
@@ -604,6 +609,7 @@ func (w *Worker) execute(c store.ClaimedTask) {
 			log.Debug("worker: task finished", "state", state, "error", req.Error, "retry_in", req.RetryDelay.String())
 		}
 	}
+	return err
 }
 
 // finish records the outcome through the finish batcher (recordFinish),
