@@ -18,8 +18,9 @@ import (
 //   - It is index-backed: it is driven by a partial index on live rows
 //     (task_runs_retry_due, task_runs_pending, task_runs_running_lease, or
 //     workflow_runs_open: open runs only), and every per-run check it makes
-//     is a probe by run id (task_runs_run_id_task_name_key, or the partial
-//     task_runs_live_run and task_runs_dead_run of migration 10), never a
+//     is a probe by run id (the unique task_runs_run_id_task_name_key, or
+//     the partial task_runs_dead_run of migration 10) written as a scalar
+//     subquery with LIMIT 1, which PostgreSQL never turns into a hash, never a
 //     hash built over task_runs or workflow_runs. Its cost follows the
 //     live work, never the history: TestEverySweepPartIsIndexBacked
 //     EXPLAINs each part (custom and generic plans) over 100,000 settled
@@ -70,14 +71,17 @@ SELECT r.id, row_number() OVER (ORDER BY r.created_at) AS rn
 
 	// qSweepNothingActive: open runs with no task READY, RUNNING or
 	// RETRYING, oldest first: to settle them, or to bury behind a DEAD
-	// task an older binary left. The anti-join's inner side is the live
-	// tasks' index (task_runs_live_run), whatever join the planner picks.
+	// task an older binary left. The check is a scalar probe of the run's
+	// tasks through the unique (run_id, task_name) index: a NOT EXISTS
+	// here was planned as a hashed subplan over a sequential scan of
+	// task_runs (seen at 202,000 rows), and an index of its own would cost
+	// an entry on every transition of every task.
 	qSweepNothingActive = `
 SELECT r.id, row_number() OVER (ORDER BY r.created_at) AS rn
   FROM workflow_runs r
  WHERE r.finished_at IS NULL
-   AND NOT EXISTS (SELECT 1 FROM task_runs t
-                    WHERE t.run_id = r.id AND t.state IN ('READY', 'RUNNING', 'RETRYING'))
+   AND (SELECT true FROM task_runs t
+         WHERE t.run_id = r.id AND t.state IN ('READY', 'RUNNING', 'RETRYING') LIMIT 1) IS NULL
  ORDER BY r.created_at
  LIMIT $1`
 
@@ -99,7 +103,8 @@ SELECT t.run_id AS id, row_number() OVER (ORDER BY t.lease_expires_at) AS rn
 	// notification is lost the run is not FAILED, so its READY tasks are
 	// still claimed and run (mode 88) until the pass cancels them
 	// (qFailFast). Both checks are per-run probes of the DEAD and the
-	// live tasks' partial indexes; once the pass cancelled the run's
+	// run's tasks (the unique (run_id, task_name) index) and of
+	// task_runs_dead_run; once the pass cancelled the run's
 	// unstarted tasks it no longer matches.
 	qSweepFailFast = `
 SELECT r.id, row_number() OVER (ORDER BY r.created_at) AS rn

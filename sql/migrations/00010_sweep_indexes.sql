@@ -1,13 +1,6 @@
--- Indexes for the scheduler's sweep (issue 21, core/store/sweep.go): every
+-- An index for the scheduler's sweep (issue 21, core/store/sweep.go): every
 -- part of its candidate query runs every --sweep-interval and must follow
 -- the live work, never the history.
---
--- task_runs_live_run holds a run's unfinished tasks (PENDING, READY,
--- RUNNING, RETRYING) by run: the "nothing active" part's anti-join probes
--- it (without it the planner hashed a sequential scan of task_runs, seen at
--- 202,000 rows), and so does the fail_fast part's check for a task still to
--- start. state is a key column so that a probe by (run, states) needs no
--- heap row to test the state.
 --
 -- task_runs_dead_run holds the DEAD tasks by run: the fail_fast part probes
 -- it for each open fail_fast run (task_runs_dead is ordered by finished_at,
@@ -20,9 +13,7 @@
 -- flowforge:compat-floor 2
 
 -- +goose Up
-CREATE INDEX task_runs_live_run ON task_runs (run_id, state) WHERE state IN ('PENDING', 'READY', 'RUNNING', 'RETRYING');
 CREATE INDEX task_runs_dead_run ON task_runs (run_id) WHERE state = 'DEAD';
 
 -- +goose Down
 DROP INDEX task_runs_dead_run;
-DROP INDEX task_runs_live_run;
