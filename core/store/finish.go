@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -75,9 +74,16 @@ type FinishRequest struct {
 }
 
 // FinishResult is the answer to one FinishRequest of a FinishMany batch:
-// OK with the task's new State, OK false (nil Err) when the fencing token
-// or state rejected it (the lease was lost), or Err when that row alone
-// could not be recorded (see FinishMany).
+// OK with the task's new State; OK false with a nil Err when the state or
+// fencing token rejected it (the lease was lost, the task already
+// finished) or the request repeats an earlier request's task and token;
+// or Err when that row alone could not be recorded. An Err wrapping
+// ErrLockTimeout means nothing was written for the row: a lock it needed
+// stayed held by another transaction past its bound (a FAILED row's run
+// row or task row: FinishRunLockWait; another row's task row: the
+// session's lock_timeout); retry it. Another Err is a refusal of the row
+// (an SQLSTATE: nothing written) or, without one, an error after which the
+// row may have committed (see OwnershipOf).
 type FinishResult struct {
 	State core.TaskState
 	OK    bool
@@ -93,13 +99,25 @@ const finishNotifyRunsMax = "200"
 // qFinish records a batch of outcomes in one statement: $1..$12 are
 // parallel arrays, one entry per attempt (id, token, outcome, result text,
 // error, permanent, retry delay in ms, idempotency key, worker, reused
-// task run, reused run, reuse note). Each row is fenced by its own token
-// and state RUNNING; the rows are locked in id order first (lk). It writes each
-// row's history, stores the results of the keys the attempts own, buries
-// in the same statement the descendants of the tasks it makes DEAD
-// (buryDownstream), and notifies at most once (n): the schedulers, on
-// TasksChannel, with the ids of the runs it changed (AnyRun beyond
-// finishNotifyRunsMax runs, whose ids would not fit in one payload).
+// task run, reused run, reuse note). The rules it keeps:
+//   - One entry per (task, token) (FinishMany drops repeats). Each row is
+//     fenced by its own entry's token and state RUNNING, so of the entries
+//     for one task with different tokens only the one holding the task's
+//     token matches; the result names each row by id and token.
+//   - The task rows are locked in id order first (lk): two batches over the
+//     same rows queue instead of deadlocking.
+//   - It takes no run lock. A row's outcome never waits on another row's
+//     run lock: FinishMany runs it for the SUCCEEDED and CANCELLED rows on
+//     their own, and for the FAILED rows (which may bury descendants) only
+//     once their runs are locked, in a transaction whose lock waits are
+//     bounded (finishTx). A task row another transaction holds delays the
+//     statement (lk) up to that transaction's lock_timeout.
+//   - Each row's history, the results of the keys the attempts own and the
+//     burial of the descendants of the tasks it makes DEAD (buryDownstream)
+//     are written by the same statement.
+//   - It notifies at most once (n): the schedulers, on TasksChannel, with
+//     the ids of every run it changed (AnyRun beyond finishNotifyRunsMax
+//     runs, whose ids would not fit in one payload).
 const qFinish = `
 WITH RECURSIVE fin AS (
     UPDATE task_runs t
@@ -137,13 +155,14 @@ WITH RECURSIVE fin AS (
                                            THEN string_agg(DISTINCT run_id::text, ',') ELSE '` + AnyRun + `' END)
       FROM fin HAVING count(*) > 0
 )
-SELECT fin.id, fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
+SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
 
 // Finish records an attempt's outcome if the task is still RUNNING with
-// token: a FinishMany of one, through the same statement. ok=false (nil
+// token: a FinishMany of one, through the same statements. ok=false (nil
 // error) means the lease was lost to the reaper or a newer claim: the
 // outcome is discarded, and the caller acks and counts a stale write. On
-// success it returns the task's new state.
+// success it returns the task's new state. An error wrapping
+// ErrLockTimeout wrote nothing (see FinishResult).
 func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, bool, error) {
 	res, err := s.FinishMany(ctx, []FinishRequest{req})
 	if err != nil {
@@ -152,19 +171,38 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 	return res[0].State, res[0].OK, res[0].Err
 }
 
-// FinishMany records a batch of attempts' outcomes in one transaction of
-// one statement (qFinish), each row only if its task is still RUNNING with
-// its token; a task it makes DEAD takes its PENDING descendants to
-// UPSTREAM_FAILED in the same statement. When a request is FAILED, the
-// run rows of the FAILED requests' tasks are locked first, in id order
-// (waiting out a scheduler pass over those runs). The result has one entry
-// per request, in order. A request that repeats an earlier request's id is
-// not OK. The error is non-nil only when no row's fate is known (the
-// statement or its COMMIT got no answer: any row may have committed, see
-// OwnershipOf). A statement the database refused (an SQLSTATE: one row's
-// result it cannot store, say) is retried row by row, so the other rows
-// commit and only the row that caused it carries the error in its Err.
-// At most ClaimMaxBatch requests.
+// FinishMany records a batch of attempts' outcomes, each row only if its
+// task is still RUNNING with its request's token; a task it makes DEAD
+// takes its PENDING descendants to UPSTREAM_FAILED in the same statement
+// (qFinish). The result has one entry per request, in order (see
+// FinishResult). At most ClaimMaxBatch requests. The rules it keeps:
+//   - A row's outcome never waits on another row's lock. The SUCCEEDED and
+//     CANCELLED rows are one statement of their own, which takes no run
+//     lock. The FAILED rows are one transaction that first locks their
+//     runs' rows in id order (the scheduler's pass, CancelRun, the reaper
+//     and RequeueMany lock the run before its tasks too, so the burial of
+//     descendants cannot deadlock with them), each lock wait bounded by
+//     FinishRunLockWait. When a run stays held past it, the FAILED rows are
+//     recorded in a second transaction behind the runs it can lock at once
+//     (SKIP LOCKED): each FAILED row whose own run is still held comes back
+//     with an Err wrapping ErrLockTimeout (nothing written; retry it), every
+//     other row commits, and the batch has waited FinishRunLockWait once.
+//     (The SUCCEEDED and CANCELLED rows' statement still waits, up to the
+//     session's lock_timeout, for a task row of the batch another
+//     transaction holds: no daemon holds a RUNNING task's row for long.)
+//   - Two requests for one task: a request that repeats an earlier
+//     request's task and token is not OK; requests with different tokens
+//     are each tried, and only the one holding the task's token can win (a
+//     stale attempt's outcome ahead of the live one's never costs the live
+//     one its record).
+//   - A statement the database refused (an SQLSTATE: one row's result it
+//     cannot store, a task row held past the bound) wrote nothing and is
+//     retried row by row, so only the row that caused it carries the error.
+//   - Each transaction notifies once, naming the runs it changed.
+//
+// The error is non-nil only when no row's fate is known (nothing it sent
+// got an answer: any row may have committed, see OwnershipOf); when only
+// some rows' fate is unknown, those rows carry the error in their Err.
 func (s *Store) FinishMany(ctx context.Context, reqs []FinishRequest) ([]FinishResult, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled); err != nil {
 		return nil, err
@@ -175,45 +213,151 @@ func (s *Store) FinishMany(ctx context.Context, reqs []FinishRequest) ([]FinishR
 	if len(reqs) == 0 || len(reqs) > ClaimMaxBatch {
 		return nil, fmt.Errorf("finish %d tasks: a batch holds 1 to %d requests", len(reqs), ClaimMaxBatch)
 	}
-	out := make([]FinishResult, len(reqs))
-	args, idx, failed := finishArgs(reqs, out)
-	if len(idx) == 0 {
-		return out, nil
+	b := &finishBatch{reqs: reqs, out: make([]FinishResult, len(reqs))}
+	plain, failed := b.split()
+	s.finishPlain(ctx, b, plain)
+	s.finishFailed(ctx, b, failed)
+	if b.lost != nil && b.unknown == b.tried {
+		return nil, fmt.Errorf("finish %d tasks: %w", b.tried, b.lost)
 	}
-	rows, err := s.finishStatement(ctx, args, failed)
-	if err != nil && len(idx) > 1 && pgCode(err) != "" {
-		// A refused statement wrote nothing: finish the rows one by one so
-		// that one poisoned row cannot sink the batch.
-		for _, i := range idx {
-			res, err := s.FinishMany(ctx, reqs[i:i+1])
-			if err != nil {
-				res = []FinishResult{{Err: err}}
-			}
-			out[i] = res[0]
-		}
-		return out, nil
-	}
-	if err != nil {
-		if len(idx) == 1 && pgCode(err) != "" {
-			out[idx[0]].Err = fmt.Errorf("finish task %s: %w", reqs[idx[0]].ID, err)
-			return out, nil
-		}
-		return nil, fmt.Errorf("finish %d tasks: %w", len(idx), err)
-	}
-	for _, i := range idx {
-		if st, ok := rows[reqs[i].ID]; ok {
-			out[i] = FinishResult{State: st, OK: true}
-			delete(rows, reqs[i].ID) // a repeated id is not OK twice
-		}
-	}
-	return out, nil
+	return b.out, nil
 }
 
-// finishArgs checks each request (an unknown outcome sets its out[i].Err)
-// and returns qFinish's arrays for the others, their indexes in reqs (the
-// first request of each id only) and the ids of the FAILED ones.
-func finishArgs(reqs []FinishRequest, out []FinishResult) (args []any, idx []int, failed [][16]byte) {
-	n := len(reqs)
+// finishKey names a row of a finish: a task and the token it must hold.
+type finishKey struct {
+	id  uuid.UUID
+	tok int64
+}
+
+// finishRow is a row qFinish returns.
+type finishRow struct {
+	ID       uuid.UUID      `db:"id"`
+	Token    int64          `db:"token"`
+	State    core.TaskState `db:"state"`
+	Notified int            `db:"notified"`
+}
+
+// byKey maps each finished row to its new state.
+func byKey(rows []finishRow) map[finishKey]core.TaskState {
+	m := make(map[finishKey]core.TaskState, len(rows))
+	for _, r := range rows {
+		m[finishKey{r.ID, r.Token}] = r.State
+	}
+	return m
+}
+
+// finishBatch is one FinishMany's requests, answers and account of the
+// rows whose fate is unknown.
+type finishBatch struct {
+	reqs    []FinishRequest
+	out     []FinishResult
+	tried   int   // requests sent to the database
+	unknown int   // of those, the requests whose fate is unknown
+	lost    error // the first error that left a request's fate unknown
+}
+
+// split checks each request (an unknown outcome sets its Err) and returns
+// the indexes of the requests to record, one per (task, token): the
+// SUCCEEDED and CANCELLED ones (plain) and the FAILED ones apart.
+func (b *finishBatch) split() (plain, failed []int) {
+	seen := make(map[finishKey]bool, len(b.reqs))
+	for i, req := range b.reqs {
+		switch req.Outcome {
+		case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled:
+		default:
+			b.out[i].Err = fmt.Errorf("finish task %s: unknown outcome %q", req.ID, req.Outcome)
+			continue
+		}
+		k := finishKey{req.ID, req.Token}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if req.Outcome == OutcomeFailed {
+			failed = append(failed, i)
+		} else {
+			plain = append(plain, i)
+		}
+	}
+	return plain, failed
+}
+
+// record answers the requests idx from the rows a statement finished.
+func (b *finishBatch) record(idx []int, rows map[finishKey]core.TaskState) {
+	for _, i := range idx {
+		if st, ok := rows[finishKey{b.reqs[i].ID, b.reqs[i].Token}]; ok {
+			b.out[i] = FinishResult{State: st, OK: true}
+		}
+	}
+}
+
+// lose answers the requests idx with err, after which any may have
+// committed.
+func (b *finishBatch) lose(idx []int, err error) {
+	for _, i := range idx {
+		b.out[i].Err = fmt.Errorf("finish task %s: %w", b.reqs[i].ID, err)
+	}
+	b.unknown += len(idx)
+	if b.lost == nil {
+		b.lost = err
+	}
+}
+
+// settle answers the requests idx from what their statement returned:
+// its rows; err without an SQLSTATE (no answer: any may have committed);
+// err with one (refused, nothing written), for which a batch of several
+// is recorded again row by row so that one poisoned row cannot sink the
+// others, and a single row gets err (wrapping ErrLockTimeout for a lock
+// wait past its bound).
+func (s *Store) settle(ctx context.Context, b *finishBatch, idx []int, rows map[finishKey]core.TaskState, err error) {
+	switch {
+	case len(idx) == 0:
+	case err == nil:
+		b.record(idx, rows)
+	case pgCode(err) == "":
+		b.lose(idx, err)
+	case len(idx) > 1:
+		for _, i := range idx {
+			res, err := s.FinishMany(ctx, b.reqs[i:i+1])
+			if err != nil {
+				b.lose([]int{i}, err)
+				continue
+			}
+			b.out[i] = res[0]
+		}
+	default:
+		b.out[idx[0]].Err = fmt.Errorf("finish task %s: %w", b.reqs[idx[0]].ID, asLockTimeout(err))
+	}
+}
+
+// finishPlain records the SUCCEEDED and CANCELLED requests idx in one
+// statement that commits on its own and takes no run lock: a held run
+// never delays them (a success buries nothing).
+func (s *Store) finishPlain(ctx context.Context, b *finishBatch, idx []int) {
+	if len(idx) == 0 {
+		return
+	}
+	b.tried += len(idx)
+	var rows []finishRow
+	err := s.db.SelectContext(ctx, &rows, qFinish, finishArgs(b.reqs, idx)...)
+	if err != nil {
+		err = unanswered("finish", err)
+	}
+	s.settle(ctx, b, idx, byKey(rows), err)
+}
+
+// taskIDs returns the task ids of the requests idx.
+func taskIDs(reqs []FinishRequest, idx []int) [][16]byte {
+	ids := make([][16]byte, len(idx))
+	for j, i := range idx {
+		ids[j] = reqs[i].ID
+	}
+	return ids
+}
+
+// finishArgs returns qFinish's arrays for the requests idx.
+func finishArgs(reqs []FinishRequest, idx []int) []any {
+	n := len(idx)
 	var (
 		ids              = make([][16]byte, 0, n)
 		toks, delays     = make([]int64, 0, n), make([]int64, 0, n)
@@ -223,20 +367,9 @@ func finishArgs(reqs []FinishRequest, out []FinishResult) (args []any, idx []int
 		keys, workers    = make([]string, 0, n), make([]string, 0, n)
 		reusedT, reusedR = make([]*[16]byte, 0, n), make([]*[16]byte, 0, n)
 		notes            = make([]string, 0, n)
-		seen             = make(map[uuid.UUID]bool, n)
 	)
-	for i, req := range reqs {
-		switch req.Outcome {
-		case OutcomeSucceeded, OutcomeFailed, OutcomeCancelled:
-		default:
-			out[i].Err = fmt.Errorf("finish task %s: unknown outcome %q", req.ID, req.Outcome)
-			continue
-		}
-		if seen[req.ID] {
-			continue
-		}
-		seen[req.ID] = true
-		idx = append(idx, i)
+	for _, i := range idx {
+		req := reqs[i]
 		var result *string
 		if req.Outcome == OutcomeSucceeded {
 			r := "null"
@@ -256,46 +389,10 @@ func finishArgs(reqs []FinishRequest, out []FinishResult) (args []any, idx []int
 			}
 			note = ReuseNote(*req.ReusedFrom, req.IdempotencyKey)
 		}
-		if req.Outcome == OutcomeFailed {
-			failed = append(failed, req.ID)
-		}
 		ids, toks, outcomes = append(ids, req.ID), append(toks, req.Token), append(outcomes, string(req.Outcome))
 		results, errs, perm = append(results, result), append(errs, req.Error), append(perm, req.Permanent)
 		delays, keys, workers = append(delays, req.RetryDelay.Milliseconds()), append(keys, req.IdempotencyKey), append(workers, req.WorkerID)
 		reusedT, reusedR, notes = append(reusedT, rt), append(reusedR, rr), append(notes, note)
 	}
-	args = []any{ids, toks, outcomes, results, errs, perm, delays, keys, workers, reusedT, reusedR, notes}
-	return args, idx, failed
-}
-
-// finishStatement runs qFinish with args, first locking the run rows of
-// the tasks failed (a failure may bury the task and its descendants: the
-// scheduler's pass, CancelRun and RequeueMany lock the run rows first too,
-// so the writes to the descendants cannot deadlock with theirs). It
-// returns the new state of each task it finished.
-func (s *Store) finishStatement(ctx context.Context, args []any, failed [][16]byte) (map[uuid.UUID]core.TaskState, error) {
-	var rows []struct {
-		ID       uuid.UUID      `db:"id"`
-		State    core.TaskState `db:"state"`
-		Notified int            `db:"notified"`
-	}
-	var err error
-	if len(failed) > 0 {
-		err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, failed); err != nil {
-				return fmt.Errorf("lock runs: %w", err)
-			}
-			return tx.SelectContext(ctx, &rows, qFinish, args...)
-		})
-	} else {
-		err = s.db.SelectContext(ctx, &rows, qFinish, args...)
-	}
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[uuid.UUID]core.TaskState, len(rows))
-	for _, r := range rows {
-		m[r.ID] = r.State
-	}
-	return m, nil
+	return []any{ids, toks, outcomes, results, errs, perm, delays, keys, workers, reusedT, reusedR, notes}
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -426,8 +427,9 @@ tasks:
 // TestABuryingFinishTakesTheRunLockBeforeTheTaskRows: a scheduler pass
 // holds the run and then writes a descendant of a task that is dying (a
 // fail_fast cancel); the failing finish that arrives in between waits for
-// the run first, so neither deadlocks, and the descendant the pass did not
-// take is buried.
+// the run first (retrying, as the worker does, each time the run stays held
+// past store.FinishRunLockWait), so neither deadlocks, and the descendant
+// the pass did not take is buried.
 func TestABuryingFinishTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -439,8 +441,15 @@ func TestABuryingFinishTakesTheRunLockBeforeTheTaskRows(t *testing.T) {
 	f.exec(h, `SELECT 1 FROM workflow_runs WHERE id = $1 FOR UPDATE`, runID)
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := f.s.Finish(f.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeFailed, Error: "boom", Permanent: true, WorkerID: "w1"})
-		done <- err
+		for {
+			_, _, err := f.s.Finish(f.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeFailed, Error: "boom", Permanent: true, WorkerID: "w1"})
+			if !errors.Is(err, store.ErrLockTimeout) {
+				done <- err
+				return
+			}
+			// The run stayed held past store.FinishRunLockWait and
+			// nothing was written: try again, as the worker does.
+		}
 	}()
 	f.waitBlockedOnARow()
 	f.wantState(ts["a"].ID, core.TaskRunning) // it waits for the run before it writes
