@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,34 +10,6 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 )
-
-// TaskOwnership is a task's state, fencing token and lease holder, as read
-// back after a write whose reply was lost.
-type TaskOwnership struct {
-	State    core.TaskState
-	Token    int64
-	WorkerID string // empty when no worker holds or held it
-}
-
-// OwnershipOf returns the task's state, fencing token and worker, or
-// ErrNotFound. Workers read it back after an ambiguous error from a write
-// (the connection was lost after the statement was sent) to act on what
-// committed.
-func (s *Store) OwnershipOf(ctx context.Context, id uuid.UUID) (TaskOwnership, error) {
-	var row struct {
-		State    core.TaskState `db:"state"`
-		Token    int64          `db:"fencing_token"`
-		WorkerID sql.NullString `db:"worker_id"`
-	}
-	err := s.db.GetContext(ctx, &row, `SELECT state, fencing_token, worker_id FROM task_runs WHERE id = $1`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return TaskOwnership{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return TaskOwnership{}, fmt.Errorf("read task %s: %w", id, err)
-	}
-	return TaskOwnership{State: row.State, Token: row.Token, WorkerID: row.WorkerID.String}, nil
-}
 
 // Outcome is how an attempt ended, as reported to Finish.
 type Outcome string
@@ -83,7 +53,7 @@ type FinishRequest struct {
 // row or task row: FinishRunLockWait; another row's task row: the
 // session's lock_timeout); retry it. Another Err is a refusal of the row
 // (an SQLSTATE: nothing written) or, without one, an error after which the
-// row may have committed (see OwnershipOf).
+// row may have committed (see FinishRecorded).
 type FinishResult struct {
 	State core.TaskState
 	OK    bool
@@ -201,7 +171,7 @@ func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, 
 //   - Each transaction notifies once, naming the runs it changed.
 //
 // The error is non-nil only when no row's fate is known (nothing it sent
-// got an answer: any row may have committed, see OwnershipOf); when only
+// got an answer: any row may have committed, see FinishRecorded); when only
 // some rows' fate is unknown, those rows carry the error in their Err.
 func (s *Store) FinishMany(ctx context.Context, reqs []FinishRequest) ([]FinishResult, error) {
 	if err := mustEdge(core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled); err != nil {

@@ -73,10 +73,13 @@
 // delivery. Two copies of one dispatch can both read back the one attempt
 // they share, so every delivery takes its attempt's (task, token) key in
 // runningAttempts before it runs: at most one delivery of a dispatch runs
-// in a worker, the other is acked as a duplicate. A finish retried after an error that then matches nothing is
-// read back too (store.OwnershipOf): when the task left RUNNING with this
-// attempt's token and worker, the earlier try committed, and it is reported
-// as finished, not as a stale write. Both are counted in
+// in a worker, the other is acked as a duplicate. A finish retried after
+// an error that then matches nothing is read back too, from the attempt's
+// own history row (store.FinishRecorded: its RUNNING -> X event at its
+// token and worker), not from the task row, which the scheduler may have
+// moved on already (a retry promoted READY at the next token): when that
+// row exists the earlier try committed, and the attempt is reported as
+// finished, not as a stale write. Both are counted in
 // flowforge_ambiguous_writes_total.
 //
 // Clock: leases are set and compared by PostgreSQL's clock; the worker

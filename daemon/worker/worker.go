@@ -60,8 +60,8 @@ type Store interface {
 	ClaimMany(ctx context.Context, reqs []store.ClaimRequest, workerID string, lease time.Duration) ([]store.ClaimResult, error)
 	TaskStateOf(ctx context.Context, id uuid.UUID) (core.TaskState, int64, error)
 	ClaimedBy(ctx context.Context, id uuid.UUID, token int64, workerID string) (store.ClaimedTask, bool, error)
-	OwnershipOf(ctx context.Context, id uuid.UUID) (store.TaskOwnership, error)
 	FinishMany(ctx context.Context, reqs []store.FinishRequest) ([]store.FinishResult, error)
+	FinishRecorded(ctx context.Context, id uuid.UUID, token int64, workerID string) (core.TaskState, bool, error)
 	ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (store.KeyClaim, error)
 	ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error)
 }
@@ -596,6 +596,8 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 	hb.stop()
 	defer w.signals.attemptFinished(attemptFinished{Req: req, State: state, OK: ok, Err: err})
 	switch {
+	case errors.Is(err, errOutcomeUnknown):
+		log.Error("worker: the outcome may have been recorded: a try got no answer and the attempt could not be read back; if it was not recorded, the reaper retries the task once its lease expires", "error", err)
 	case err != nil:
 		log.Error("worker: could not record the outcome; the lease will expire and the task will be retried", "error", err)
 	case !ok:
@@ -610,65 +612,6 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 		}
 	}
 	return err
-}
-
-// finish records the outcome through the finish batcher (recordFinish),
-// retrying this row's errors for up to one lease (the heartbeat keeps
-// renewing meanwhile); past that the worker gives up,
-// its heartbeat stops and the lapsed lease hands the task to the reaper.
-func (w *Worker) finish(req store.FinishRequest, log *slog.Logger) (core.TaskState, bool, error) {
-	deadline := w.cfg.Clock.Now().Add(w.cfg.Lease)
-	var bo backoff.Backoff
-	bo.Min, bo.Max = 50*time.Millisecond, 2*time.Second
-	for {
-		res := w.recordFinish(req)
-		state, ok, err := res.State, res.OK, res.Err
-		if err == nil {
-			ambiguous := bo.Reset()
-			if ambiguous {
-				log.Info("worker: recovered", "dependency", "postgres")
-			}
-			if !ok && ambiguous {
-				// An earlier try may have committed and lost its reply:
-				// then this one matched nothing because the task already
-				// left RUNNING with our token, which no fencing rejection
-				// does (the reaper and a newer claim bump the token).
-				if st, committed := w.finishCommitted(req, log); committed {
-					return st, true, nil
-				}
-			}
-			return state, ok, nil
-		}
-		if w.cfg.Clock.Now().After(deadline) {
-			return "", false, err
-		}
-		d := bo.Fail()
-		log.Warn("worker: finish failed; retrying", "error", err, "retry_in", d.String())
-		time.Sleep(d)
-	}
-}
-
-// finishCommitted reads back a finish that matched nothing after an
-// earlier try failed: it committed if the task left RUNNING (to a state a
-// finish writes) with this attempt's token and worker.
-func (w *Worker) finishCommitted(req store.FinishRequest, log *slog.Logger) (core.TaskState, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	own, err := w.cfg.Store.OwnershipOf(ctx, req.ID)
-	cancel()
-	if err != nil {
-		log.Warn("worker: could not read back a finish whose reply was lost", "error", err)
-		return "", false
-	}
-	switch own.State {
-	case core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled:
-		if own.Token == req.Token && own.WorkerID == req.WorkerID {
-			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("finish", "committed").Inc()
-			log.Info("worker: the finish committed although its reply was lost", "state", own.State)
-			return own.State, true
-		}
-	}
-	w.cfg.Metrics.AmbiguousWrites.WithLabelValues("finish", "not_committed").Inc()
-	return "", false
 }
 
 // heartbeatLoop is the lease renewal of one attempt.
