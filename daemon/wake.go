@@ -56,7 +56,7 @@ func NewRunSet() *RunSet {
 // something to take.
 func (r *RunSet) Wake() <-chan struct{} { return r.wake }
 
-// Add puts ids back (a pass over them failed) and signals Wake.
+// Add adds ids, as a notification naming them does, and signals Wake.
 func (r *RunSet) Add(ids ...uuid.UUID) {
 	r.mu.Lock()
 	for _, id := range ids {

@@ -29,6 +29,11 @@ type AdvanceResult struct {
 	UpstreamRevived   int // UPSTREAM_FAILED -> PENDING: no ancestor DEAD any more (an older binary's requeue)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
+	// Held, of a targeted pass (AdvanceRuns), are the open runs named that
+	// another transaction held, in id order: not advanced, not touched, to
+	// be passed again later. Always nil from Advance (a full sweep skips
+	// such runs and its next full sweep comes back to them).
+	Held []uuid.UUID
 	// Next is where the following pass should start; nil when this pass
 	// reached the end of the open runs.
 	Next *Cursor
@@ -162,55 +167,6 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		runs, err := lockOpenRuns(ctx, tx, cur, limit, &res)
 		if err != nil || len(runs) == 0 {
 			return err
-		}
-		return advanceLocked(ctx, tx, runs, actor, &res)
-	})
-	if err != nil {
-		return AdvanceResult{}, err
-	}
-	return res, nil
-}
-
-// qLockNamedRuns locks the open runs among $1 in id order, WAITING for a
-// run another transaction holds (no SKIP LOCKED): a targeted pass is asked
-// for exactly these runs, because a finish in them committed, and the pass
-// that holds one may have read its tasks before that finish (its snapshot
-// did not see it). Once the lock is granted, every later statement of this
-// READ COMMITTED transaction takes a snapshot that sees the finish, so the
-// promotion cannot be missed. Id order: two targeted passes, and the
-// reaper and RequeueMany (qLockRunsOfTasks), lock in the same order and
-// cannot deadlock; full sweeps SKIP LOCKED and never wait.
-const qLockNamedRuns = `
-SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast
-  FROM workflow_runs
- WHERE id = ANY ($1::uuid[]) AND finished_at IS NULL
- ORDER BY id
-   FOR UPDATE`
-
-// AdvanceRuns runs a targeted scheduler pass over the runs ids (those of
-// them still open; at most a few hundred per call: the caller pages), in
-// ONE transaction that begins after the writes that named them committed
-// (the scheduler calls it on a TasksChannel notification, delivered after
-// the commit): it locks them in id order, waiting for any another pass or
-// writer holds (qLockNamedRuns), and advances them as Advance does
-// (advanceLocked). Finished and unknown ids are ignored. Result.Runs is
-// how many it locked; Result.Next is always nil.
-func (s *Store) AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) (AdvanceResult, error) {
-	if err := advanceEdges(); err != nil {
-		return AdvanceResult{}, err
-	}
-	if len(ids) == 0 {
-		return AdvanceResult{}, nil
-	}
-	var res AdvanceResult
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var runs []openRun
-		if err := tx.SelectContext(ctx, &runs, qLockNamedRuns, uuidArray(ids)); err != nil {
-			return fmt.Errorf("lock named runs: %w", err)
-		}
-		res.Runs = len(runs)
-		if len(runs) == 0 {
-			return nil
 		}
 		return advanceLocked(ctx, tx, runs, actor, &res)
 	})

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"testing"
 	"time"
@@ -22,37 +23,7 @@ tasks:
   - {name: join, handler: noop, depends_on: [a, b]}
 `
 
-// advanceRunsInBackground starts a targeted pass over ids and returns where
-// its result lands.
-func (f *fixture) advanceRunsInBackground(ids ...uuid.UUID) <-chan store.AdvanceResult {
-	out := make(chan store.AdvanceResult, 1)
-	go func() {
-		res, err := f.s.AdvanceRuns(f.ctx, ids, "targeted")
-		if err != nil {
-			f.t.Errorf("advance runs: %v", err)
-		}
-		out <- res
-	}()
-	return out
-}
-
-// waitBlockedOrDone waits until n sessions wait on a lock, failing the
-// test when one of the passes returns first (it did not wait).
-func (f *fixture) waitBlockedOrDone(n int, passes ...<-chan store.AdvanceResult) {
-	f.t.Helper()
-	f.waitUntil("the targeted passes to wait for the held run", func() bool {
-		for _, p := range passes {
-			select {
-			case res := <-p:
-				f.t.Fatalf("a targeted pass over a run another session holds returned without waiting: %+v", res)
-			default:
-			}
-		}
-		return f.blocked() >= n
-	})
-}
-
-// joinWithParentsDone triggers a run of joinOfTwo, claims both parents,
+// joinWithParentsRunning triggers a run of joinOfTwo, claims both parents,
 // and returns the run, its tasks and the two claims.
 func (f *fixture) joinWithParentsRunning() (uuid.UUID, map[string]store.TaskRun, store.ClaimedTask, store.ClaimedTask) {
 	f.t.Helper()
@@ -61,59 +32,185 @@ func (f *fixture) joinWithParentsRunning() (uuid.UUID, map[string]store.TaskRun,
 	return run, ts, f.claim(ts["a"].ID, "w1", time.Minute), f.claim(ts["b"].ID, "w2", time.Minute)
 }
 
-// TestATargetedPassWaitsForARunAnotherPassHolds: mode 55. Another pass
-// holds the run (it read the run's tasks before the parents finished: its
-// promotion will not see them); both parents finish meanwhile and their
-// notifications start a targeted pass over the run. That pass must wait
-// for the run, not skip it as a full sweep does, and then promote the
-// join: had it skipped, nothing would promote the join until a sweep.
-func TestATargetedPassWaitsForARunAnotherPassHolds(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	f.apply(joinOfTwo)
-	run, ts, a, b := f.joinWithParentsRunning()
+// chainOfTwo is a parent and its child.
+const chainOfTwo = `
+name: chain2
+tasks:
+  - {name: a, handler: noop}
+  - {name: b, handler: noop, depends_on: [a]}
+`
+
+// passAtOnce runs a targeted pass over ids while h holds some of their run
+// rows, and returns its result. A pass that waits for a lock fails the
+// test: h is rolled back first, so that the pass ends.
+func (f *fixture) passAtOnce(h *sql.Tx, ids ...uuid.UUID) store.AdvanceResult {
+	f.t.Helper()
+	type outcome struct {
+		res store.AdvanceResult
+		err error
+	}
+	out := make(chan outcome, 1)
+	go func() {
+		res, err := f.s.AdvanceRuns(f.ctx, ids, "targeted")
+		out <- outcome{res, err}
+	}()
+	var o outcome
+	f.waitUntil("the targeted pass to return", func() bool {
+		select {
+		case o = <-out:
+			return true
+		default:
+		}
+		if f.blocked() > 0 {
+			_ = h.Rollback()
+			o = <-out
+			f.t.Fatalf("the targeted pass waited for a run another transaction holds (once the holder rolled back it returned %+v, %v)", o.res, o.err)
+		}
+		return false
+	})
+	if o.err != nil {
+		f.t.Fatalf("targeted pass: %v", o.err)
+	}
+	return o.res
+}
+
+// holdRun begins a transaction that locks the run's row, as a forgotten
+// BEGIN; SELECT ... FOR UPDATE in psql does (or a long requeue, a run
+// delete, another scheduler's pass); it is rolled back in cleanup unless
+// committed.
+func (f *fixture) holdRun(run uuid.UUID) *sql.Tx {
+	f.t.Helper()
 	h := f.hold()
 	f.exec(h, `SELECT 1 FROM workflow_runs WHERE id = $1 FOR UPDATE`, run)
-	f.succeed(a)
-	f.succeed(b)
-	pass := f.advanceRunsInBackground(run)
-	f.waitBlockedOrDone(1, pass)
-	f.commit(h)
-	res := <-pass
-	if res.Runs != 1 || res.Promoted != 1 {
-		t.Fatalf("the targeted pass after the holder let go: %+v; want the run locked and the join promoted", res)
+	return h
+}
+
+// TestATargetedPassSkipsAHeldRunAndHandsItBack: modes 55 and 83. A
+// transaction holds run A's row and finishes A's parent inside it. A
+// targeted pass over A and B does not wait for it: it advances B at once
+// (promotes B's child) and hands A back as held, untouched. Once the holder
+// has committed, a later pass over the runs handed back begins after that
+// commit, sees the finish and promotes A's child.
+func TestATargetedPassSkipsAHeldRunAndHandsItBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(chainOfTwo)
+	held, other := f.trigger("chain2", ""), f.trigger("chain2", "")
+	hts, ots := f.tasks(held), f.tasks(other)
+	ha, oa := f.claim(hts["a"].ID, "w1", time.Minute), f.claim(ots["a"].ID, "w1", time.Minute)
+	h := f.holdRun(held)
+	f.exec(h, `UPDATE task_runs SET state = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL WHERE id = $1`, ha.ID)
+	f.succeed(oa)
+	res := f.passAtOnce(h, held, other)
+	if res.Runs != 1 || res.Promoted != 1 || !slices.Equal(res.Held, []uuid.UUID{held}) {
+		t.Fatalf("the pass beside a held run: %+v; want the other run locked and its child promoted, the held run handed back", res)
 	}
-	f.wantState(ts["join"].ID, core.TaskReady)
-	if n := f.outboxRows(ts["join"].ID); n != 1 {
-		t.Fatalf("the join has %d outbox rows, want 1", n)
+	f.wantState(ots["b"].ID, core.TaskReady)
+	f.wantState(hts["b"].ID, core.TaskPending)
+	if n := f.count(`SELECT count(*) FROM task_events WHERE run_id = $1 AND actor = 'targeted'`, held); n != 0 {
+		t.Fatalf("the pass wrote %d events in the run it could not lock", n)
+	}
+	f.commit(h)
+	res, err := f.s.AdvanceRuns(f.ctx, res.Held, "targeted")
+	if err != nil || res.Runs != 1 || res.Promoted != 1 || len(res.Held) != 0 {
+		t.Fatalf("the pass after the holder committed: %+v, %v; want the run locked and its child promoted", res, err)
+	}
+	f.wantState(hts["b"].ID, core.TaskReady)
+	if n := f.outboxRows(hts["b"].ID); n != 1 {
+		t.Fatalf("the held run's child has %d outbox rows, want 1", n)
 	}
 }
 
 // TestTwoTargetedPassesOverAJoinPromoteItOnce: modes 20 and 55. Both
-// parents of a join finish together and each finish's notification starts
-// a targeted pass (two schedulers, each woken by one finish) while a third
-// session holds the run. Both passes wait; the join is promoted exactly
-// once, with one dispatch, and never missed.
+// parents of a join finish together while a third session holds the run,
+// and each finish's notification starts a targeted pass (two schedulers,
+// each woken by one finish). Neither waits: each hands the run back
+// untouched. Passed again together once the holder let go, the join is
+// promoted exactly once, with one dispatch, and never missed: each of the
+// two either advanced the run or found it held by the other.
 func TestTwoTargetedPassesOverAJoinPromoteItOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.apply(joinOfTwo)
 	run, ts, a, b := f.joinWithParentsRunning()
-	h := f.hold()
-	f.exec(h, `SELECT 1 FROM workflow_runs WHERE id = $1 FOR UPDATE`, run)
+	h := f.holdRun(run)
 	together(2, func(i int) { f.succeed([]store.ClaimedTask{a, b}[i]) })
-	first, second := f.advanceRunsInBackground(run), f.advanceRunsInBackground(run)
-	f.waitBlockedOrDone(2, first, second)
+	for i := range 2 {
+		if res := f.passAtOnce(h, run); res.Runs != 0 || res.Promoted != 0 || !slices.Equal(res.Held, []uuid.UUID{run}) {
+			t.Fatalf("targeted pass %d over the held run: %+v; want it handed back untouched", i+1, res)
+		}
+	}
 	f.commit(h)
-	r1, r2 := <-first, <-second
-	if r1.Promoted+r2.Promoted != 1 {
-		t.Fatalf("two targeted passes promoted %d and %d tasks, want the join once", r1.Promoted, r2.Promoted)
+	var res [2]store.AdvanceResult
+	together(2, func(i int) {
+		r, err := f.s.AdvanceRuns(f.ctx, []uuid.UUID{run}, "targeted")
+		if err != nil {
+			t.Errorf("targeted pass %d: %v", i+1, err)
+		}
+		res[i] = r
+	})
+	for i, r := range res {
+		if r.Runs+len(r.Held) != 1 {
+			t.Fatalf("targeted pass %d after the holder let go: %+v; want the run advanced or handed back", i+1, r)
+		}
+	}
+	if res[0].Promoted+res[1].Promoted != 1 {
+		t.Fatalf("two targeted passes promoted %d and %d tasks, want the join once", res[0].Promoted, res[1].Promoted)
 	}
 	if n := f.outboxRows(ts["join"].ID); n != 1 {
 		t.Fatalf("the join has %d outbox rows, want 1", n)
 	}
 	if ev := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'READY'`, ts["join"].ID); ev != 1 {
 		t.Fatalf("the join was promoted %d times, want once", ev)
+	}
+}
+
+// TestATargetedPassNeverAdvancesARunItCouldNotLock: mode 83. Whatever the
+// held run has to do (a child to promote, in a run whose row the pass
+// would not otherwise write; or its settling), a targeted pass that could
+// not lock its row writes nothing in it: its snapshot may predate what the
+// holder is about to commit. It returns at once and hands the run back.
+func TestATargetedPassNeverAdvancesARunItCouldNotLock(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// prepare leaves the run with something a pass would do.
+		prepare func(f *fixture, run uuid.UUID, ts map[string]store.TaskRun)
+	}{
+		{"a child to promote", func(f *fixture, run uuid.UUID, ts map[string]store.TaskRun) {
+			f.succeed(f.claim(ts["a"].ID, "w1", time.Minute))
+			if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'RUNNING', started_at = now() WHERE id = $1`, run); err != nil {
+				f.t.Fatal(err)
+			}
+		}},
+		{"a run to settle", func(f *fixture, run uuid.UUID, ts map[string]store.TaskRun) {
+			f.succeed(f.claim(ts["a"].ID, "w1", time.Minute))
+			if _, err := f.s.AdvanceRuns(f.ctx, []uuid.UUID{run}, "setup"); err != nil {
+				f.t.Fatal(err)
+			}
+			f.succeed(f.claim(ts["b"].ID, "w1", time.Minute))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.apply(chainOfTwo)
+			run := f.trigger("chain2", "")
+			ts := f.tasks(run)
+			tc.prepare(f, run, ts)
+			before := f.run(run)
+			h := f.holdRun(run)
+			res := f.passAtOnce(h, run)
+			if res.Runs != 0 || res.Promoted != 0 || res.RunsChanged != 0 || res.RunsSettled != 0 || !slices.Equal(res.Held, []uuid.UUID{run}) {
+				t.Fatalf("a pass over a run it could not lock: %+v; want nothing locked, nothing done, the run handed back", res)
+			}
+			if n := f.count(`SELECT count(*) FROM task_events WHERE run_id = $1 AND actor = 'targeted'`, run); n != 0 {
+				t.Fatalf("the pass wrote %d events in the run it could not lock", n)
+			}
+			if after := f.run(run); after.State != before.State || (after.FinishedAt == nil) != (before.FinishedAt == nil) {
+				t.Fatalf("the held run went from %s (finished %v) to %s (finished %v)", before.State, before.FinishedAt, after.State, after.FinishedAt)
+			}
+		})
 	}
 }
 

@@ -80,10 +80,14 @@ type Config struct {
 	// longest normal queueing delay: a needless copy costs a lost claim.
 	RedispatchAfter time.Duration
 	// OutageGap (default OutageGapDefault) is how late, on the database's
-	// clock, a pass may start after the previous one (beyond SweepInterval)
-	// or a reap may run after its pass started before the scheduler treats
-	// the delay as its own loss of the database. A failed pass always
-	// counts. After such an outage the reaper grants every lapsed lease one
+	// clock, a sweep may reach the database after the previous one did
+	// (beyond SweepInterval) or a reap may run after its sweep started
+	// before the scheduler treats the delay as its own loss of the
+	// database. A pass that failed to reach the database
+	// (store.IsUnreachable) always counts; one the database answered with
+	// a refusal (a lock or statement timeout) never does, nor a run held
+	// by another transaction (no failure at all: store.AdvanceRuns hands it
+	// back). After such an outage the reaper grants every lapsed lease one
 	// lease of grace from the reconnect, and reaps a lease that lapsed during
 	// the outage without using up its attempt (store.ReapRequest.Outage).
 	OutageGap time.Duration
@@ -199,11 +203,16 @@ type Scheduler struct {
 	healthy  atomic.Bool
 
 	// Owned by the goroutine that calls RunOnce (Run's), on the database's
-	// clock: the start of the last pass that completed, whether a pass
-	// failed since, and the latest outage seen.
-	lastDB time.Time
-	failed bool
-	outage *store.Outage
+	// clock: the start of the last sweep that completed (an outage's
+	// Since), when a sweep last reached the database (its first statement;
+	// the outage gap's origin), whether a pass failed to reach it since,
+	// and the latest outage seen.
+	lastDB, lastReached time.Time
+	failed              bool
+	outage              *store.Outage
+	// held are the runs targeted passes handed back, passed again later
+	// (paced; the loop's too).
+	held *heldRuns
 	// Also the loop's: on the process clock, when the last sweep and the
 	// last full pass began (zero: never), only to throttle them.
 	lastSweep, lastFull time.Time
@@ -219,19 +228,25 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger, badSpecs: map[string]bool{}}, nil
+	return &Scheduler{cfg: cfg, log: cfg.Logger, badSpecs: map[string]bool{}, held: newHeldRuns(cfg.SweepInterval)}, nil
 }
 
 // Run loops until ctx ends, then returns nil. Each turn it advances the
-// runs the TasksChannel notifications named since the last turn
-// (store.AdvanceRuns, BatchSize runs a transaction), then sweeps when one
-// is due: at the first turn, every SweepInterval, on a store.AnyRun
-// notification (at most ten times a SweepInterval), and after a failed
-// turn; the sweep includes the full pass every FullSweepInterval and after
-// the listener (re)connected. A database fault never ends it: the turn is
-// retried with capped, jittered backoff (the runs it failed to advance
-// kept for the next), and "scheduler: recovered" is logged when one
-// succeeds again.
+// runs the TasksChannel notifications named since the last turn, and the
+// runs handed back earlier whose retry is due (store.AdvanceRuns,
+// BatchSize runs a transaction; see heldRuns), then sweeps when one is
+// due: at the first turn, every SweepInterval, on a store.AnyRun
+// notification (at most ten times a SweepInterval), and after a turn that
+// could not reach the database; the sweep includes the full pass every
+// FullSweepInterval and after the listener (re)connected. A database fault
+// never ends it. When the database could not be reached
+// (store.IsUnreachable) the turn is retried with capped, jittered backoff
+// (the runs it failed to advance kept for the next), the loss is counted as
+// an outage, and "scheduler: recovered" is logged when a turn succeeds
+// again. A failure the database answered (a lock or statement timeout) is
+// logged and is no outage: the runs of a refused targeted pass are passed
+// again later and the turn sweeps as it would have; a refused sweep is
+// tried again at the next tick.
 func (s *Scheduler) Run(ctx context.Context) error {
 	var runs *daemon.RunSet
 	var wake <-chan struct{}
@@ -243,18 +258,22 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(s.cfg.SweepInterval)
 	defer tick.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
 	bo := daemon.Recovery{Component: "scheduler", Dependency: "postgres", Log: s.log, Metrics: s.cfg.Metrics}
 	s.log.Info("scheduler: started", "sweep_interval", s.cfg.SweepInterval.String(), "full_sweep_interval", s.cfg.FullSweepInterval.String())
 	sweepDue := true
 	for {
 		err := s.turn(ctx, runs, sweepDue)
 		s.signals.passDone(err)
+		sweepDue = false
 		switch {
 		case ctx.Err() != nil:
 			s.log.Info("scheduler: stopped")
 			return nil
-		case err != nil:
-			s.failed, sweepDue = true, true
+		case err != nil && s.lost(err):
+			sweepDue = true
 			s.healthy.Store(false)
 			d := bo.Fail()
 			s.log.Error("scheduler: pass failed", "error", err, "failures", bo.Failures(), "retry_in", d.String())
@@ -263,38 +282,53 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				return nil
 			}
 			continue
+		case err != nil:
+			s.healthy.Store(false)
+			s.log.Error("scheduler: pass refused by the database; the sweep is retried at the next tick", "error", err)
+		default:
+			s.healthy.Store(true)
+			bo.Succeeded()
 		}
-		s.healthy.Store(true)
-		bo.Succeeded()
-		sweepDue = false
+		var retryDue <-chan time.Time
+		if d, ok := s.held.wait(s.cfg.Clock.Now()); ok {
+			retry.Reset(d)
+			retryDue = retry.C
+		}
 		select {
 		case <-ctx.Done():
 			s.log.Info("scheduler: stopped")
 			return nil
 		case <-wake:
+		case <-retryDue:
 		case <-tick.C:
 			sweepDue = true
 		}
+		retry.Stop()
 	}
 }
 
-// turn advances the runs notified (runs nil: none, no listener), putting
-// them back when that fails, then sweeps when sweepDue or when a
-// notification asked for it: store.AnyRun, throttled to one sweep per
-// tenth of SweepInterval (a request it does not serve yet is kept for a
-// later turn); a (re)connect of the listener, at once and with the full
-// pass (kept too when the sweep fails).
+// turn advances the runs notified (runs nil: none, no listener) and the
+// held runs due, keeping those it could not advance (advanceNamed), then
+// sweeps when sweepDue or when a notification asked for it: store.AnyRun,
+// throttled to one sweep per tenth of SweepInterval (a request it does not
+// serve yet is kept for a later turn); a (re)connect of the listener, at
+// once and with the full pass (kept too when the sweep fails). Only a
+// targeted pass that could not reach the database ends the turn before its
+// sweep (which would fail as well); the requests are kept then.
 func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool) error {
+	ids := s.held.take(s.cfg.Clock.Now())
 	var t daemon.Taken
 	if runs != nil {
 		t = runs.Take()
-		if err := s.advanceNamed(ctx, t.IDs); err != nil {
-			runs.Add(t.IDs...)
-			if t.AnyRun || t.Reconnected {
-				runs.AskSweep(t.Reconnected)
-			}
-			return err
+		ids = union(ids, t.IDs)
+	}
+	if err := s.advanceNamed(ctx, ids); err != nil {
+		if t.AnyRun || t.Reconnected {
+			runs.AskSweep(t.Reconnected)
 		}
+		return err
+	}
+	if runs != nil {
 		throttled := clock.Since(s.cfg.Clock, s.lastSweep) < s.cfg.SweepInterval/10
 		if t.AnyRun && throttled && !sweepDue && !t.Reconnected {
 			runs.AskSweep(false)
@@ -317,19 +351,17 @@ func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool
 	return nil
 }
 
-// advanceNamed runs targeted passes (store.AdvanceRuns) over ids, BatchSize
-// runs a transaction.
-func (s *Scheduler) advanceNamed(ctx context.Context, ids []uuid.UUID) error {
-	for len(ids) > 0 {
-		n := min(len(ids), s.cfg.BatchSize)
-		res, err := s.cfg.Store.AdvanceRuns(ctx, ids[:n], s.cfg.ID)
-		if err != nil {
-			return fmt.Errorf("advance named runs: %w", err)
-		}
-		s.record(res)
-		ids = ids[n:]
+// lost reports whether err, a failed turn's, says that the database could
+// not be reached (store.IsUnreachable), and records it then (s.failed): the
+// next sweep that reaches the database counts an outage. A refusal (a lock
+// or statement timeout, an error the database answered) is none: the
+// database was there, and so could the workers' renewals have been.
+func (s *Scheduler) lost(err error) bool {
+	if !store.IsUnreachable(err) {
+		return false
 	}
-	return nil
+	s.failed = true
+	return true
 }
 
 // RunOnce sweeps with the full pass (see sweep). Calls must not overlap,
@@ -339,28 +371,21 @@ func (s *Scheduler) RunOnce(ctx context.Context) error {
 }
 
 // sweep reaps expired leases, redispatches lost dispatches, advances the
-// runs store.SweepCandidates finds and, when full, every open run (in
-// pages of BatchSize runs, one transaction each), then fires the schedule
-// ticks due (fireTicks). It dates the sweep on the
-// database's clock first: after a failed pass, or a gap longer than
-// SweepInterval+OutageGap since the last sweep, it records an outage, and
-// the reaper then grants one lease of grace from this sweep and refunds the
-// attempt of a lease that lapsed during the outage.
+// runs store.SweepCandidates finds (those it cannot lock kept for a later
+// turn) and, when full, every open run (in pages of BatchSize runs, one
+// transaction each), then fires the schedule ticks due (fireTicks). It
+// dates the sweep on the database's clock first: after a pass that failed
+// to reach the database, or a gap longer than SweepInterval+OutageGap since
+// a sweep last reached it, it records an outage, and the reaper then grants
+// one lease of grace from this sweep and refunds the attempt of a lease
+// that lapsed during the outage (noteReached).
 func (s *Scheduler) sweep(ctx context.Context, full bool) error {
 	s.lastSweep = s.cfg.Clock.Now()
 	start, err := s.cfg.Store.Now(ctx)
 	if err != nil {
 		return fmt.Errorf("read the database clock: %w", err)
 	}
-	if gap := start.Sub(s.lastDB); s.failed || (!s.lastDB.IsZero() && gap > s.cfg.SweepInterval+s.cfg.OutageGap) {
-		s.outage = &store.Outage{Since: s.lastDB, Until: start}
-		s.cfg.Metrics.SchedulerOutages.Inc()
-		attrs := []any{"failed_pass", s.failed}
-		if !s.lastDB.IsZero() {
-			attrs = append(attrs, "since_last_pass", gap.Round(time.Millisecond).String())
-		}
-		s.log.Warn("scheduler: reached the database after an outage; lapsed leases get one lease of grace, and those that lapsed during it keep their attempt", attrs...)
-	}
+	s.noteReached(start)
 	if err := s.reapAndRedispatch(ctx, start); err != nil {
 		return err
 	}
@@ -383,6 +408,25 @@ func (s *Scheduler) sweep(ctx context.Context, full bool) error {
 	s.lastDB, s.failed = start, false
 	s.lastPass.Store(s.cfg.Clock.Now().UnixNano())
 	return nil
+}
+
+// noteReached dates a sweep that reached the database at start (its
+// clock): after a pass that failed to reach it (s.failed), or when start
+// is more than SweepInterval+OutageGap after the previous sweep reached it
+// (whatever failed after: a refusal is no outage, so a run of refused
+// sweeps adds up to no gap), it records an outage from the start of the
+// last sweep that completed (s.lastDB) to start, counts and logs it.
+func (s *Scheduler) noteReached(start time.Time) {
+	if gap := start.Sub(s.lastReached); s.failed || (!s.lastReached.IsZero() && gap > s.cfg.SweepInterval+s.cfg.OutageGap) {
+		s.outage = &store.Outage{Since: s.lastDB, Until: start}
+		s.cfg.Metrics.SchedulerOutages.Inc()
+		attrs := []any{"failed_pass", s.failed}
+		if !s.lastReached.IsZero() {
+			attrs = append(attrs, "since_last_pass", gap.Round(time.Millisecond).String())
+		}
+		s.log.Warn("scheduler: reached the database after an outage; lapsed leases get one lease of grace, and those that lapsed during it keep their attempt", attrs...)
+	}
+	s.lastReached = start
 }
 
 // reapAndRedispatch reaps the expired leases (an outage's grace applied;

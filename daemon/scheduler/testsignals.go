@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/google/uuid"
+
 // testSignals let this package's tests wait for the scheduler's passes
 // instead of sleeping (in the manner of River's maintenance services). The
 // channels are made by a test and are nil otherwise; a send never blocks: a
@@ -12,6 +14,9 @@ type testSignals struct {
 	// sweep that a (re)connect of its listener asked for: from then on
 	// the listener is connected, and a notification reaches the loop.
 	reconnectSwept chan struct{}
+	// held receives the runs each targeted pass handed back (another
+	// transaction held them).
+	held chan []uuid.UUID
 }
 
 func (s *testSignals) passDone(err error) {
@@ -27,6 +32,15 @@ func (s *testSignals) reconnectDone() {
 	if s.reconnectSwept != nil {
 		select {
 		case s.reconnectSwept <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) heldDone(ids []uuid.UUID) {
+	if s.held != nil {
+		select {
+		case s.held <- ids:
 		default:
 		}
 	}
