@@ -15,11 +15,11 @@ import (
 // longer offends fails the test too, so the lists only shrink.
 var (
 	longFunctionsKnown = []string{
-		"cli/run.go:runCommand", "cli/run.go:waitAndReport", "cli/schedule.go:scheduleCommand",
+		"cli/schedule.go:scheduleCommand",
 		"core/schedule/schedule.go:Due",
 	}
 	longFilesKnown = []string{
-		"cli/run.go", "core/broker/publisher.go", "core/store/schedule.go", "core/store/trigger.go",
+		"core/broker/publisher.go", "core/store/schedule.go", "core/store/trigger.go",
 		"daemon/publisher/publisher.go", "daemon/worker/worker.go", "e2e/harness/rabbit.go", "tui/app.go",
 		"tui/schedules.go",
 	}
