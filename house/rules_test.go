@@ -15,7 +15,6 @@ import (
 // longer offends fails the test too, so the lists only shrink.
 var (
 	longFunctionsKnown = []string{
-		"cli/schedule.go:scheduleCommand",
 		"core/schedule/schedule.go:Due",
 	}
 	longFilesKnown = []string{
