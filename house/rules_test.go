@@ -16,7 +16,6 @@ import (
 var (
 	longFunctionsKnown = []string{}
 	longFilesKnown     = []string{
-		"core/broker/publisher.go",
 		"daemon/publisher/publisher.go", "daemon/worker/worker.go", "e2e/harness/rabbit.go", "tui/app.go",
 		"tui/schedules.go",
 	}
