@@ -16,7 +16,7 @@ import (
 var (
 	longFunctionsKnown = []string{}
 	longFilesKnown     = []string{
-		"daemon/worker/worker.go", "tui/app.go",
+		"daemon/worker/worker.go",
 		"tui/schedules.go",
 	}
 	goroutinesKnown = []string{}
