@@ -15,12 +15,9 @@ import (
 // longer offends fails the test too, so the lists only shrink.
 var (
 	longFunctionsKnown = []string{}
-	longFilesKnown     = []string{
-		"daemon/worker/worker.go",
-		"tui/schedules.go",
-	}
-	goroutinesKnown = []string{}
-	signalsKnown    = []string{}
+	longFilesKnown     = []string{"daemon/worker/worker.go"}
+	goroutinesKnown    = []string{}
+	signalsKnown       = []string{}
 )
 
 // ratchet fails t for each offence not in known and for each entry of
