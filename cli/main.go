@@ -113,9 +113,10 @@ func (e *InterruptError) ExitCode() int {
 // command that asked for the second one (secondInterrupt): the watcher of
 // the second is registered before the first hands the signals back, so no
 // signal finds their default action in between, and is released in turn
-// once the second has come. A signal that arrives before the first has
-// been acted on (the same signal delivered twice, to the process and to
-// its group) counts as the first. The goroutines are the standard
+// once the second has come. A signal that arrives before the second
+// watcher is registered (microseconds after the first, as when one signal
+// reaches the process twice, sent to it and to its group) counts as part
+// of the first. The goroutines are the standard
 // library's: signal.NotifyContext's, one per signal so that the cause can
 // name it, and context.AfterFunc's.
 func interruptContext(parent context.Context) (context.Context, func()) {
