@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -123,10 +120,8 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	// A second signal reaches the batch in flight rather than the
 	// default action (which Main hands the signals back to after the
 	// first, and which a shell's background job ignores).
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	return b.trigger(c.Context, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)), sigs)
+	abandon := secondInterrupt(c.Context)
+	return b.trigger(c.Context, abandon, lines, store.TriggerManyBatch(size, len(wf.Definition.Tasks)))
 }
 
 // readRunsFile reads path ("-": standard input) and returns its runs from
@@ -186,19 +181,17 @@ type bulk struct {
 	lastLine int
 }
 
-// trigger creates lines' runs size at a time and reports them. sigs
-// receives the process's SIGINT and SIGTERM while it runs (nil: none): the
-// first one also cancels ctx (Main's handler), so the batch in flight ends
-// and no other starts; a second one abandons the batch in flight (see
+// trigger creates lines' runs size at a time and reports them. The first
+// signal cancels ctx, so the batch in flight ends and no other starts; the
+// second cancels abandon, which abandons the batch in flight (see
 // runBatch).
-func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int, sigs <-chan os.Signal) error {
-	signals := 0
+func (b *bulk) trigger(ctx, abandon context.Context, lines []runsLine, size int) error {
 	for start := 0; start < len(lines); start += size {
 		if ctx.Err() != nil {
 			return b.stopped(lines[start].line, nil)
 		}
 		batch := lines[start:min(start+size, len(lines))]
-		ids, err := b.runBatch(ctx, batch, sigs, &signals)
+		ids, err := b.runBatch(ctx, abandon, batch)
 		if err != nil {
 			return b.stopped(batch[0].line, b.batchError(batch, err))
 		}
@@ -216,47 +209,28 @@ func (b *bulk) trigger(ctx context.Context, lines []runsLine, size int, sigs <-c
 }
 
 // runBatch creates batch's runs in one statement, on a context that the
-// interrupt does not cancel, and returns their ids in line order. *signals
-// counts what sigs delivered so far: at the second signal the statement's
-// context is cancelled (pgx drops the connection at once, and the process
-// can exit), and unless the statement had committed just before, the
-// error says that the batch's runs may or may not exist
-// (store.ErrCommitOutcomeUnknown), which batchError turns into the resume
-// points. Either way runBatch returns only once the statement has.
-func (b *bulk) runBatch(ctx context.Context, batch []runsLine, sigs <-chan os.Signal, signals *int) ([]uuid.UUID, error) {
+// interrupt (ctx's end) does not cancel, and returns their ids in line
+// order. abandon's end (the second signal) cancels the statement's
+// context: pgx drops the connection at once, and the process can exit;
+// unless the statement had committed just before, the error then says that
+// the batch's runs may or may not exist (store.ErrCommitOutcomeUnknown),
+// which batchError turns into the resume points.
+func (b *bulk) runBatch(ctx, abandon context.Context, batch []runsLine) ([]uuid.UUID, error) {
 	params := make([]json.RawMessage, len(batch))
 	for i, l := range batch {
 		params[i] = l.params
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
+	unabandon := context.AfterFunc(abandon, cancel)
+	defer unabandon()
 	unnote := b.noteInterrupt(ctx, batch)
 	defer unnote()
-	type result struct {
-		ids []uuid.UUID
-		err error
+	ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
+	if err != nil && abandon.Err() != nil && errors.Is(err, store.ErrCommitOutcomeUnknown) {
+		err = errAbandoned{}
 	}
-	done := make(chan result, 1)
-	go func() {
-		ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
-		done <- result{ids, err}
-	}()
-	for {
-		select {
-		case r := <-done:
-			return r.ids, r.err
-		case <-sigs:
-			if *signals++; *signals < 2 {
-				continue // the first: ctx is cancelled, and the batch goes on
-			}
-			cancel()
-			r := <-done
-			if r.err != nil && errors.Is(r.err, store.ErrCommitOutcomeUnknown) {
-				r.err = errAbandoned{}
-			}
-			return r.ids, r.err
-		}
-	}
+	return ids, err
 }
 
 // errAbandoned is a batch's error once a second signal cancelled its

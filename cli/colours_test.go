@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowforge/flowforge/core/palette"
+	"github.com/flowforge/flowforge/tui/palette"
 )
 
 // TestTablesColourEveryStateFromThePalette: the CLI colours every task and
 // run state (palette.States, core.TaskStates and core.RunStates) as
-// core/palette does, as the dashboard does (see the tui
+// tui/palette does, as the dashboard does (see the tui
 // package's TestDashboardColoursEveryStateFromThePalette): READY and
 // CANCELLED once had other colours in the CLI than in the dashboard.
 func TestTablesColourEveryStateFromThePalette(t *testing.T) {

@@ -78,7 +78,9 @@ func exitCode(err error) int {
 // as its cause (a wait then says the run continues and exits 128+signal,
 // 130 for ctrl-C), and then hands the signals back, so a second one ends a
 // command that has not stopped, except a daemon, which keeps its own
-// two-stage stop (its second signal aborts in-flight tasks).
+// two-stage stop (its second signal aborts in-flight tasks), and the bulk
+// trigger, which asks for the second one (secondInterrupt: it abandons the
+// batch in flight).
 func Main(reg *core.Registry) {
 	ctx, stop := interruptContext(context.Background())
 	code := Run(ctx, os.Args, reg, os.Stdin, os.Stdout, os.Stderr)
@@ -105,34 +107,106 @@ func (e *InterruptError) ExitCode() int {
 
 // interruptContext returns parent's child that the first SIGINT or
 // SIGTERM cancels with an *InterruptError cause, and the function that
-// releases the signals (call it once the command has returned). The
-// goroutines are the standard library's: signal.NotifyContext's, one per
-// signal so that the cause can name it, and context.AfterFunc's, which
-// then hands the signals back (their default action, unless a daemon has
-// registered for them: see supervisor.SignalStop).
+// releases the signals (call it once the command has returned). After the
+// first signal it hands the signals back (their default action, unless a
+// daemon has registered for them: see supervisor.SignalStop), except to a
+// command that asked for the second one (secondInterrupt): the watcher of
+// the second is registered before the first hands the signals back, so no
+// signal finds their default action in between, and is released in turn
+// once the second has come. A signal that arrives before the second
+// watcher is registered (microseconds after the first, as when one signal
+// reaches the process twice, sent to it and to its group) counts as part
+// of the first. The goroutines are the standard
+// library's: signal.NotifyContext's, one per signal so that the cause can
+// name it, and context.AfterFunc's.
 func interruptContext(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	term, stopTerm := signal.NotifyContext(parent, syscall.SIGTERM)
-	intr, stopIntr := signal.NotifyContext(term, os.Interrupt)
-	handBack := func() {
-		stopIntr()
-		stopTerm()
-	}
-	unwatch := context.AfterFunc(intr, func() {
-		switch {
-		case parent.Err() != nil: // not a signal: ctx has ended with parent
-		case term.Err() != nil:
-			cancel(&InterruptError{Signal: syscall.SIGTERM})
-		default:
-			cancel(&InterruptError{Signal: os.Interrupt})
+	// watch calls on at the next SIGINT or SIGTERM, with the signal, and
+	// then stops listening; parent's end stops it too, without on. It
+	// returns the function that stops listening at once.
+	watch := func(on func(*InterruptError)) func() {
+		term, stopTerm := signal.NotifyContext(parent, syscall.SIGTERM)
+		intr, stopIntr := signal.NotifyContext(term, os.Interrupt)
+		handBack := func() {
+			stopIntr()
+			stopTerm()
 		}
-		handBack()
-	})
-	return ctx, func() {
-		unwatch()
-		handBack()
-		cancel(nil)
+		unwatch := context.AfterFunc(intr, func() {
+			switch {
+			case parent.Err() != nil: // not a signal: the command's context has ended with parent
+			case term.Err() != nil:
+				on(&InterruptError{Signal: syscall.SIGTERM})
+			default:
+				on(&InterruptError{Signal: os.Interrupt})
+			}
+			handBack()
+		})
+		return func() {
+			unwatch()
+			handBack()
+		}
 	}
+	ctx, cancel := context.WithCancelCause(parent)
+	second, cancelSecond := context.WithCancelCause(context.WithoutCancel(parent))
+	in := &interrupts{second: second}
+	stopFirst := watch(func(ie *InterruptError) {
+		in.mu.Lock()
+		if in.asked && !in.released {
+			// Before ctx ends, so that a command that sees it end
+			// can count on the second watcher.
+			in.stopSecond = watch(func(ie *InterruptError) { cancelSecond(ie) })
+		}
+		in.mu.Unlock()
+		cancel(ie)
+	})
+	return context.WithValue(ctx, interruptsKey{}, in), func() {
+		in.mu.Lock()
+		in.released = true
+		stopSecond := in.stopSecond
+		in.mu.Unlock()
+		stopFirst()
+		if stopSecond != nil {
+			stopSecond()
+		}
+		cancel(nil)
+		cancelSecond(nil)
+	}
+}
+
+// interrupts is what interruptContext keeps for a command that asks for
+// the second signal (see secondInterrupt).
+type interrupts struct {
+	// second is cancelled by the second signal, once asked for.
+	second context.Context
+
+	mu sync.Mutex
+	// asked: a command wants the second signal; released: the command
+	// has returned; stopSecond stops the second signal's watcher (nil
+	// until the first signal arms it).
+	asked, released bool
+	stopSecond      func()
+}
+
+// interruptsKey is the context key of a command's *interrupts.
+type interruptsKey struct{}
+
+// secondInterrupt returns the context that the second SIGINT or SIGTERM
+// cancels, with an *InterruptError cause, for a command that goes on
+// after the first one (which cancels ctx, the command's context) and must
+// stop at the second: the bulk trigger, whose batch in flight ends first.
+// Asked before the first signal, it keeps the signals from their default
+// action until the second (a shell's background job, which starts with
+// SIGINT ignored, then sees it too). Asked after the first, or of a
+// context interruptContext did not make (a test's Run), it returns a
+// context that no signal cancels.
+func secondInterrupt(ctx context.Context) context.Context {
+	in, ok := ctx.Value(interruptsKey{}).(*interrupts)
+	if !ok {
+		return context.WithoutCancel(ctx)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.asked = true
+	return in.second
 }
 
 // interrupted returns the signal that cut ctx short, or nil.

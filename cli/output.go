@@ -16,7 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/core/palette"
+	"github.com/flowforge/flowforge/tui/palette"
 )
 
 // outputFlag is -o json|table; the default is table.
@@ -98,7 +98,7 @@ func useColor(stdoutIsTerminal bool, noColor string) bool {
 	return stdoutIsTerminal && noColor == ""
 }
 
-// colours colours the states (in core/palette's colours, the ones the
+// colours colours the states (in tui/palette's colours, the ones the
 // dashboard uses) and headers of standard output, or passes text through
 // unchanged.
 type colours struct {

@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -34,78 +32,6 @@ type runOut struct {
 }
 
 var uuidLine = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n$`)
-
-func TestTriggerPrintsTheRunIDOrItsJSON(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply(twoStep)
-	r := h.must("run", "trigger", "twostep")
-	if !uuidLine.MatchString(r.stdout) || r.stderr != "" {
-		t.Fatalf("plain trigger output %q (stderr %q), want one run id", r.stdout, r.stderr)
-	}
-	pf := filepath.Join(t.TempDir(), "params.json")
-	if err := os.WriteFile(pf, []byte(`{"date": "2026-11-30", "n": 3, "who": "file"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// Flags may follow the positional name; --param overrides the file.
-	run := decode[runOut](t, h.must("run", "trigger", "twostep", "--params-file", pf, "--param", "who=flag", "--param", "x=a=b", "-o", "json").stdout)
-	if run.Workflow != "twostep" || run.WorkflowVersion != 1 || run.State != "PENDING" || run.TasksTotal != 2 || len(run.Tasks) != 2 || run.Existing {
-		t.Fatalf("trigger JSON: %+v", run)
-	}
-	if run.Params["date"] != "2026-11-30" || run.Params["n"] != float64(3) || run.Params["who"] != "flag" || run.Params["x"] != "a=b" {
-		t.Fatalf("params: %v", run.Params)
-	}
-}
-
-// TestAParamsFileThatBeginsWithAByteOrderMarkIsRead: the mark some
-// editors write is not part of the JSON (a trial finding for runs files).
-func TestAParamsFileThatBeginsWithAByteOrderMarkIsRead(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply(twoStep)
-	pf := filepath.Join(t.TempDir(), "params.json")
-	if err := os.WriteFile(pf, []byte("\uFEFF"+`{"date": "2026-11-30"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	run := decode[runOut](t, h.must("run", "trigger", "twostep", "--params-file", pf, "-o", "json").stdout)
-	if len(run.Params) != 1 || run.Params["date"] != "2026-11-30" {
-		t.Fatalf("params: %v", run.Params)
-	}
-}
-
-func TestTriggerIdempotencyKey(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply(twoStep)
-	first := decode[runOut](t, h.must("run", "trigger", "twostep", "--idempotency-key", "nightly-2026-11-30", "--param", "date=2026-11-30", "-o", "json").stdout)
-	if first.IdempotencyKey == nil || *first.IdempotencyKey != "nightly-2026-11-30" || first.Existing {
-		t.Fatalf("first trigger: %+v", first)
-	}
-
-	// The same key and params: the existing run, exit 0, and it says so.
-	before := h.snapshot()
-	r := h.must("run", "trigger", "twostep", "--idempotency-key", "nightly-2026-11-30", "--param", "date=2026-11-30", "-o", "json")
-	again := decode[runOut](t, r.stdout)
-	if again.ID != first.ID || !again.Existing {
-		t.Fatalf("repeat trigger: %+v, want run %s with existing=true", again, first.ID)
-	}
-	if !strings.Contains(r.stderr, `idempotency key "nightly-2026-11-30" already used with the same params: returning existing run `+first.ID) {
-		t.Fatalf("repeat trigger does not say it returned the existing run: %s", r)
-	}
-	r = h.must("run", "trigger", "twostep", "--idempotency-key", "nightly-2026-11-30", "--param", "date=2026-11-30")
-	if r.stdout != first.ID+"\n" {
-		t.Fatalf("plain repeat trigger printed %q, want %s", r.stdout, first.ID)
-	}
-	h.assertUnchanged(before)
-
-	// The same key with other params: refused, exit 1, nothing written.
-	r = h.ff("run", "trigger", "twostep", "--idempotency-key", "nightly-2026-11-30", "--param", "date=2026-12-01")
-	expect(t, r, 1, "conflict", `idempotency key "nightly-2026-11-30" already belongs to run `+first.ID, "different params")
-	if r.stdout != "" {
-		t.Fatalf("refused trigger printed %q", r.stdout)
-	}
-	h.assertUnchanged(before)
-}
 
 func TestRunListFiltersAndPages(t *testing.T) {
 	t.Parallel()
@@ -194,111 +120,6 @@ func TestRunShowUsesDAGOrderInTableAndJSON(t *testing.T) {
 	if z < 0 || a < z || m < a {
 		t.Fatalf("run show table not in DAG order:\n%s", out)
 	}
-}
-
-// waitResult is the outcome of an ffctl invocation running in the
-// background.
-func (h *harness) background(args ...string) <-chan result {
-	ch := make(chan result, 1)
-	go func() { ch <- h.ff(args...) }()
-	return ch
-}
-
-func TestRunWaitFollowsTheRunToSuccess(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply(twoStep)
-	runID := h.trigger("twostep")
-	done := h.background("run", "wait", runID.String(), "--timeout", "60s", "-o", "json")
-	h.succeed(h.taskID(runID, "a"))
-	h.advance()
-	b := h.taskID(runID, "b")
-	h.succeed(b)
-	h.advance()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("run wait did not return after the run SUCCEEDED")
-	}
-	if r.code != 0 {
-		t.Fatalf("run wait: %s", r)
-	}
-	if run := decode[runOut](t, r.stdout); run.State != "SUCCEEDED" || run.TasksDone != 2 {
-		t.Fatalf("run wait JSON: %+v", run)
-	}
-	if r.stderr != "" {
-		t.Fatalf("run wait is not quiet when piped: %q", r.stderr)
-	}
-}
-
-func TestTriggerWaitExitsOneWhenTheRunFails(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply(twoStep)
-	done := h.background("run", "trigger", "twostep", "--wait", "--timeout", "60s")
-	var runID uuid.UUID
-	eventually(t, 10*time.Second, "the triggered run", func() bool {
-		var id string
-		if err := h.db.QueryRowContext(h.ctx, `SELECT id FROM workflow_runs`).Scan(&id); err != nil {
-			return false
-		}
-		runID = uuid.MustParse(id)
-		return true
-	})
-	h.succeed(h.taskID(runID, "a"))
-	h.advance()
-	h.kill(h.taskID(runID, "b"), "upstream said no")
-	h.advance()
-	r := <-done
-	expect(t, r, 1, "run "+runID.String()+" ended FAILED")
-	// The whole run id comes first, before the wait (issue 11).
-	if !strings.HasPrefix(r.stderr, "run "+runID.String()+" triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n") {
-		t.Fatalf("trigger --wait does not name the run before waiting:\n%s", r)
-	}
-	if !strings.Contains(r.stdout, "state     FAILED") || !strings.Contains(r.stdout, "upstream said no") {
-		t.Fatalf("trigger --wait output:\n%s", r)
-	}
-}
-
-func TestRunWaitWaitsUntilAFailedRunSettles(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply("name: pair\ntasks:\n  - {name: bad, handler: fail}\n  - {name: good, handler: noop}\n")
-	runID := h.trigger("pair")
-	h.kill(h.taskID(runID, "bad"), "nope")
-	h.advance()
-	if r := h.run(runID); r.State != "FAILED" || r.FinishedAt != nil {
-		t.Fatalf("run %s finished %v, want FAILED and still open (good is READY)", r.State, r.FinishedAt)
-	}
-	// FAILED but not ended: "good" may still run.
-	r := h.ff("run", "wait", runID.String(), "--timeout", "500ms")
-	expect(t, r, 1, "timed out after 500ms waiting for run "+runID.String()+" (state FAILED, 1/2 tasks done)")
-	h.succeed(h.taskID(runID, "good"))
-	h.advance()
-	r = h.ff("run", "wait", runID.String(), "--timeout", "30s")
-	expect(t, r, 1, "ended FAILED")
-}
-
-func TestRunWaitTimeoutLeavesTheRunAlone(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t)
-	h.apply(twoStep)
-	runID := h.trigger("twostep")
-	before := h.snapshot()
-	start := time.Now()
-	r := h.ff("run", "wait", runID.String(), "--timeout", "250ms", "-o", "json")
-	expect(t, r, 1, "timed out after 250ms waiting for run "+runID.String(), "the run was not touched")
-	if el := time.Since(start); el > 10*time.Second {
-		t.Fatalf("--timeout 250ms took %s", el)
-	}
-	if r.stdout != "" {
-		t.Fatalf("timed-out wait printed %q", r.stdout)
-	}
-	h.assertUnchanged(before)
-	// trigger --wait times out the same way, after creating its run.
-	r = h.ff("run", "trigger", "twostep", "--wait", "--timeout", "200ms")
-	expect(t, r, 1, "timed out after 200ms", "the run was not touched")
 }
 
 func TestRunCancelIsPersistedAuditedAndReachesRunningTasks(t *testing.T) {

@@ -19,20 +19,10 @@ import (
 // prints.
 const scheduleFireTimesShown = 5
 
+// scheduleCommand is `ffctl schedule`: each subcommand comes from a
+// function of its own; pause, resume, delete and trigger-now are
+// scheduleActionCommands.
 func scheduleCommand(env *Env) *cli.Command {
-	reasonFlag := func(why string) cli.Flag {
-		return &cli.StringFlag{Name: "reason", Usage: why + " (required: prompted for on a terminal; recorded in the audit trail)"}
-	}
-	action := func(verb, why, usage, more string, do func(ctx context.Context, s *store.Store, name, reason string) (any, string, error)) *cli.Command {
-		return &cli.Command{
-			Name:  verb,
-			Usage: usage,
-			UsageText: "ffctl schedule " + verb + " NAME --reason R [-o json]\n\n" + more + "\n\n" +
-				"Example:\n  ffctl schedule " + verb + " nightly --reason 'maintenance window, ticket 42'",
-			Flags:  []cli.Flag{reasonFlag(why), outputFlag()},
-			Action: func(c *cli.Context) error { return scheduleAction(c, env, verb, why, do) },
-		}
-	}
 	return &cli.Command{
 		Name:  "schedule",
 		Usage: "start runs of a workflow on a cron schedule",
@@ -40,93 +30,137 @@ func scheduleCommand(env *Env) *cli.Command {
 			"Example:\n  ffctl schedule create nightly --workflow nightly-report --cron '30 2 * * *' --timezone Europe/Berlin\n" +
 			"  ffctl schedule show nightly\n  ffctl schedule pause nightly --reason 'report source down'",
 		Subcommands: []*cli.Command{
-			{
-				Name:  "create",
-				Usage: "create a schedule",
-				UsageText: "ffctl schedule create NAME --workflow W --cron EXPR [--timezone Z] [--param k=v]... [--params-file F]\n" +
-					"    [--overlap skip|allow|cancel-previous] [--catchup none|one|all --catchup-window D] [--jitter D] [-o json]\n\n" +
-					"EXPR is a cron expression: 5 fields (minute hour day-of-month month day-of-week), 6 with seconds\n" +
-					"first, or @hourly, @daily, @weekly, @monthly, @yearly, @every D. It is read in --timezone (an IANA\n" +
-					"zone, default UTC) with its DST rules: a time that does not exist that day does not fire, one that\n" +
-					"occurs twice fires twice. Each tick starts a run of the workflow's newest version.\n" +
-					"--overlap: while the previous run is open, skip the tick (default), start anyway (allow), or\n" +
-					"cancel the previous run and start (cancel-previous).\n" +
-					"--catchup: ticks missed while no scheduler ran are dropped (none, default), the latest one within\n" +
-					"--catchup-window fires (one), or all within it fire, oldest first (all); --catchup-window applies\n" +
-					"only with --catchup one or all.\n" +
-					"--jitter: each tick's run starts up to this long after its time (the same delay on every scheduler).\n\n" +
-					"Example:\n  ffctl schedule create nightly --workflow nightly-report --cron '30 2 * * *' --timezone Europe/Berlin \\\n" +
-					"    --param region=eu --catchup one --catchup-window 6h",
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "workflow", Usage: "the workflow each tick starts (its newest version)"},
-					&cli.StringFlag{Name: "cron", Usage: "cron expression (5 fields, 6 with seconds, or @hourly, @daily, ..., @every D)"},
-					&cli.StringFlag{Name: "timezone", Value: "UTC", Usage: "IANA time zone the expression is read in"},
-					&cli.StringSliceFlag{Name: "param", Aliases: []string{"p"}, Usage: "run param key=value (a string); repeatable; overrides --params-file"},
-					&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
-					&cli.StringFlag{Name: "overlap", Value: string(schedule.OverlapSkip), Usage: "while the previous run is open: skip, allow or cancel-previous"},
-					&cli.StringFlag{Name: "catchup", Value: string(schedule.CatchupNone), Usage: "missed ticks: none, one (the latest within --catchup-window) or all (within it)"},
-					ageFlag("catchup-window", "with --catchup one|all (only): how far back a missed tick may still fire"),
-					ageFlag("jitter", "start each tick's run up to this long after its time"),
-					&cli.StringFlag{Name: "reason", Usage: "why (optional; recorded in the audit trail)"},
-					outputFlag(),
-				},
-				Action: func(c *cli.Context) error { return scheduleCreate(c, env) },
-			},
-			{
-				Name:      "list",
-				Usage:     "list schedules with their next fire time and last tick",
-				UsageText: "ffctl schedule list [-o json]\n\nExample:\n  ffctl schedule list -o json | jq -r '.[] | select(.paused) | .name'",
-				Flags:     []cli.Flag{outputFlag()},
-				Action:    func(c *cli.Context) error { return scheduleList(c, env) },
-			},
-			{
-				Name:  "show",
-				Usage: "show a schedule, its next five fire times and its last ten ticks",
-				UsageText: "ffctl schedule show NAME [-o json]\n\n" +
-					"The fire times are given in the schedule's zone and in UTC; each tick with its run's state.\n\n" +
-					"Example:\n  ffctl schedule show nightly -o json",
-				Flags:  []cli.Flag{outputFlag()},
-				Action: func(c *cli.Context) error { return scheduleShow(c, env) },
-			},
-			action("pause", "why the schedule is paused", "pause a schedule: it fires no tick until resumed (audited)",
-				"A paused schedule fires no tick; `schedule trigger-now` still starts a run.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
-					changed, err := s.PauseSchedule(ctx, name, actor(), reason)
-					msg := fmt.Sprintf("schedule %s paused: it fires no tick until resumed", name)
-					if !changed {
-						msg = fmt.Sprintf("schedule %s is already paused; nothing changed", name)
-					}
-					return map[string]any{"schedule": name, "paused": true, "changed": changed}, msg, err
-				}),
-			action("resume", "why the schedule is resumed", "resume a paused schedule (audited)",
-				"The ticks it would have fired while paused are not caught up: the next tick is the next fire time.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
-					changed, err := s.ResumeSchedule(ctx, name, actor(), reason)
-					msg := fmt.Sprintf("schedule %s resumed: the ticks of the pause are not caught up", name)
-					if !changed {
-						msg = fmt.Sprintf("schedule %s is not paused; nothing to resume", name)
-					}
-					return map[string]any{"schedule": name, "paused": false, "changed": changed}, msg, err
-				}),
-			action("delete", "why the schedule is deleted", "delete a schedule and its ticks; its runs stay (audited)",
-				"The audit trail of the schedule outlives it.", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
-					err := s.DeleteSchedule(ctx, name, actor(), reason)
-					return map[string]any{"schedule": name, "deleted": true}, fmt.Sprintf("schedule %s deleted (its runs stay)", name), err
-				}),
-			action("trigger-now", "why the schedule is triggered now", "start a run of a schedule now, outside its cron (audited)",
+			scheduleCreateCommand(env),
+			scheduleListCommand(env),
+			scheduleShowCommand(env),
+			scheduleActionCommand(env, "pause", "why the schedule is paused", "pause a schedule: it fires no tick until resumed (audited)",
+				"A paused schedule fires no tick; `schedule trigger-now` still starts a run.", schedulePause),
+			scheduleActionCommand(env, "resume", "why the schedule is resumed", "resume a paused schedule (audited)",
+				"The ticks it would have fired while paused are not caught up: the next tick is the next fire time.", scheduleResume),
+			scheduleActionCommand(env, "delete", "why the schedule is deleted", "delete a schedule and its ticks; its runs stay (audited)",
+				"The audit trail of the schedule outlives it.", scheduleDelete),
+			scheduleActionCommand(env, "trigger-now", "why the schedule is triggered now", "start a run of a schedule now, outside its cron (audited)",
 				"The run has the schedule's workflow (newest version) and params; it is recorded as a manual tick,\n"+
 					"also when the schedule is paused, and its overlap policy is not applied. A workflow paused in\n"+
-					"drop mode records the tick as dropped, starts nothing, and exits 3 (as `run trigger` does).", func(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
-					tick, err := s.TriggerScheduleNow(ctx, name, actor(), reason)
-					if err != nil {
-						return nil, "", err
-					}
-					msg := fmt.Sprintf("schedule %s: run %s started now (outside the cron)", name, uuidOrDash(tick))
-					if tick.Outcome == store.TickDropped {
-						msg = fmt.Sprintf("schedule %s: no run: %s", name, tick.Reason)
-					}
-					return scheduleTickJSON{Schedule: name, Tick: tick}, msg, nil
-				}),
+					"drop mode records the tick as dropped, starts nothing, and exits 3 (as `run trigger` does).", scheduleTriggerNow),
 		},
 	}
+}
+
+// scheduleCreateCommand is `ffctl schedule create`.
+func scheduleCreateCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:  "create",
+		Usage: "create a schedule",
+		UsageText: "ffctl schedule create NAME --workflow W --cron EXPR [--timezone Z] [--param k=v]... [--params-file F]\n" +
+			"    [--overlap skip|allow|cancel-previous] [--catchup none|one|all --catchup-window D] [--jitter D] [-o json]\n\n" +
+			"EXPR is a cron expression: 5 fields (minute hour day-of-month month day-of-week), 6 with seconds\n" +
+			"first, or @hourly, @daily, @weekly, @monthly, @yearly, @every D. It is read in --timezone (an IANA\n" +
+			"zone, default UTC) with its DST rules: a time that does not exist that day does not fire, one that\n" +
+			"occurs twice fires twice. Each tick starts a run of the workflow's newest version.\n" +
+			"--overlap: while the previous run is open, skip the tick (default), start anyway (allow), or\n" +
+			"cancel the previous run and start (cancel-previous).\n" +
+			"--catchup: ticks missed while no scheduler ran are dropped (none, default), the latest one within\n" +
+			"--catchup-window fires (one), or all within it fire, oldest first (all); --catchup-window applies\n" +
+			"only with --catchup one or all.\n" +
+			"--jitter: each tick's run starts up to this long after its time (the same delay on every scheduler).\n\n" +
+			"Example:\n  ffctl schedule create nightly --workflow nightly-report --cron '30 2 * * *' --timezone Europe/Berlin \\\n" +
+			"    --param region=eu --catchup one --catchup-window 6h",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "workflow", Usage: "the workflow each tick starts (its newest version)"},
+			&cli.StringFlag{Name: "cron", Usage: "cron expression (5 fields, 6 with seconds, or @hourly, @daily, ..., @every D)"},
+			&cli.StringFlag{Name: "timezone", Value: "UTC", Usage: "IANA time zone the expression is read in"},
+			&cli.StringSliceFlag{Name: "param", Aliases: []string{"p"}, Usage: "run param key=value (a string); repeatable; overrides --params-file"},
+			&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
+			&cli.StringFlag{Name: "overlap", Value: string(schedule.OverlapSkip), Usage: "while the previous run is open: skip, allow or cancel-previous"},
+			&cli.StringFlag{Name: "catchup", Value: string(schedule.CatchupNone), Usage: "missed ticks: none, one (the latest within --catchup-window) or all (within it)"},
+			ageFlag("catchup-window", "with --catchup one|all (only): how far back a missed tick may still fire"),
+			ageFlag("jitter", "start each tick's run up to this long after its time"),
+			&cli.StringFlag{Name: "reason", Usage: "why (optional; recorded in the audit trail)"},
+			outputFlag(),
+		},
+		Action: func(c *cli.Context) error { return scheduleCreate(c, env) },
+	}
+}
+
+// scheduleListCommand is `ffctl schedule list`.
+func scheduleListCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:      "list",
+		Usage:     "list schedules with their next fire time and last tick",
+		UsageText: "ffctl schedule list [-o json]\n\nExample:\n  ffctl schedule list -o json | jq -r '.[] | select(.paused) | .name'",
+		Flags:     []cli.Flag{outputFlag()},
+		Action:    func(c *cli.Context) error { return scheduleList(c, env) },
+	}
+}
+
+// scheduleShowCommand is `ffctl schedule show`.
+func scheduleShowCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:  "show",
+		Usage: "show a schedule, its next five fire times and its last ten ticks",
+		UsageText: "ffctl schedule show NAME [-o json]\n\n" +
+			"The fire times are given in the schedule's zone and in UTC; each tick with its run's state.\n\n" +
+			"Example:\n  ffctl schedule show nightly -o json",
+		Flags:  []cli.Flag{outputFlag()},
+		Action: func(c *cli.Context) error { return scheduleShow(c, env) },
+	}
+}
+
+// scheduleActionCommand is `ffctl schedule VERB NAME --reason R`, whose
+// action is do (see scheduleAction): usage is its one-line usage, more
+// what its help adds, why the --reason flag's usage.
+func scheduleActionCommand(env *Env, verb, why, usage, more string, do func(ctx context.Context, s *store.Store, name, reason string) (any, string, error)) *cli.Command {
+	return &cli.Command{
+		Name:  verb,
+		Usage: usage,
+		UsageText: "ffctl schedule " + verb + " NAME --reason R [-o json]\n\n" + more + "\n\n" +
+			"Example:\n  ffctl schedule " + verb + " nightly --reason 'maintenance window, ticket 42'",
+		Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: why + " (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
+		Action: func(c *cli.Context) error { return scheduleAction(c, env, verb, why, do) },
+	}
+}
+
+// schedulePause is `schedule pause`: it says whether the schedule was
+// paused already.
+func schedulePause(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
+	changed, err := s.PauseSchedule(ctx, name, actor(), reason)
+	msg := fmt.Sprintf("schedule %s paused: it fires no tick until resumed", name)
+	if !changed {
+		msg = fmt.Sprintf("schedule %s is already paused; nothing changed", name)
+	}
+	return map[string]any{"schedule": name, "paused": true, "changed": changed}, msg, err
+}
+
+// scheduleResume is `schedule resume`: it says whether the schedule was
+// paused; the ticks of the pause are not caught up.
+func scheduleResume(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
+	changed, err := s.ResumeSchedule(ctx, name, actor(), reason)
+	msg := fmt.Sprintf("schedule %s resumed: the ticks of the pause are not caught up", name)
+	if !changed {
+		msg = fmt.Sprintf("schedule %s is not paused; nothing to resume", name)
+	}
+	return map[string]any{"schedule": name, "paused": false, "changed": changed}, msg, err
+}
+
+// scheduleDelete is `schedule delete` (its runs stay).
+func scheduleDelete(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
+	err := s.DeleteSchedule(ctx, name, actor(), reason)
+	return map[string]any{"schedule": name, "deleted": true}, fmt.Sprintf("schedule %s deleted (its runs stay)", name), err
+}
+
+// scheduleTriggerNow is `schedule trigger-now`: a manual tick, whose run
+// (or drop, when its workflow is paused in drop mode) it names.
+func scheduleTriggerNow(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
+	tick, err := s.TriggerScheduleNow(ctx, name, actor(), reason)
+	if err != nil {
+		return nil, "", err
+	}
+	msg := fmt.Sprintf("schedule %s: run %s started now (outside the cron)", name, uuidOrDash(tick))
+	if tick.Outcome == store.TickDropped {
+		msg = fmt.Sprintf("schedule %s: no run: %s", name, tick.Reason)
+	}
+	return scheduleTickJSON{Schedule: name, Tick: tick}, msg, nil
 }
 
 // scheduleTickJSON is a tick with its schedule's name (trigger-now's -o

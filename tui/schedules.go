@@ -16,84 +16,11 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// SchedulesLimit bounds the Schedules screen's list.
-const SchedulesLimit = 200
-
 // NextFiresShown is how many next fire times a schedule's detail shows.
 const NextFiresShown = 5
 
-// ScheduleSource is what the Schedules screen reads and does; Source
-// embeds it. The actions are the calls `ffctl schedule pause|resume|
-// trigger-now` make, audited with reason.
-type ScheduleSource interface {
-	// Schedules lists the schedules by name (at most SchedulesLimit), each
-	// with its newest tick.
-	Schedules(ctx context.Context) (SchedulesData, error)
-	// Schedule reads one schedule with its last store.ScheduleTicksShown
-	// ticks; store.ErrNotFound when it is gone.
-	Schedule(ctx context.Context, name string) (ScheduleData, error)
-	// PauseSchedule and ResumeSchedule: see store.Store.PauseSchedule
-	// (false when it already was so: nothing changed; errors:
-	// core.ErrBadReason, store.ErrNotFound).
-	PauseSchedule(ctx context.Context, name, reason string) (bool, error)
-	ResumeSchedule(ctx context.Context, name, reason string) (bool, error)
-	// TriggerScheduleNow starts a run of the schedule now (a manual tick);
-	// see store.Store.TriggerScheduleNow.
-	TriggerScheduleNow(ctx context.Context, name, reason string) (store.Tick, error)
-}
-
-// SchedulesData feeds the Schedules screen's list. Now is the database's
-// clock: next fire times are computed from it.
-type SchedulesData struct {
-	Now       time.Time
-	Schedules []store.Schedule
-}
-
-// ScheduleData feeds a schedule's detail.
-type ScheduleData struct {
-	Now      time.Time
-	Schedule store.Schedule
-}
-
 // scheduleGone is the detail's read of a schedule that no longer exists.
 type scheduleGone struct{ name string }
-
-// Schedules reads the clock and the schedules (bounded).
-func (s *StoreSource) Schedules(ctx context.Context) (SchedulesData, error) {
-	now, err := s.Store.Now(ctx)
-	if err != nil {
-		return SchedulesData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
-	}
-	scheds, err := s.Store.ListSchedulesLimit(ctx, SchedulesLimit)
-	if err != nil {
-		return SchedulesData{}, s.classify(ctx, err)
-	}
-	return SchedulesData{Now: now, Schedules: scheds}, nil
-}
-
-// Schedule reads one schedule and its last ticks.
-func (s *StoreSource) Schedule(ctx context.Context, name string) (ScheduleData, error) {
-	sc, err := s.Store.GetSchedule(ctx, name)
-	if err != nil {
-		return ScheduleData{}, s.classify(ctx, err)
-	}
-	return ScheduleData{Now: sc.ReadAt, Schedule: sc}, nil
-}
-
-// PauseSchedule pauses the schedule, audited as Actor.
-func (s *StoreSource) PauseSchedule(ctx context.Context, name, reason string) (bool, error) {
-	return s.Store.PauseSchedule(ctx, name, s.Actor, reason)
-}
-
-// ResumeSchedule resumes the schedule, audited as Actor.
-func (s *StoreSource) ResumeSchedule(ctx context.Context, name, reason string) (bool, error) {
-	return s.Store.ResumeSchedule(ctx, name, s.Actor, reason)
-}
-
-// TriggerScheduleNow fires a manual tick of the schedule, audited as Actor.
-func (s *StoreSource) TriggerScheduleNow(ctx context.Context, name, reason string) (store.Tick, error) {
-	return s.Store.TriggerScheduleNow(ctx, name, s.Actor, reason)
-}
 
 // scheduleAction is one of the Schedules screen's operator actions.
 type scheduleAction string

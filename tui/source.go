@@ -122,3 +122,39 @@ type WorkersData struct {
 	Now     time.Time
 	Workers []store.Worker
 }
+
+// SchedulesLimit bounds the Schedules screen's list.
+const SchedulesLimit = 200
+
+// ScheduleSource is what the Schedules screen reads and does; Source
+// embeds it. The actions are the calls `ffctl schedule pause|resume|
+// trigger-now` make, audited with reason.
+type ScheduleSource interface {
+	// Schedules lists the schedules by name (at most SchedulesLimit), each
+	// with its newest tick.
+	Schedules(ctx context.Context) (SchedulesData, error)
+	// Schedule reads one schedule with its last store.ScheduleTicksShown
+	// ticks; store.ErrNotFound when it is gone.
+	Schedule(ctx context.Context, name string) (ScheduleData, error)
+	// PauseSchedule and ResumeSchedule: see store.Store.PauseSchedule
+	// (false when it already was so: nothing changed; errors:
+	// core.ErrBadReason, store.ErrNotFound).
+	PauseSchedule(ctx context.Context, name, reason string) (bool, error)
+	ResumeSchedule(ctx context.Context, name, reason string) (bool, error)
+	// TriggerScheduleNow starts a run of the schedule now (a manual tick);
+	// see store.Store.TriggerScheduleNow.
+	TriggerScheduleNow(ctx context.Context, name, reason string) (store.Tick, error)
+}
+
+// SchedulesData feeds the Schedules screen's list. Now is the database's
+// clock: next fire times are computed from it.
+type SchedulesData struct {
+	Now       time.Time
+	Schedules []store.Schedule
+}
+
+// ScheduleData feeds a schedule's detail.
+type ScheduleData struct {
+	Now      time.Time
+	Schedule store.Schedule
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/core/palette"
+	"github.com/flowforge/flowforge/tui/palette"
 )
 
 // theme holds every style the views use, built once per program from one

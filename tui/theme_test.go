@@ -8,12 +8,12 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/flowforge/flowforge/core/palette"
+	"github.com/flowforge/flowforge/tui/palette"
 )
 
 // TestDashboardColoursEveryStateFromThePalette: the dashboard colours
 // every task and run state (palette.States, core.TaskStates and
-// core.RunStates) as core/palette does, on every colour profile,
+// core.RunStates) as tui/palette does, on every colour profile,
 // as the CLI does (see the cli package's
 // TestTablesColourEveryStateFromThePalette); text that names no state is
 // drawn plain and terminal-safe.

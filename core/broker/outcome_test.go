@@ -25,3 +25,18 @@ func TestEveryOutcomeHasItsOwnName(t *testing.T) {
 		seen[name] = o
 	}
 }
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[Outcome]string{
+		NotSent: "not sent", Confirmed: "confirmed", Nacked: "nacked",
+		Returned: "returned", TimedOut: "timed out", Outcome(42): "outcome(42)",
+	} {
+		if got := o.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(o), got, want)
+		}
+	}
+	var zero Outcome
+	if zero == Confirmed {
+		t.Error("zero Outcome must not be Confirmed")
+	}
+}

@@ -308,72 +308,11 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 	// Ticks older than this are missed AND out of every window: never
 	// enumerated (a schedule that fires each second and missed a year).
 	floor := now.Add(-max(grace, w.CatchupWindow) - w.Jitter - time.Second)
-	from := w.After
-	var d0 Decision // the first and last ticks dropped before the floor
-	// Ticks in (After, floor] are missed and out of any window: counted
-	// (up to maxCounted), never fired.
-	skipped, through := 0, w.After
-	if every, ok := w.Spec.sched.(cron.ConstantDelaySchedule); ok && from.Before(floor) {
-		// "@every d" counts from the last-fired point: jump whole
-		// periods, to stay on its grid.
-		n := int(floor.Sub(from) / every.Delay)
-		first := w.Spec.Next(from)
-		skipped, from = n, from.Add(time.Duration(n)*every.Delay)
-		if n > 0 {
-			through = from
-			d0.FirstMissed, d0.LastMissed = first, from
-		}
-	} else if from.Before(floor) {
-		for t := w.Spec.Next(from); !t.IsZero() && !t.After(floor) && skipped < maxCounted; t = w.Spec.Next(t) {
-			skipped, through = skipped+1, t
-			if d0.FirstMissed.IsZero() {
-				d0.FirstMissed = t
-			}
-			d0.LastMissed = t
-		}
-		from = floor
-	}
-	var missed, onTime []time.Time
-	// start is each tick's jittered start: its scheduled time plus its
-	// jitter, and no earlier than the start of the tick before it (ticks
-	// fire in order: one held back by its jitter holds back the later
-	// ones). Lateness is measured from it, never from the scheduled time.
-	start := map[time.Time]time.Time{}
-	var prev time.Time
-	for t := w.Spec.Next(from); !t.IsZero() && !t.After(now); t = w.Spec.Next(t) {
-		at := t.Add(Jitter(w.Name, t, w.Jitter))
-		if at.After(now) {
-			break // not due yet: neither it nor later ticks
-		}
-		at = maxTime(at, prev)
-		start[t], prev = at, at
-		if now.Sub(at) <= grace {
-			onTime = append(onTime, t)
-		} else {
-			missed = append(missed, t)
-		}
-	}
+	d, from := w.belowFloor(floor)
+	missed, onTime, start := w.dueAfter(from, now, grace)
 	inWindow := func(t time.Time) bool { return now.Sub(start[t]) <= w.CatchupWindow }
-	var fire []time.Time
-	switch w.Catchup {
-	case CatchupAll:
-		for _, t := range missed {
-			if inWindow(t) {
-				fire = append(fire, t)
-			}
-		}
-	case CatchupOne:
-		if len(onTime) == 0 {
-			for i := len(missed) - 1; i >= 0; i-- {
-				if inWindow(missed[i]) {
-					fire = append(fire, missed[i])
-					break
-				}
-			}
-		}
-	}
-	fire = append(fire, onTime...)
-	d := Decision{Fire: fire, Through: through, Missed: skipped, FirstMissed: d0.FirstMissed, LastMissed: d0.LastMissed}
+	fire := w.Catchup.pick(missed, onTime, inWindow)
+	d.Fire = fire
 	all := append(missed, onTime...)
 	if len(all) > 0 {
 		d.Through = all[len(all)-1]
@@ -392,6 +331,86 @@ func Due(w Window, now time.Time, grace time.Duration) Decision {
 		}
 	}
 	return d
+}
+
+// belowFloor counts w's ticks in (After, floor]: missed and out of any
+// window, so never fired, and counted up to maxCounted. It returns them
+// as a Decision (Missed, FirstMissed, LastMissed, and Through the last of
+// them, or After) and the point from which Due goes on enumerating.
+func (w Window) belowFloor(floor time.Time) (Decision, time.Time) {
+	from := w.After
+	d := Decision{Through: w.After}
+	if every, ok := w.Spec.sched.(cron.ConstantDelaySchedule); ok && from.Before(floor) {
+		// "@every d" counts from the last-fired point: jump whole
+		// periods, to stay on its grid.
+		n := int(floor.Sub(from) / every.Delay)
+		first := w.Spec.Next(from)
+		d.Missed, from = n, from.Add(time.Duration(n)*every.Delay)
+		if n > 0 {
+			d.Through = from
+			d.FirstMissed, d.LastMissed = first, from
+		}
+	} else if from.Before(floor) {
+		for t := w.Spec.Next(from); !t.IsZero() && !t.After(floor) && d.Missed < maxCounted; t = w.Spec.Next(t) {
+			d.Missed, d.Through = d.Missed+1, t
+			if d.FirstMissed.IsZero() {
+				d.FirstMissed = t
+			}
+			d.LastMissed = t
+		}
+		from = floor
+	}
+	return d, from
+}
+
+// dueAfter returns w's ticks after from that are due at now, oldest
+// first, each missed or on time (its start at most grace ago), and each
+// one's start: its scheduled time plus its jitter, and no earlier than the
+// start of the tick before it (ticks fire in order: one held back by its
+// jitter holds back the later ones). Lateness is measured from the start,
+// never from the scheduled time.
+func (w Window) dueAfter(from, now time.Time, grace time.Duration) (missed, onTime []time.Time, start map[time.Time]time.Time) {
+	start = map[time.Time]time.Time{}
+	var prev time.Time
+	for t := w.Spec.Next(from); !t.IsZero() && !t.After(now); t = w.Spec.Next(t) {
+		at := t.Add(Jitter(w.Name, t, w.Jitter))
+		if at.After(now) {
+			break // not due yet: neither it nor later ticks
+		}
+		at = maxTime(at, prev)
+		start[t], prev = at, at
+		if now.Sub(at) <= grace {
+			onTime = append(onTime, t)
+		} else {
+			missed = append(missed, t)
+		}
+	}
+	return missed, onTime, start
+}
+
+// pick returns the missed ticks that c fires, oldest first, then the on
+// time ones: none drops every missed tick; one fires the latest of those
+// inWindow, and only when no tick is on time; all fires each one inWindow.
+func (c Catchup) pick(missed, onTime []time.Time, inWindow func(time.Time) bool) []time.Time {
+	var fire []time.Time
+	switch c {
+	case CatchupAll:
+		for _, t := range missed {
+			if inWindow(t) {
+				fire = append(fire, t)
+			}
+		}
+	case CatchupOne:
+		if len(onTime) == 0 {
+			for i := len(missed) - 1; i >= 0; i-- {
+				if inWindow(missed[i]) {
+					fire = append(fire, missed[i])
+					break
+				}
+			}
+		}
+	}
+	return append(fire, onTime...)
 }
 
 // MinGap is the smallest gap between consecutive fire times among the

@@ -2,14 +2,17 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/schedule"
 )
 
@@ -257,4 +260,141 @@ func (s *Store) overlapThenRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedu
 		Workflow: sc.Workflow, Params: json.RawMessage(sc.Params), Actor: actor,
 		IdempotencyKey: ScheduleIdempotencyKey(sc.Name, t),
 	})
+}
+
+// TriggerScheduleNow starts a run of schedule name now, outside its cron
+// (a manual tick, also when the schedule is paused; its overlap policy is
+// not applied: the operator asked), audited as "trigger-now". It returns
+// the tick: fired with its run, or dropped when the workflow is paused in
+// drop mode; a fired tick's RunState is its run's state after the trigger
+// (PENDING). Errors: core.ErrBadReason, ErrNotFound (schedule), and those
+// of Trigger (the tick is then not recorded).
+func (s *Store) TriggerScheduleNow(ctx context.Context, name, actor, reason string) (Tick, error) {
+	if err := core.ValidateReason(reason); err != nil {
+		return Tick{}, fmt.Errorf("trigger schedule %q: %w", name, err)
+	}
+	var tick Tick
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		sc, ok, err := lockSchedule(ctx, tx, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("schedule %q: %w", name, ErrNotFound)
+		}
+		if err := tx.GetContext(ctx, &tick, `
+INSERT INTO schedule_ticks (schedule_id, scheduled_at, manual, outcome, actor, reason)
+VALUES ($1, now(), true, 'fired', $2, $3)
+RETURNING id, scheduled_at, fired_at, manual, outcome, actor, reason`, sc.ID, actor, "trigger-now: "+reason); err != nil {
+			return fmt.Errorf("trigger schedule %q: %w", name, err)
+		}
+		res, err := s.tickRun(ctx, tx, sc, TriggerRequest{Workflow: sc.Workflow, Params: json.RawMessage(sc.Params), Actor: actor})
+		if err != nil {
+			return err
+		}
+		if res.outcome == TickFailed {
+			return res.err
+		}
+		if err := setTickOutcome(ctx, tx, &tick, res); err != nil {
+			return err
+		}
+		if tick.RunID != nil {
+			// The run's state as it stands after the trigger: PENDING
+			// when it was created, as GetSchedule would give it.
+			if err := tx.GetContext(ctx, &tick.RunState, `SELECT state FROM workflow_runs WHERE id = $1`, *tick.RunID); err != nil {
+				return fmt.Errorf("trigger schedule %q: read the state of run %s: %w", name, *tick.RunID, err)
+			}
+		}
+		return audit(ctx, tx, name, "trigger-now", actor, reason)
+	})
+	if err != nil {
+		return Tick{}, err
+	}
+	return tick, nil
+}
+
+// lockedSchedule is what a tick's transaction reads of its schedule,
+// under the row's lock (FOR NO KEY UPDATE: the tick transactions of a
+// schedule take turns, and a pause waits for the tick in flight).
+type lockedSchedule struct {
+	ID       int64  `db:"id"`
+	Name     string `db:"name"`
+	Workflow string `db:"workflow_name"`
+	Params   JSON   `db:"params"`
+	Overlap  string `db:"overlap"`
+	Paused   bool   `db:"paused"`
+}
+
+func lockSchedule(ctx context.Context, tx *sqlx.Tx, name string) (lockedSchedule, bool, error) {
+	return lockScheduleWhere(ctx, tx, "name = $1", name, name)
+}
+
+// lockScheduleWhere locks the schedule where says ($1 is arg); name names
+// it in errors.
+func lockScheduleWhere(ctx context.Context, tx *sqlx.Tx, where string, arg any, name string) (lockedSchedule, bool, error) {
+	var sc lockedSchedule
+	err := tx.GetContext(ctx, &sc, `SELECT id, name, workflow_name, params, overlap, paused FROM schedules WHERE `+where+` FOR NO KEY UPDATE`, arg)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sc, false, nil
+	}
+	if err != nil {
+		return sc, false, fmt.Errorf("lock schedule %q: %w", name, err)
+	}
+	return sc, true, nil
+}
+
+// tickResult is what the trigger of a tick produced.
+type tickResult struct {
+	outcome TickOutcome
+	runID   uuid.UUID
+	reason  string
+	err     error // TickFailed's
+}
+
+// tickRun creates the run of a tick inside tx, behind a savepoint: a
+// trigger refused (ErrWorkflowPaused: dropped; bad params, unknown
+// workflow, a key conflict: failed) leaves tx usable for the tick's
+// outcome. Other errors (the database's) are returned: tx is then lost.
+func (s *Store) tickRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedule, req TriggerRequest) (tickResult, error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT tick_run`); err != nil {
+		return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, err)
+	}
+	res, err := s.trigger(ctx, tx, req)
+	if err == nil {
+		return tickResult{outcome: TickFired, runID: res.RunID}, nil
+	}
+	refused := errors.Is(err, ErrWorkflowPaused) || errors.Is(err, core.ErrBadParams) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict)
+	if !refused || errors.Is(err, ErrCommitOutcomeUnknown) {
+		return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, err)
+	}
+	if errors.Is(err, ErrWorkflowPaused) {
+		// The trigger's statement succeeded: it created nothing and counted
+		// the drop on the pause, which the tick keeps (no rollback).
+		if _, rerr := tx.ExecContext(ctx, `RELEASE SAVEPOINT tick_run`); rerr != nil {
+			return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, rerr)
+		}
+		return tickResult{outcome: TickDropped, reason: err.Error()}, nil
+	}
+	if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT tick_run`); rerr != nil {
+		return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, rerr)
+	}
+	return tickResult{outcome: TickFailed, reason: err.Error(), err: fmt.Errorf("tick of schedule %q: %w", sc.Name, err)}, nil
+}
+
+// setTickOutcome records res on tick (in tx) and updates tick to match.
+func setTickOutcome(ctx context.Context, tx *sqlx.Tx, tick *Tick, res tickResult) error {
+	var run *uuid.UUID
+	if res.outcome == TickFired {
+		run = &res.runID
+	}
+	reason := tick.Reason
+	if res.reason != "" {
+		reason = strings.TrimPrefix(reason+"; "+res.reason, "; ")
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE schedule_ticks SET outcome = $2, run_id = $3, reason = NULLIF($4, '') WHERE id = $1`,
+		tick.ID, string(res.outcome), run, reason); err != nil {
+		return fmt.Errorf("record tick %d: %w", tick.ID, err)
+	}
+	tick.Outcome, tick.RunID, tick.Reason = res.outcome, run, reason
+	return nil
 }

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// runTriggerCommand is `ffctl run trigger`: one run, or one per line of a
+// --runs-file (runTriggerMany).
+func runTriggerCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:  "trigger",
+		Usage: "start a run of a workflow",
+		UsageText: "ffctl run trigger NAME [--param k=v]... [--params-file F] [--idempotency-key K] [--wait [--timeout D]] [-o json]\n" +
+			"ffctl run trigger NAME --runs-file F [--batch-size N] [--from-line L] [-o json]\n\n" +
+			"--runs-file creates one run per line of F (a JSON params object; blank lines are skipped).\n" +
+			"Every line is checked first: a bad one is a usage error naming it, and nothing is triggered.\n" +
+			"Runs are then created --batch-size at a time, one transaction per batch, and each batch's\n" +
+			"run ids are printed (one per line) once it committed. Interrupted, it stops between batches\n" +
+			"and says how many runs were created and the --from-line that resumes.\n\n" +
+			"Example:\n  ffctl run trigger wordcount --param corpus=$PWD/demo/corpus --wait --timeout 5m\n" +
+			"  jq -c '{date: .}' dates.json | ffctl run trigger nightly-report --runs-file -",
+		Flags: append([]cli.Flag{
+			&cli.StringSliceFlag{Name: "param", Aliases: []string{"p"}, Usage: "run param key=value (a string); repeatable; overrides --params-file"},
+			&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
+			&cli.StringFlag{Name: "idempotency-key", Usage: "de-duplicate triggers: the same key and params return the existing run (exit 0); other params are refused (exit 1)"},
+			&cli.IntFlag{Name: "version", Usage: "workflow version (default newest)"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait until the run ends; exit 0 only if it SUCCEEDED"},
+			&cli.StringFlag{Name: "runs-file", Usage: "bulk trigger: one run per line, each a JSON params object (blank lines skipped); - reads standard input; prints one run id per line"},
+			&cli.IntFlag{Name: "batch-size", Value: BatchSizeDefault, Usage: "with --runs-file: runs created per transaction"},
+			&cli.IntFlag{Name: "from-line", Value: 1, Usage: "with --runs-file: start at this line (resume an interrupted bulk trigger)"},
+			outputFlag(),
+		}, waitFlags()...),
+		Action: func(c *cli.Context) error { return runTrigger(c, env) },
+	}
+}
+
+// buildParams merges --params-file and --param into one JSON object.
+func buildParams(c *cli.Context, env *Env) (json.RawMessage, error) {
+	params := map[string]any{}
+	if f := c.String("params-file"); f != "" {
+		data, err := readInput(env, f)
+		if err != nil {
+			return nil, err
+		}
+		if err := core.ValidateParams(data); err != nil {
+			return nil, usageError("--params-file %s: %v", f, err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.UseNumber()
+		if err := dec.Decode(&params); err != nil {
+			return nil, usageError("--params-file %s: %v", f, err)
+		}
+	}
+	for _, kv := range c.StringSlice("param") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError("--param %q: want key=value", kv)
+		}
+		if !utf8.ValidString(kv) {
+			return nil, usageError("--param %q: not valid UTF-8", kv)
+		}
+		params[k] = v
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the size limit applies to what the user sent, not to \u003c escapes
+	if err := enc.Encode(params); err != nil {
+		return nil, usageError("params: %v", err)
+	}
+	raw := bytes.TrimSpace(buf.Bytes())
+	if err := core.ValidateParams(raw); err != nil {
+		return nil, usageError("%v", err)
+	}
+	return raw, nil
+}
+
+// runTrigger is the action of `ffctl run trigger NAME`: one run of the
+// given params (or runTriggerMany with --runs-file), its id or -o json
+// printed, then with --wait the wait for it to end (waitAndReport).
+func runTrigger(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 {
+		return usageError("run trigger takes one workflow name")
+	}
+	name := c.Args().First()
+	if err := core.ValidateName("workflow", name); err != nil {
+		return usageError("%v", err)
+	}
+	if c.IsSet("runs-file") {
+		return runTriggerMany(c, env, name, format)
+	}
+	for _, f := range []string{"batch-size", "from-line"} {
+		if c.IsSet(f) {
+			return usageError("--%s goes with --runs-file", f)
+		}
+	}
+	params, err := buildParams(c, env)
+	if err != nil {
+		return err
+	}
+	if err := checkWaitFlags(c); err != nil {
+		return err
+	}
+	if c.Int("version") < 0 {
+		return usageError("--version %d: must be positive", c.Int("version"))
+	}
+	if k := c.String("idempotency-key"); c.IsSet("idempotency-key") && strings.TrimSpace(k) == "" {
+		return usageError("--idempotency-key is empty")
+	} else if err := store.ValidateIdempotencyKey(k); err != nil {
+		return usageError("--idempotency-key: %v", err)
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := s.Trigger(c.Context, store.TriggerRequest{Workflow: name, Version: c.Int("version"), Params: params, IdempotencyKey: c.String("idempotency-key"), Actor: actor()})
+	switch {
+	case errors.Is(err, core.ErrBadParams):
+		return usageError("%v", err)
+	case errors.Is(err, store.ErrCommitOutcomeUnknown) && c.String("idempotency-key") != "":
+		return failure(fmt.Errorf("%w: the run may have been created; trigger again with the same --idempotency-key, which returns the run if it exists", err))
+	case errors.Is(err, store.ErrCommitOutcomeUnknown):
+		return failure(fmt.Errorf("%w: the run may have been created; check with `ffctl run list --workflow %s` before triggering again (an --idempotency-key makes a retry safe)", err, name))
+	case err != nil:
+		return failure(err)
+	}
+	if res.Existing {
+		fmt.Fprintf(env.Stderr, "idempotency key %q already used with the same params: returning existing run %s\n", c.String("idempotency-key"), res.RunID)
+	}
+	if !c.Bool("wait") {
+		if format == "json" {
+			run, err := s.GetRun(c.Context, res.RunID)
+			if err != nil {
+				return failure(err)
+			}
+			return writeJSON(env.Stdout, runJSON{Run: inDAGOrder(run), Existing: res.Existing})
+		}
+		fmt.Fprintf(env.Stdout, "%s\n", res.RunID)
+		return nil
+	}
+	// The id first: whoever stops the wait still knows which run to follow.
+	fmt.Fprintf(env.Stderr, "run %s triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n", res.RunID)
+	return waitAndReport(c, env, s, res.RunID, format)
+}

@@ -1,0 +1,112 @@
+package publisher
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
+	"github.com/flowforge/flowforge/daemon/failpoint"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// Defaults for Config.
+const (
+	BatchSizeDefault    = 200
+	PollIntervalDefault = time.Second
+	// MaxMessageBytesDefault is FlowForge's own limit on a dispatch
+	// message body: 1 MiB. A dispatch carries ids and two names bounded at
+	// apply (core.MaxNameLength, core.MaxHandlerLength), well under 1 KiB,
+	// so anything near the limit is an anomaly; and it stays far below
+	// every RabbitMQ default max_message_size (128 MiB up to 3.13, 16 MiB
+	// from 4.0), so FlowForge refuses an oversized row itself, cleanly,
+	// before the broker closes the channel over it.
+	MaxMessageBytesDefault = 1 << 20
+)
+
+// Store is what the publisher needs from the database.
+type Store interface {
+	LockOutbox(ctx context.Context, limit int) (*store.OutboxBatch, error)
+	OutboxStatus(ctx context.Context) (store.OutboxStatus, error)
+}
+
+// Config configures a Publisher.
+type Config struct {
+	Store Store
+	// DatabaseURL is used for the LISTEN connection; empty disables NOTIFY
+	// wake-ups (polling still runs).
+	DatabaseURL string
+	Broker      broker.Config
+	// BatchSize bounds rows per transaction (default BatchSizeDefault).
+	BatchSize int
+	// PollInterval is the period of the cycle that runs without a NOTIFY.
+	PollInterval time.Duration
+	// MaxMessageBytes bounds a dispatch message body, in bytes (default
+	// MaxMessageBytesDefault; keep it below the broker's
+	// max_message_size). A larger row is quarantined before publishing.
+	MaxMessageBytes int
+	Logger          *slog.Logger
+	Metrics         *metrics.Metrics
+	// Failpoints arms test-only faults (see package failpoint); nil, the
+	// normal case, arms none.
+	Failpoints *failpoint.Failpoints
+}
+
+// Bounds of Config.PollInterval: the poll is the publisher's safety net
+// for lost notifications; shorter than PollIntervalMin it busy-loops the
+// database, longer than PollIntervalMax it leaves rows waiting.
+const (
+	PollIntervalMin = 10 * time.Millisecond
+	PollIntervalMax = time.Minute
+)
+
+// Validate checks the settings of c against their bounds, the one place
+// they are checked (ffctl maps its flags to a Config and reports this
+// error as a usage error): BatchSize, PollInterval and MaxMessageBytes must
+// not be negative; zero ones take their defaults in New. The error is a
+// *daemon.SettingError. The dependencies (Store, Broker) are New's to
+// check.
+func (c Config) Validate() error {
+	for _, err := range []error{
+		daemon.CheckNotNegative("publisher", "BatchSize", "", c.BatchSize, BatchSizeDefault),
+		daemon.CheckNotNegative("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault),
+		daemon.CheckRange("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault, PollIntervalMin, PollIntervalMax),
+		daemon.CheckNotNegative("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validate checks the dependencies (Store, a broker URL) and Validate's
+// bounds, then fills in the defaults of the zero settings.
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("publisher: Store is required")
+	}
+	if len(c.Broker.URLs) == 0 {
+		return errors.New("publisher: at least one broker URL is required")
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
+	}
+	if c.Broker.Cursor == nil {
+		c.Broker.Cursor = &broker.Cursor{}
+	}
+	return nil
+}
