@@ -45,66 +45,6 @@ type claimedDelivery struct {
 	err error
 }
 
-// consume decodes each delivery of cons and hands it to the claim loop
-// (pending) until ctx ends or the consumer closes. A delivery that is not
-// a dispatch is rejected here; one for a handler this worker lacks goes
-// through handBack in a goroutine of its own (it waits before it requeues).
-func (w *Worker) consume(ctx context.Context, cons *broker.Consumer, pending chan<- pendingDelivery) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case d, ok := <-cons.Deliveries():
-			if !ok {
-				return
-			}
-			p, ok := w.decode(d)
-			if !ok {
-				continue
-			}
-			w.signals.deliveryReceived(p.disp.TaskRunID)
-			if p.disp.Handler != "" && !w.cfg.Registry.Has(p.disp.Handler) {
-				w.handBacksWG.Add(1)
-				go func() {
-					defer w.handBacksWG.Done()
-					if !w.handBack(ctx, p.d, p.disp, p.log) {
-						w.enqueue(ctx, pending, p)
-					}
-				}()
-				continue
-			}
-			w.enqueue(ctx, pending, p)
-		}
-	}
-}
-
-// enqueue hands p to the claim loop, or back to the queue when the worker
-// stops first.
-func (w *Worker) enqueue(ctx context.Context, pending chan<- pendingDelivery, p pendingDelivery) {
-	select {
-	case pending <- p:
-	case <-ctx.Done():
-		_ = p.d.Requeue()
-	}
-}
-
-// decode turns d into a pendingDelivery; a message that is not a dispatch
-// is counted, logged and rejected (dead-lettered), and ok is false.
-func (w *Worker) decode(d broker.Delivery) (pendingDelivery, bool) {
-	disp, err := core.DecodeDispatch(d.Body)
-	if err != nil {
-		w.cfg.Metrics.PoisonMessages.Inc()
-		w.log.Error("worker: rejected a message that is not a dispatch (sent to the dead-letter queue)",
-			"message_id", d.MessageID, "error", err, "body_prefix", core.SanitizeText(string(d.Body), 200))
-		if err := d.Reject(); err != nil {
-			w.log.Warn("worker: reject poison message", "error", err)
-		}
-		return pendingDelivery{}, false
-	}
-	log := w.log.With("task_run_id", disp.TaskRunID, "run_id", disp.RunID, "fencing_token", disp.FencingToken)
-	return pendingDelivery{d: d, disp: disp, log: log, arrived: w.cfg.Clock.Now()}, true
-}
-
 // claimLoop takes the deliveries of pending in order, each into a slot
 // (takeSlot), waits until fewer than statementsInFlight claim statements
 // run, gathers those that arrived meanwhile into one batch (gather),
@@ -302,4 +242,63 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 	}
 	recordErr := w.execute(claimed)
 	w.attempts.end(key, recordErr == nil, w.cfg.Clock.Now(), 2*w.cfg.Lease)
+}
+
+// claimCommitted reads back a claim that failed with claimErr: the claim
+// committed if the task is RUNNING for this worker with the token the claim
+// would have returned. It retries the read for up to one lease (past that,
+// a committed claim's lease has lapsed anyway) and then renews the lease
+// once, so the attempt starts with a whole lease. ok=false means run
+// nothing and requeue the delivery (claimErr is logged here).
+func (w *Worker) claimCommitted(disp core.Dispatch, claimErr error, log *slog.Logger) (store.ClaimedTask, bool) {
+	deadline := w.cfg.Clock.Now().Add(w.cfg.Lease)
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: max(w.cfg.Lease/10, 50*time.Millisecond)}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), max(w.cfg.Lease/3, time.Second))
+		c, ok, err := w.cfg.Store.ClaimedBy(ctx, disp.TaskRunID, disp.FencingToken+1, w.cfg.ID)
+		cancel()
+		switch {
+		case err == nil && !ok:
+			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("claim", "not_committed").Inc()
+			log.Error("worker: claim failed; requeueing the delivery", "error", claimErr)
+			return store.ClaimedTask{}, false
+		case err == nil:
+			w.cfg.Metrics.AmbiguousWrites.WithLabelValues("claim", "committed").Inc()
+			log.Warn("worker: the claim committed although its reply was lost; running the task", "error", claimErr)
+			rctx, cancel := context.WithTimeout(context.Background(), max(w.cfg.Lease/3, time.Second))
+			res, rerr := w.cfg.Renewer.Renew(rctx, c.ID, c.FencingToken, w.cfg.Lease)
+			cancel()
+			if rerr == nil && !res.OK {
+				log.Warn("worker: the recovered claim's lease was lost before it could be renewed; running nothing")
+				return store.ClaimedTask{}, false
+			}
+			return c, true
+		case w.cfg.Clock.Now().After(deadline):
+			log.Error("worker: claim failed and could not be read back; requeueing the delivery", "error", claimErr, "read_error", err)
+			return store.ClaimedTask{}, false
+		}
+		time.Sleep(bo.Fail())
+	}
+}
+
+func (w *Worker) explainLostClaim(ctx context.Context, disp core.Dispatch) string {
+	state, token, err := w.cfg.Store.TaskStateOf(ctx, disp.TaskRunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "unknown_task"
+	case err != nil:
+		return "unknown"
+	case state == core.TaskReady && token != disp.FencingToken:
+		return "stale"
+	case state == core.TaskCancelled:
+		return "cancelled"
+	case state == core.TaskReady:
+		// READY at the delivery's own token: the claim's fence refused it
+		// because the workflow is paused (or, for an instant, because its
+		// run's cancellation is being written). The ack hands it back: the
+		// task stays READY, and the resume re-sends it.
+		return "paused"
+	default:
+		return "duplicate"
+	}
 }

@@ -1,0 +1,149 @@
+package worker
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/daemon"
+	"github.com/flowforge/flowforge/daemon/clock"
+	"github.com/flowforge/flowforge/daemon/failpoint"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// Defaults for Config.
+const (
+	ConcurrencyDefault = 4
+	LeaseDefault       = 30 * time.Second
+	SlotWaitDefault    = time.Minute
+	// UnknownHandlerGraceDefault is how long a READY task whose handler
+	// this worker does not register is handed back to the queue for another
+	// worker before a worker claims it and fails it permanently.
+	UnknownHandlerGraceDefault = time.Minute
+)
+
+// ConcurrencyMax is the largest Concurrency Validate accepts. The
+// concurrency is also the consumer's prefetch, which AMQP caps at 65535;
+// past a few thousand slots a worker's batches and its database pool, not
+// its slots, bound it.
+const ConcurrencyMax = 10_000
+
+// LeaseMin is the shortest Lease Validate accepts: heartbeats run every
+// Lease/3, and a renewal must fit in that with a database round trip to
+// spare.
+const LeaseMin = 300 * time.Millisecond
+
+// Config configures a Worker.
+type Config struct {
+	Store Store
+	// Renewer defaults to Store when it implements Renewer.
+	Renewer  Renewer
+	Broker   broker.Config
+	Registry *core.Registry
+	// Concurrency is the number of handlers run at once and the consumer's
+	// prefetch (default ConcurrencyDefault).
+	Concurrency int
+	// Lease is how long a claim is valid without a heartbeat; heartbeats
+	// run every Lease/3 (default LeaseDefault; at least LeaseMin).
+	Lease time.Duration
+	// SlotWait bounds how long a delivery waits, unacked, for a free slot
+	// before it is handed back to the queue. Keep it well below the
+	// broker's consumer_timeout (default SlotWaitDefault).
+	SlotWait time.Duration
+	// UnknownHandlerGrace: a delivery whose handler this worker does not
+	// register is handed back (requeued, no attempt used) so that a worker
+	// that does can take it, until its task has been READY this long
+	// (database clock); then it is claimed and fails permanently with
+	// "unknown handler" (default UnknownHandlerGraceDefault).
+	UnknownHandlerGrace time.Duration
+	// ID names this process in leases and history (worker_id) and is its
+	// consumer tag; see CheckID.
+	ID      string
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+	// Clock is the process clock (default clock.System); it only measures
+	// the worker's own intervals, never a lease.
+	Clock clock.Clock
+	// DatabaseURL, when set, is where the worker LISTENs on
+	// store.CancelChannel (a dedicated connection, reconnected with
+	// backoff) so that a cancelled run's handlers stop within a database
+	// round trip instead of at their next heartbeat. Empty: heartbeats
+	// alone deliver cancellation (within Lease/3).
+	DatabaseURL string
+	// Failpoints is a testing aid (package failpoint); nil in production.
+	Failpoints *failpoint.Failpoints
+}
+
+// Validate checks the settings of c against their bounds, the one place
+// they are checked (ffctl maps its flags to a Config and reports this
+// error as a usage error): Concurrency, SlotWait and UnknownHandlerGrace
+// must not be negative, Lease must be 0 or at least LeaseMin, and ID must
+// pass CheckID. Zero settings take their defaults in New. The error is a
+// *daemon.SettingError, or CheckID's wrapped for the ID. The dependencies
+// (Store, Renewer, Registry, Broker) are New's to check.
+func (c Config) Validate() error {
+	if c.Lease != 0 && c.Lease < LeaseMin {
+		return &daemon.SettingError{Component: "worker", Field: "Lease", Flag: "lease", Value: c.Lease,
+			Want: fmt.Sprintf("at least %s, or 0 for the default (%s)", LeaseMin, LeaseDefault)}
+	}
+	for _, err := range []error{
+		daemon.CheckNotNegative("worker", "Concurrency", "concurrency", c.Concurrency, ConcurrencyDefault),
+		daemon.CheckRange("worker", "Concurrency", "concurrency", c.Concurrency, ConcurrencyDefault, 1, ConcurrencyMax),
+		daemon.CheckNotNegative("worker", "SlotWait", "slot-wait", c.SlotWait, SlotWaitDefault),
+		daemon.CheckNotNegative("worker", "UnknownHandlerGrace", "unknown-handler-grace", c.UnknownHandlerGrace, UnknownHandlerGraceDefault),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if err := CheckID(c.ID); err != nil {
+		return fmt.Errorf("worker: --id (Config.ID): %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("worker: Store is required")
+	}
+	if c.Renewer == nil {
+		r, ok := c.Store.(Renewer)
+		if !ok {
+			return errors.New("worker: Renewer is required")
+		}
+		c.Renewer = r
+	}
+	if c.Registry == nil {
+		return errors.New("worker: Registry is required")
+	}
+	if len(c.Broker.URLs) == 0 {
+		return errors.New("worker: at least one broker URL is required")
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.SlotWait = cmp.Or(c.SlotWait, SlotWaitDefault)
+	c.UnknownHandlerGrace = cmp.Or(c.UnknownHandlerGrace, UnknownHandlerGraceDefault)
+	if c.ID == "" {
+		c.ID = "worker-" + uuid.NewString()[:8]
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
+	}
+	c.Clock = clock.OrSystem(c.Clock)
+	if c.Broker.Cursor == nil {
+		c.Broker.Cursor = &broker.Cursor{}
+	}
+	return nil
+}
