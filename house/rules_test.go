@@ -4,25 +4,14 @@ import (
 	"fmt"
 	"go/ast"
 	"go/token"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
 )
 
-// Known offenders: each rule's list of what broke it before the rule was a
-// test, to be mended (issue 22) and never added to. An entry that no
-// longer offends fails the test too, so the lists only shrink.
-var (
-	longFunctionsKnown = []string{}
-	longFilesKnown     = []string{"daemon/worker/worker.go"}
-	goroutinesKnown    = []string{}
-	signalsKnown       = []string{}
-)
-
-// ratchet fails t for each offence not in known and for each entry of
-// known that no longer offends, naming rule.
-func ratchet(t *testing.T, rule string, offences map[string]string, known []string) {
+// report fails t once for each offence, in the order of their keys, naming
+// rule.
+func report(t *testing.T, rule string, offences map[string]string) {
 	t.Helper()
 	keys := make([]string, 0, len(offences))
 	for k := range offences {
@@ -30,14 +19,7 @@ func ratchet(t *testing.T, rule string, offences map[string]string, known []stri
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !slices.Contains(known, k) {
-			t.Errorf("%s: %s", offences[k], rule)
-		}
-	}
-	for _, k := range known {
-		if _, ok := offences[k]; !ok {
-			t.Errorf("%s is listed as a known offender of %q but no longer offends: remove it from the list", k, rule)
-		}
+		t.Errorf("%s: %s", offences[k], rule)
 	}
 }
 
@@ -59,7 +41,7 @@ func TestNoProductionFunctionIsOver80Lines(t *testing.T) {
 			}
 		}
 	}
-	ratchet(t, fmt.Sprintf("no production function over %d lines (cut it by what its parts do)", limit), offences, longFunctionsKnown)
+	report(t, fmt.Sprintf("no production function over %d lines (cut it by what its parts do)", limit), offences)
 }
 
 // funcName is fd's name, with its receiver's type for a method.
@@ -90,7 +72,7 @@ func TestNoProductionFileIsOver500Lines(t *testing.T) {
 			offences[f.rel] = fmt.Sprintf("%s is %d lines", f.rel, n)
 		}
 	}
-	ratchet(t, fmt.Sprintf("no production file over %d lines (cut it by concern, each file with the tests of its concern)", limit), offences, longFilesKnown)
+	report(t, fmt.Sprintf("no production file over %d lines (cut it by concern, each file with the tests of its concern)", limit), offences)
 }
 
 // TestTheCommandLineAndTheDashboardStartNoGoroutine: cli and tui start no
@@ -110,7 +92,7 @@ func TestTheCommandLineAndTheDashboardStartNoGoroutine(t *testing.T) {
 			return true
 		})
 	}
-	ratchet(t, "cli and tui start no goroutine", offences, goroutinesKnown)
+	report(t, "cli and tui start no goroutine", offences)
 }
 
 // signalHome is the one function of cli and tui that may call package
@@ -144,7 +126,7 @@ func TestSignalsAreHandledInOnePlace(t *testing.T) {
 			return true
 		})
 	}
-	ratchet(t, "cli and tui handle signals only in "+signalHome, offences, signalsKnown)
+	report(t, "cli and tui handle signals only in "+signalHome, offences)
 }
 
 // importName is the name file refers to import path by ("" when it does

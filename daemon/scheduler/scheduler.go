@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -16,26 +14,6 @@ import (
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/clock"
-	"github.com/flowforge/flowforge/daemon/failpoint"
-	"github.com/flowforge/flowforge/daemon/metrics"
-)
-
-// Defaults for Config.
-const (
-	SweepIntervalDefault = time.Second
-	// FullSweepIntervalDefault is the period of the full paged pass over
-	// every open run (Config.FullSweepInterval).
-	FullSweepIntervalDefault = 30 * time.Second
-	BatchSizeDefault         = 500
-	ReapLimitDefault         = 500
-	// RedispatchAfterDefault is how long a READY task may stay unclaimed
-	// after its dispatch was confirmed before it is dispatched again.
-	RedispatchAfterDefault = 5 * time.Minute
-	// OutageGapDefault: a pass that starts more than SweepInterval plus
-	// this after the previous one started (on the database's clock), or a
-	// reap that runs more than this after its pass started, means the
-	// scheduler lost the database meanwhile (see Config.OutageGap).
-	OutageGapDefault = time.Second
 )
 
 // Store is what the scheduler needs from the database.
@@ -46,153 +24,6 @@ type Store interface {
 	AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) (store.AdvanceResult, error)
 	SweepCandidates(ctx context.Context, limit int) ([]uuid.UUID, error)
 	Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error)
-}
-
-// Config configures a Scheduler.
-type Config struct {
-	Store Store
-	// DatabaseURL is used for the LISTEN connection; empty disables
-	// NOTIFY wake-ups (the sweep still runs).
-	DatabaseURL string
-	// ID names this process in task history (actor).
-	ID string
-	// SweepInterval is the period of the sweep that runs even without a
-	// NOTIFY (default SweepIntervalDefault): reap, redispatch, and advance
-	// the runs store.SweepCandidates finds (retries due, promotable tasks
-	// whose notification was lost, runs to settle or cancel). It bounds
-	// the delay a lost notification costs a promotion.
-	SweepInterval time.Duration
-	// FullSweepInterval is the period of the full paged pass over every
-	// open run (store.Advance), the safety net for what the sweep's
-	// candidates cannot see (a derived run state whose notification was
-	// lost while tasks still run). Default FullSweepIntervalDefault, or
-	// SweepInterval when that is longer; at least SweepInterval. A
-	// listener (re)connect runs one at once.
-	FullSweepInterval time.Duration
-	// BatchSize is how many open runs one transaction handles.
-	BatchSize int
-	// ReapLimit bounds expired leases handled per pass.
-	ReapLimit int
-	// RedispatchAfter: a READY task nobody claimed this long after its
-	// dispatch was confirmed is dispatched again (same fencing token), in
-	// case the message was lost with a deleted queue or a failed broker
-	// node (default RedispatchAfterDefault). Keep it well above the
-	// longest normal queueing delay: a needless copy costs a lost claim.
-	RedispatchAfter time.Duration
-	// OutageGap (default OutageGapDefault) is how late, on the database's
-	// clock, a sweep may reach the database after the previous one did
-	// (beyond SweepInterval) or a reap may run after its sweep started
-	// before the scheduler treats the delay as its own loss of the
-	// database. A pass that failed to reach the database
-	// (store.IsUnreachable) always counts; one the database answered with
-	// a refusal (a lock or statement timeout) never does, nor a run held
-	// by another transaction (no failure at all: store.AdvanceRuns hands it
-	// back). After such an outage the reaper grants every lapsed lease one
-	// lease of grace from the reconnect, and reaps a lease that lapsed during
-	// the outage without using up its attempt (store.ReapRequest.Outage).
-	OutageGap time.Duration
-	// Schedules, when set, has each sweep fire the schedule ticks due
-	// (see fireTicks); nil fires none.
-	Schedules ScheduleStore
-	// MisfireGrace: a tick due longer ago than this is missed and follows
-	// its schedule's catch-up policy (default store.MisfireGraceDefault,
-	// or twice SweepInterval when that is longer); at least twice
-	// SweepInterval (a tick is seen at most one sweep after it is due).
-	MisfireGrace time.Duration
-	// Failpoints is a testing aid (package failpoint); nil in production.
-	Failpoints *failpoint.Failpoints
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics
-	// Clock is the process clock (default clock.System). It only dates the
-	// last pass for the liveness check: leases and due times are compared
-	// on the database's clock inside the SQL.
-	Clock clock.Clock
-}
-
-// Bounds of Config.SweepInterval: the sweep reaps lapsed leases and
-// promotes retries coming due, so a sweep longer than SweepIntervalMax
-// stalls both; one shorter than SweepIntervalMin busy-loops the database
-// (a pass every few microseconds found by a new user's trial).
-const (
-	SweepIntervalMin = 10 * time.Millisecond
-	SweepIntervalMax = time.Minute
-)
-
-// Validate checks the settings of c against their bounds, the one place
-// they are checked (ffctl maps its flags to a Config and reports this
-// error as a usage error): SweepInterval within [SweepIntervalMin,
-// SweepIntervalMax], FullSweepInterval not below it, BatchSize, ReapLimit,
-// RedispatchAfter and OutageGap must not be negative; zero ones take their
-// defaults in New. The error is a *daemon.SettingError. The Store is New's
-// to check.
-func (c Config) Validate() error {
-	for _, err := range []error{
-		daemon.CheckNotNegative("scheduler", "SweepInterval", "sweep-interval", c.SweepInterval, SweepIntervalDefault),
-		daemon.CheckRange("scheduler", "SweepInterval", "sweep-interval", c.SweepInterval, SweepIntervalDefault, SweepIntervalMin, SweepIntervalMax),
-		daemon.CheckNotNegative("scheduler", "FullSweepInterval", "full-sweep-interval", c.FullSweepInterval, FullSweepIntervalDefault),
-		c.checkFullSweep(),
-		daemon.CheckNotNegative("scheduler", "BatchSize", "", c.BatchSize, BatchSizeDefault),
-		daemon.CheckNotNegative("scheduler", "ReapLimit", "", c.ReapLimit, ReapLimitDefault),
-		daemon.CheckNotNegative("scheduler", "RedispatchAfter", "redispatch-after", c.RedispatchAfter, RedispatchAfterDefault),
-		daemon.CheckNotNegative("scheduler", "OutageGap", "", c.OutageGap, OutageGapDefault),
-		daemon.CheckNotNegative("scheduler", "MisfireGrace", "misfire-grace", c.MisfireGrace, store.MisfireGraceDefault),
-		c.checkMisfireGrace(),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkFullSweep bounds FullSweepInterval below by SweepInterval (each
-// after its default): a full pass more often than the sweep it backs
-// would be the sweep.
-func (c Config) checkFullSweep() error {
-	sweep := cmp.Or(c.SweepInterval, SweepIntervalDefault)
-	if c.FullSweepInterval <= 0 || c.SweepInterval < 0 || c.FullSweepInterval >= sweep {
-		return nil
-	}
-	return &daemon.SettingError{Component: "scheduler", Field: "FullSweepInterval", Flag: "full-sweep-interval", Value: c.FullSweepInterval,
-		Want: fmt.Sprintf("at least the sweep interval (%v), or 0 for the default (%v)", sweep, FullSweepIntervalDefault)}
-}
-
-// checkMisfireGrace bounds MisfireGrace below by twice SweepInterval
-// (after its default): a tick is seen at most one sweep after it is due,
-// so a shorter grace calls on time ticks missed (catch-up none: the
-// schedule never fires).
-func (c Config) checkMisfireGrace() error {
-	sweep := cmp.Or(c.SweepInterval, SweepIntervalDefault)
-	if c.MisfireGrace <= 0 || c.SweepInterval < 0 || c.MisfireGrace >= 2*sweep {
-		return nil
-	}
-	return &daemon.SettingError{Component: "scheduler", Field: "MisfireGrace", Flag: "misfire-grace", Value: c.MisfireGrace,
-		Want: fmt.Sprintf("at least twice the sweep interval (%v: a tick is seen up to one sweep after it is due), or 0 for the default (%v)", 2*sweep, store.MisfireGraceDefault)}
-}
-
-func (c *Config) validate() error {
-	if c.Store == nil {
-		return errors.New("scheduler: Store is required")
-	}
-	if err := c.Validate(); err != nil {
-		return err
-	}
-	c.SweepInterval = cmp.Or(c.SweepInterval, SweepIntervalDefault)
-	c.FullSweepInterval = cmp.Or(c.FullSweepInterval, max(FullSweepIntervalDefault, c.SweepInterval))
-	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
-	c.ReapLimit = cmp.Or(c.ReapLimit, ReapLimitDefault)
-	c.RedispatchAfter = cmp.Or(c.RedispatchAfter, RedispatchAfterDefault)
-	c.OutageGap = cmp.Or(c.OutageGap, OutageGapDefault)
-	c.MisfireGrace = cmp.Or(c.MisfireGrace, max(store.MisfireGraceDefault, 2*c.SweepInterval))
-	c.ID = cmp.Or(c.ID, "scheduler")
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Metrics == nil {
-		c.Metrics = metrics.New()
-	}
-	c.Clock = clock.OrSystem(c.Clock)
-	return nil
 }
 
 // Scheduler promotes, retries, reaps and derives run states.
