@@ -353,7 +353,7 @@ func reportRequeue(env *Env, format string, res []store.RequeueResult) error {
 			case r.Requeued:
 				fmt.Fprintf(env.Stdout, "requeued %s\n", r.ID)
 			default:
-				fmt.Fprintf(env.Stderr, "not requeued: %s\n", r.Error)
+				fmt.Fprintf(env.Stderr, "ffctl: not requeued: %s\n", r.Error) // every error line starts "ffctl: " (docs/cli.md)
 			}
 		}
 	}

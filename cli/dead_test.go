@@ -179,6 +179,13 @@ func TestDeadRequeueRefusesWhatIsNotDead(t *testing.T) {
 	if n := strings.Count(r.stderr, "\n"); n != 3 {
 		t.Fatalf("two refused requeues printed %d lines on stderr, want 3\n%s", n, r)
 	}
+	// Each is an error line like any other: it starts "ffctl: " (a new
+	// user's trial found the per-task lines without it).
+	for _, line := range strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n") {
+		if !strings.HasPrefix(line, "ffctl: ") {
+			t.Errorf("stderr line %q does not start with \"ffctl: \"", line)
+		}
+	}
 }
 
 func TestDeadRequeueOfACancelledRunIsRefused(t *testing.T) {

@@ -347,6 +347,7 @@ type taskDefJSON struct {
 	Retry          *retrySpecJSON  `json:"retry"`
 	Timeout        *core.Duration  `json:"timeout"`
 	IdempotencyKey *string         `json:"idempotency_key"`
+	IdempotencyTTL *core.Duration  `json:"idempotency_ttl"`
 }
 
 type retrySpecJSON struct {
@@ -360,7 +361,8 @@ func newWorkflowJSON(wf store.Workflow) workflowJSON {
 	out := workflowJSON{Name: wf.Name, Version: wf.Version, CreatedAt: wf.CreatedAt,
 		Definition: definitionJSON{Name: d.Name, Description: nonEmpty(d.Description), FailFast: d.FailFast, Tasks: make([]taskDefJSON, 0, len(d.Tasks))}}
 	for _, t := range d.Tasks {
-		tj := taskDefJSON{Name: t.Name, Handler: t.Handler, Params: t.Params, DependsOn: t.DependsOn, Timeout: t.Timeout, IdempotencyKey: nonEmpty(t.IdempotencyKey)}
+		tj := taskDefJSON{Name: t.Name, Handler: t.Handler, Params: t.Params, DependsOn: t.DependsOn, Timeout: t.Timeout, IdempotencyKey: nonEmpty(t.IdempotencyKey),
+			IdempotencyTTL: t.IdempotencyTTL}
 		if len(tj.Params) == 0 {
 			tj.Params = json.RawMessage("null")
 		}

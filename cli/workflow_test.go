@@ -120,12 +120,33 @@ func TestWorkflowShowJSONHasEveryField(t *testing.T) {
 			t.Errorf("definition.%s = %s (present %v), want %s\n%s", k, got, ok, want, out)
 		}
 	}
-	for k, want := range map[string]string{"params": "null", "depends_on": "[]", "retry": "null", "timeout": "null", "idempotency_key": "null"} {
+	for k, want := range map[string]string{"params": "null", "depends_on": "[]", "retry": "null", "timeout": "null", "idempotency_key": "null", "idempotency_ttl": "null"} {
 		if got, ok := v.Tasks[0][k]; !ok || string(got) != want {
 			t.Errorf("tasks[0].%s = %s (present %v), want %s\n%s", k, got, ok, want, out)
 		}
 	}
 	if r := h.ffIn("name: plain\ntasks:\n  - {name: a, handler: noop}\n", "workflow", "apply", "-f", "-"); r.code != 0 || !strings.Contains(r.stdout, "unchanged (version 1)") {
 		t.Fatalf("re-apply: %s", r)
+	}
+}
+
+// TestWorkflowShowJSONGivesTheIdempotencyTTL: a task's idempotency_ttl is
+// shown as the file gave it (a new user's trial found it dropped, so a
+// file rebuilt from the output lost it).
+func TestWorkflowShowJSONGivesTheIdempotencyTTL(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply("name: ttl\ntasks:\n  - {name: a, handler: noop, idempotency_key: \"k-{{ .Workflow }}\", idempotency_ttl: 90s}\n")
+	var v struct {
+		Definition struct {
+			Tasks []map[string]json.RawMessage `json:"tasks"`
+		} `json:"definition"`
+	}
+	out := h.must("workflow", "show", "ttl", "-o", "json").stdout
+	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Definition.Tasks) != 1 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if got := string(v.Definition.Tasks[0]["idempotency_ttl"]); got != `"1m30s"` && got != `"90s"` {
+		t.Errorf("idempotency_ttl = %s, want the 90s the file gave\n%s", got, out)
 	}
 }
