@@ -37,20 +37,7 @@ SELECT id, 1, '{}', CASE WHEN random() < 0.999 THEN now() END FROM task_runs`,
 		"RunStateCountsBounded":   strings.ReplaceAll(store.QRunStateCountsBounded, "$1", "10000"),
 		"OldestPendingDispatches": strings.ReplaceAll(store.QOldestPending, "$1", "20"),
 	} {
-		var plan []string
-		rows, err := db.QueryContext(ctx, "EXPLAIN (COSTS OFF) "+q)
-		if err != nil {
-			t.Fatalf("explain %s: %v", name, err)
-		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		rows.Close()
-		text := strings.Join(plan, "\n")
+		text := explainText(t, ctx, db, name, q)
 		// workflow_pauses holds one row per paused workflow, never
 		// history: reading it whole costs the same at any age.
 		if strings.Contains(strings.ReplaceAll(text, "Seq Scan on workflow_pauses", ""), "Seq Scan") {

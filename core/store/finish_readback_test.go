@@ -109,20 +109,7 @@ SELECT md5('task' || g)::uuid, md5('run' || g)::uuid, s.f, s.t, 1, 2, 'w1', 'w1'
 		}
 	}
 	q := strings.NewReplacer("$1", "md5('task7')::uuid", "$2", "2", "$3", "'w1'").Replace(store.QFinishRecorded)
-	rows, err := f.db.QueryContext(f.ctx, "EXPLAIN (COSTS OFF) "+q)
-	if err != nil {
-		t.Fatalf("explain: %v", err)
-	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	rows.Close()
-	text := strings.Join(plan, "\n")
+	text := explainText(t, f.ctx, f.db, "the query", q)
 	indexed := strings.Contains(text, "Index Scan using task_events_task on task_events") ||
 		strings.Contains(text, "Bitmap Index Scan on task_events_task")
 	if strings.Contains(text, "Seq Scan") || !indexed || !strings.Contains(text, "Index Cond: (task_run_id = ") {

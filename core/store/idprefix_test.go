@@ -80,20 +80,7 @@ SELECT md5('task' || g)::uuid, md5('run' || g)::uuid, 't', 'noop', 'SUCCEEDED', 
 		"tasks": {store.QMatchTaskIDs, "task_runs_pkey"},
 	} {
 		q := strings.NewReplacer("$1", "'"+p.Lo.String()+"'::uuid", "$2", "'"+p.Hi.String()+"'::uuid").Replace(tc.q)
-		var plan []string
-		rows, err := db.QueryContext(ctx, "EXPLAIN (COSTS OFF) "+q)
-		if err != nil {
-			t.Fatalf("explain %s: %v", name, err)
-		}
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		rows.Close()
-		text := strings.Join(plan, "\n")
+		text := explainText(t, ctx, db, name, q)
 		// The range must be the index condition: an index scan that only
 		// filters (a LIKE or a text comparison walking the whole index in
 		// order) is a scan of the table in disguise.
