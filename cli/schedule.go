@@ -254,18 +254,16 @@ func scheduleCreate(c *cli.Context, env *Env) error {
 }
 
 // nextFires is sc's next n fire times at its read time (the database's
-// clock), in its zone: the ticks the scheduler fires next
-// (schedule.NextFireTimes, from its last-fired point); none when it is
-// paused or its spec no longer parses.
+// clock), in its zone, as the dashboard shows them too
+// (schedule.ShownFireTimes: the ticks the scheduler fires next, from its
+// last-fired point; none while it is paused); none when its spec no
+// longer parses.
 func nextFires(sc store.Schedule, n int) []time.Time {
-	if sc.Paused {
-		return nil
-	}
 	w, err := sc.Window()
 	if err != nil {
 		return nil
 	}
-	return schedule.NextFireTimes(w, sc.ReadAt, n)
+	return schedule.ShownFireTimes(w, sc.Paused, sc.ReadAt, n)
 }
 
 func firstOrNil(ts []time.Time) *time.Time {
