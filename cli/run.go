@@ -42,7 +42,7 @@ func runListCommand(env *Env) *cli.Command {
 			"  ffctl run list --limit 100 --before 2026-11-30T03:00:00.123456Z -o json",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workflow", Usage: "only runs of this workflow"},
-			&cli.StringFlag{Name: "state", Usage: "only runs in this state (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)"},
+			&cli.StringFlag{Name: "state", Usage: "only runs in this state (" + core.JoinRunStates(core.RunStates, ", ") + ")"},
 			limitFlag(50),
 			&cli.StringFlag{Name: "before", Usage: "only runs created before this RFC 3339 time (the created_at of the previous page's last run)"},
 			outputFlag(),
