@@ -75,24 +75,9 @@ func runCancelCommand(env *Env) *cli.Command {
 			"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n" +
 			"Without --reason a terminal prompts for it; elsewhere a missing reason is a usage error.\n\n" +
 			"Example:\n  ffctl run cancel 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --reason 'wrong input'",
-		Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
+		Flags:  []cli.Flag{reasonFlag(requiredReason("why")), outputFlag()},
 		Action: func(c *cli.Context) error { return runCancel(c, env) },
 	}
-}
-
-// filterFlag returns the value of a filter flag and whether it was given.
-// A filter that is given empty (or blank) is a usage error: an empty value
-// never means "no filter", so a script whose variable came out empty fails
-// instead of selecting everything.
-func filterFlag(c *cli.Context, name string) (string, bool, error) {
-	if !c.IsSet(name) {
-		return "", false, nil
-	}
-	v := c.String(name)
-	if strings.TrimSpace(v) == "" {
-		return "", false, usageError("--%s is empty: give a value, or leave the flag out to select everything", name)
-	}
-	return v, true, nil
 }
 
 // runJSON is the run object of -o json: the store.Run fields plus
