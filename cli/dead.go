@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/google/uuid"
@@ -50,12 +49,12 @@ func deadCommand(env *Env) *cli.Command {
 					"Example:\n  ffctl dead requeue 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 --reason 'upstream API fixed'\n" +
 					"  ffctl dead requeue --all --workflow nightly-report --reason 'disk freed' --yes",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"},
+					reasonFlag(requiredReason("why")),
 					&cli.BoolFlag{Name: "all", Usage: "requeue every DEAD task the filters select (instead of TASK_IDs)"},
 					&cli.StringFlag{Name: "workflow", Usage: "with --all: only tasks of this workflow"},
 					&cli.StringFlag{Name: "run", Usage: "with --all: only tasks of this run"},
 					ageFlag("older-than", "with --all: only tasks dead for at least this long"),
-					&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation (required with --all when not on a terminal)"},
+					yesFlag("do not ask for confirmation (required with --all when not on a terminal)"),
 					outputFlag(),
 				},
 				Action: func(c *cli.Context) error { return deadRequeue(c, env) },
@@ -383,41 +382,4 @@ func describeQuery(q store.DeadQuery) string {
 // requeueReason returns --reason, or asks for it on a terminal.
 func requeueReason(c *cli.Context, env *Env, in *bufio.Reader) (string, error) {
 	return auditReason(c, env, in, "requeue", "why the task is requeued")
-}
-
-// auditReason returns --reason, or asks for it on a terminal, for the
-// audited action verb; why ends the missing-reason error ("why the task
-// is requeued"). Errors (usage): a reason core.ValidateReason refuses
-// (blank, too long, a NUL character).
-func auditReason(c *cli.Context, env *Env, in *bufio.Reader, verb, why string) (string, error) {
-	reason := strings.TrimSpace(c.String("reason"))
-	if reason == "" && !c.IsSet("reason") && env.interactive() {
-		fmt.Fprintf(env.Stderr, "Reason for the %s (recorded in the audit trail): ", verb)
-		line, err := in.ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return "", usageError("read reason: %v", err)
-		}
-		reason = strings.TrimSpace(line)
-	}
-	if err := core.ValidateReason(reason); errors.Is(err, core.ErrNoReason) {
-		return "", usageError("--reason is required: say %s (it is audited)", why)
-	} else if err != nil {
-		return "", usageError("--reason: %v", err)
-	}
-	return reason, nil
-}
-
-// confirm asks a yes/no question on standard error; only "y" or "yes" is a
-// yes.
-func confirm(env *Env, in *bufio.Reader, question string) (bool, error) {
-	fmt.Fprint(env.Stderr, question)
-	line, err := in.ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, usageError("read answer: %v", err)
-	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true, nil
-	}
-	return false, nil
 }

@@ -23,7 +23,7 @@ func forgetKeyCommand(env *Env) *cli.Command {
 			"result) in the table idempotency_key_events. To let results expire on their own, give\n" +
 			"the task an idempotency_ttl.\n\n" +
 			"Example:\n  ffctl task forget-key 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 --reason 'extract bug fixed; re-run 2026-11-30'",
-		Flags:  []cli.Flag{reasonFlag(), outputFlag()},
+		Flags:  []cli.Flag{reasonFlag(requiredReason("why")), outputFlag()},
 		Action: func(c *cli.Context) error { return taskForgetKey(c, env) },
 	}
 }

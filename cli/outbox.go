@@ -46,7 +46,7 @@ func outboxCommand(env *Env) *cli.Command {
 				UsageText: "ffctl outbox retry ID --reason R [-o json]\n\n" +
 					"The row is published on the publishers' next cycle; a row still refused is quarantined again.\n" +
 					"The retry is recorded (who, when, why) in the row's audit trail.\n\nExample:\n  ffctl outbox retry 42 --reason 'max-message-bytes raised'",
-				Flags:  []cli.Flag{reasonFlag(), outputFlag()},
+				Flags:  []cli.Flag{reasonFlag(requiredReason("why")), outputFlag()},
 				Action: func(c *cli.Context) error { return outboxRetry(c, env) },
 			},
 			{
@@ -57,15 +57,11 @@ func outboxCommand(env *Env) *cli.Command {
 					"still READY waiting for this dispatch, moves READY -> DEAD with the reason, so its run fails\n" +
 					"visibly and `ffctl dead requeue` can bring the task back. Both are audited.\n\n" +
 					"Example:\n  ffctl outbox drop 42 --reason 'handler renamed; payload cannot be sent'",
-				Flags:  []cli.Flag{reasonFlag(), outputFlag()},
+				Flags:  []cli.Flag{reasonFlag(requiredReason("why")), outputFlag()},
 				Action: func(c *cli.Context) error { return outboxDrop(c, env) },
 			},
 		},
 	}
-}
-
-func reasonFlag() cli.Flag {
-	return &cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"}
 }
 
 func outboxStatus(c *cli.Context, env *Env) error {

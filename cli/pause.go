@@ -34,7 +34,7 @@ func workflowPauseCommands(env *Env) []*cli.Command {
 				"it updates the pause (audited). Without --reason a terminal prompts for it.\n\n" +
 				"Example:\n  ffctl workflow pause nightly-report --reason 'warehouse migration' --mode drop",
 			Flags: []cli.Flag{
-				reasonFlag(),
+				reasonFlag(requiredReason("why")),
 				&cli.StringFlag{Name: "mode", Value: string(store.PauseQueue), Usage: "what a trigger does while paused: queue (create the run, its tasks wait) or drop (create nothing, count it)"},
 				outputFlag(),
 			},
@@ -49,7 +49,7 @@ func workflowPauseCommands(env *Env) []*cli.Command {
 				"sent again. Resuming a workflow that is not paused changes nothing: it says so and\n" +
 				"exits 0.\n\n" +
 				"Example:\n  ffctl workflow resume nightly-report --reason 'migration done'",
-			Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (optional; recorded in the audit trail)"}, outputFlag()},
+			Flags:  []cli.Flag{reasonFlag(optionalReason), outputFlag()},
 			Action: func(c *cli.Context) error { return workflowResume(c, env) },
 		},
 	}

@@ -42,7 +42,7 @@ func runListCommand(env *Env) *cli.Command {
 			"  ffctl run list --limit 100 --before 2026-11-30T03:00:00.123456Z -o json",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "workflow", Usage: "only runs of this workflow"},
-			&cli.StringFlag{Name: "state", Usage: "only runs in this state (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)"},
+			&cli.StringFlag{Name: "state", Usage: "only runs in this state (" + core.JoinRunStates(core.RunStates, ", ") + ")"},
 			limitFlag(50),
 			&cli.StringFlag{Name: "before", Usage: "only runs created before this RFC 3339 time (the created_at of the previous page's last run)"},
 			outputFlag(),
@@ -75,24 +75,9 @@ func runCancelCommand(env *Env) *cli.Command {
 			"ones are signalled at their next heartbeat. Each cancelled task gets an audit row.\n" +
 			"Without --reason a terminal prompts for it; elsewhere a missing reason is a usage error.\n\n" +
 			"Example:\n  ffctl run cancel 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 --reason 'wrong input'",
-		Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
+		Flags:  []cli.Flag{reasonFlag(requiredReason("why")), outputFlag()},
 		Action: func(c *cli.Context) error { return runCancel(c, env) },
 	}
-}
-
-// filterFlag returns the value of a filter flag and whether it was given.
-// A filter that is given empty (or blank) is a usage error: an empty value
-// never means "no filter", so a script whose variable came out empty fails
-// instead of selecting everything.
-func filterFlag(c *cli.Context, name string) (string, bool, error) {
-	if !c.IsSet(name) {
-		return "", false, nil
-	}
-	v := c.String(name)
-	if strings.TrimSpace(v) == "" {
-		return "", false, usageError("--%s is empty: give a value, or leave the flag out to select everything", name)
-	}
-	return v, true, nil
 }
 
 // runJSON is the run object of -o json: the store.Run fields plus

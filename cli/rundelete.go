@@ -21,7 +21,7 @@ func runDeleteCommand(env *Env) *cli.Command {
 		Usage: "delete settled runs with their tasks and history (audited)",
 		UsageText: "ffctl run delete RUN_ID... --reason R [--include-dead] [--dry-run] [-o json]\n" +
 			"ffctl run delete --older-than D --state S --reason R [--include-dead] [--dry-run] [--yes] [-o json]\n\n" +
-			"Only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be\n" +
+			"Only a run that has ended (" + core.JoinRunStates(core.FinalRunStates(), " or ") + " with nothing left running) can be\n" +
 			"deleted: its task runs, outbox rows and task history go with it. Each run deleted is recorded\n" +
 			"in run_deletions (who, when, why, what the run was, how many task runs went), which keeps the\n" +
 			"record after the rows are gone. With ids it is all or nothing: an unknown id or a run that has\n" +
@@ -37,11 +37,11 @@ func runDeleteCommand(env *Env) *cli.Command {
 			"  ffctl run delete --older-than 30d --state FAILED --include-dead --reason 'incident 42 is closed' --yes",
 		Flags: []cli.Flag{
 			ageFlag("older-than", "delete the runs that ended longer ago than this"),
-			&cli.StringFlag{Name: "state", Usage: "with --older-than: the final state of the runs to delete (SUCCEEDED, FAILED, CANCELLED)"},
+			&cli.StringFlag{Name: "state", Usage: "with --older-than: the final state of the runs to delete (" + core.JoinRunStates(core.FinalRunStates(), ", ") + ")"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be deleted; delete nothing"},
-			&cli.StringFlag{Name: "reason", Usage: "why (required unless --dry-run: prompted for on a terminal; recorded in run_deletions)"},
+			reasonFlag("why (required unless --dry-run: prompted for on a terminal; recorded in run_deletions)"),
 			&cli.BoolFlag{Name: "include-dead", Usage: "also delete runs that hold a DEAD task (their DEAD tasks can no longer be requeued)"},
-			&cli.BoolFlag{Name: "yes", Usage: "with --older-than: do not ask for confirmation"},
+			yesFlag("with --older-than: do not ask for confirmation"),
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error { return runDelete(c, env) },
@@ -95,14 +95,14 @@ func runDeleteTargets(c *cli.Context) (runDeleteSelection, error) {
 	case !hasOlder:
 		return sel, usageError("--state needs --older-than: say how long ago the runs must have ended")
 	case !hasState:
-		return sel, usageError("--older-than needs --state: say which final state (SUCCEEDED, FAILED, CANCELLED) to delete")
+		return sel, usageError("--older-than needs --state: say which final state (%s) to delete", core.JoinRunStates(core.FinalRunStates(), ", "))
 	}
 	if sel.req.OlderThan, err = parseAge(older); err != nil {
 		return sel, usageError("--older-than: %v", err)
 	}
 	sel.req.State = core.RunState(strings.ToUpper(strings.TrimSpace(st)))
 	if !sel.req.State.Terminal() {
-		return sel, usageError("--state %q: only runs in a final state can be deleted: want SUCCEEDED, FAILED or CANCELLED", st)
+		return sel, usageError("--state %q: only runs in a final state can be deleted: want %s", st, core.JoinRunStates(core.FinalRunStates(), " or "))
 	}
 	if sel.req.State == core.RunFailed && !sel.req.IncludeDead {
 		return sel, usageError("--state FAILED: every FAILED run holds a DEAD task that a requeue could still retry; add --include-dead to delete them anyway")

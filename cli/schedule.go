@@ -76,7 +76,7 @@ func scheduleCreateCommand(env *Env) *cli.Command {
 			&cli.StringFlag{Name: "catchup", Value: string(schedule.CatchupNone), Usage: "missed ticks: none, one (the latest within --catchup-window) or all (within it)"},
 			ageFlag("catchup-window", "with --catchup one|all (only): how far back a missed tick may still fire"),
 			ageFlag("jitter", "start each tick's run up to this long after its time"),
-			&cli.StringFlag{Name: "reason", Usage: "why (optional; recorded in the audit trail)"},
+			reasonFlag(optionalReason),
 			outputFlag(),
 		},
 		Action: func(c *cli.Context) error { return scheduleCreate(c, env) },
@@ -116,7 +116,7 @@ func scheduleActionCommand(env *Env, verb, why, usage, more string, do func(ctx 
 		Usage: usage,
 		UsageText: "ffctl schedule " + verb + " NAME --reason R [-o json]\n\n" + more + "\n\n" +
 			"Example:\n  ffctl schedule " + verb + " nightly --reason 'maintenance window, ticket 42'",
-		Flags:  []cli.Flag{&cli.StringFlag{Name: "reason", Usage: why + " (required: prompted for on a terminal; recorded in the audit trail)"}, outputFlag()},
+		Flags:  []cli.Flag{reasonFlag(requiredReason(why)), outputFlag()},
 		Action: func(c *cli.Context) error { return scheduleAction(c, env, verb, why, do) },
 	}
 }
@@ -254,18 +254,16 @@ func scheduleCreate(c *cli.Context, env *Env) error {
 }
 
 // nextFires is sc's next n fire times at its read time (the database's
-// clock), in its zone: the ticks the scheduler fires next
-// (schedule.NextFireTimes, from its last-fired point); none when it is
-// paused or its spec no longer parses.
+// clock), in its zone, as the dashboard shows them too
+// (schedule.ShownFireTimes: the ticks the scheduler fires next, from its
+// last-fired point; none while it is paused); none when its spec no
+// longer parses.
 func nextFires(sc store.Schedule, n int) []time.Time {
-	if sc.Paused {
-		return nil
-	}
 	w, err := sc.Window()
 	if err != nil {
 		return nil
 	}
-	return schedule.NextFireTimes(w, sc.ReadAt, n)
+	return schedule.ShownFireTimes(w, sc.Paused, sc.ReadAt, n)
 }
 
 func firstOrNil(ts []time.Time) *time.Time {

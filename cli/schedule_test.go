@@ -106,6 +106,16 @@ func TestScheduleCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "yes") {
 		t.Fatalf("list table:\n%s", r.stdout)
 	}
+	// A paused schedule fires no tick: show gives no next fire time, as
+	// the dashboard does (schedule.ShownFireTimes decides for both).
+	r = h.must("schedule", "show", "nightly", "-o", "json")
+	shown.NextFireTimes = nil
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.NextFireTimes) != 0 || !strings.Contains(r.stdout, `"next_fire_times": []`) {
+		t.Fatalf("show -o json of a paused schedule: %v %s", err, r.stdout)
+	}
+	if r := h.must("schedule", "show", "nightly"); !strings.Contains(r.stdout, "next fire times (Europe/Berlin / UTC):\n  - (paused)\n") {
+		t.Fatalf("show of a paused schedule:\n%s", r.stdout)
+	}
 	// Pausing a paused schedule (resuming an active one) changes nothing:
 	// it says so, exit 0, and audits nothing (the count below).
 	if r := h.must("schedule", "pause", "nightly", "--reason", "again"); r.stdout != "schedule nightly is already paused; nothing changed\n" {

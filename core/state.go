@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // TaskState is the state of one task run. The values are stored verbatim in
@@ -109,10 +111,37 @@ const (
 // RunStates lists every run state.
 var RunStates = []RunState{RunPending, RunRunning, RunSucceeded, RunFailed, RunCancelled}
 
-// Terminal reports whether the run's outcome is decided. A FAILED run may
-// still have running tasks, and a requeue of its DEAD task reopens it.
+// finalRunStates are the run states whose outcome is decided, in RunStates'
+// order: FinalRunStates returns them, Terminal reads them.
+var finalRunStates = []RunState{RunSucceeded, RunFailed, RunCancelled}
+
+// FinalRunStates returns the run states whose outcome is decided
+// (Terminal): SUCCEEDED, FAILED, CANCELLED, in RunStates' order. It is the
+// one list the CLI's usage texts, the store's SQL (store.finalRunStatesSQL)
+// and the pruner's metric labels are built from or checked against. The
+// slice is the caller's.
+func FinalRunStates() []RunState {
+	return slices.Clone(finalRunStates)
+}
+
+// Terminal reports whether the run's outcome is decided (one of
+// FinalRunStates). A FAILED run may still have running tasks, and a
+// requeue of its DEAD task reopens it.
 func (s RunState) Terminal() bool {
-	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+	return slices.Contains(finalRunStates, s)
+}
+
+// JoinRunStates is states for a message or a usage text, in their order:
+// "A, B, C" with last ", ", "A, B or C" with last " or ".
+func JoinRunStates(states []RunState, last string) string {
+	text := make([]string, len(states))
+	for i, s := range states {
+		text[i] = string(s)
+	}
+	if len(text) < 2 {
+		return strings.Join(text, "")
+	}
+	return strings.Join(text[:len(text)-1], ", ") + last + text[len(text)-1]
 }
 
 // Valid reports whether s is one of the run states.

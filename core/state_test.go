@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/flowforge/flowforge/core"
@@ -114,5 +115,33 @@ func TestTaskStateClassification(t *testing.T) {
 	}
 	if core.RunState("DONE").Valid() {
 		t.Error(`RunState("DONE").Valid() = true`)
+	}
+}
+
+// TestFinalRunStatesAreTheCallersAndReadAsText: FinalRunStates is the
+// terminal run states in RunStates' order, a slice the caller may change
+// without changing the list; JoinRunStates spells a list for messages.
+func TestFinalRunStatesAreTheCallersAndReadAsText(t *testing.T) {
+	got := core.FinalRunStates()
+	if want := []core.RunState{core.RunSucceeded, core.RunFailed, core.RunCancelled}; !slices.Equal(got, want) {
+		t.Fatalf("FinalRunStates() = %v, want %v", got, want)
+	}
+	got[0] = core.RunPending
+	if core.RunPending.Terminal() || !core.RunSucceeded.Terminal() {
+		t.Fatal("changing the slice FinalRunStates returned changed the list")
+	}
+	for _, c := range []struct {
+		states []core.RunState
+		last   string
+		want   string
+	}{
+		{core.FinalRunStates(), ", ", "SUCCEEDED, FAILED, CANCELLED"},
+		{core.FinalRunStates(), " or ", "SUCCEEDED, FAILED or CANCELLED"},
+		{[]core.RunState{core.RunFailed}, " or ", "FAILED"},
+		{nil, " or ", ""},
+	} {
+		if got := core.JoinRunStates(c.states, c.last); got != c.want {
+			t.Errorf("JoinRunStates(%v, %q) = %q, want %q", c.states, c.last, got, c.want)
+		}
 	}
 }

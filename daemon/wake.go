@@ -91,20 +91,18 @@ func (r *RunSet) Take() Taken {
 	return t
 }
 
-// Note records one notification's items (nil: the listener (re)connected)
-// and signals Wake: run ids join the set; anything else (store.AnyRun, an
-// empty payload) asks for a sweep.
+// Note records one TasksChannel notification's items (nil: the listener
+// (re)connected) and signals Wake: what store.DecodeRunWake reads in them
+// joins the set, its runs by id and its AnyRun (store.AnyRun, an empty
+// payload, an item that is no run id) as a sweep request.
 func (r *RunSet) Note(items []string) {
+	w := store.DecodeRunWake(items)
 	r.mu.Lock()
 	if items == nil {
 		r.reconnected = true
 	}
-	for _, it := range items {
-		id, err := uuid.Parse(it)
-		if err != nil {
-			r.anyRun = true
-			continue
-		}
+	r.anyRun = r.anyRun || w.AnyRun
+	for _, id := range w.Runs {
 		r.ids[id] = struct{}{}
 	}
 	r.mu.Unlock()

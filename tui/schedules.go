@@ -117,20 +117,16 @@ func (m *schedulesModel) fetcher() fetchFunc {
 }
 
 // nextFires is the next n fire times of sc at now (the database's
-// clock), in its zone: the ticks the scheduler fires next
-// (schedule.NextFireTimes, from its last-fired point), as `ffctl schedule
-// show` gives them; a paused schedule's are those it would fire if
-// resumed now (a resume moves its last-fired point to now). Nil when its
-// cron no longer parses.
+// clock), in its zone, as `ffctl schedule show` gives them
+// (schedule.ShownFireTimes: the ticks the scheduler fires next, from its
+// last-fired point; none while it is paused). Nil when its cron no longer
+// parses.
 func nextFires(sc store.Schedule, now time.Time, n int) []time.Time {
 	w, err := sc.Window()
 	if err != nil {
 		return nil
 	}
-	if sc.Paused && w.After.Before(now) {
-		w.After = now
-	}
-	return schedule.NextFireTimes(w, now, n)
+	return schedule.ShownFireTimes(w, sc.Paused, now, n)
 }
 
 // lastTick is a list row's LAST TICK (outcome and age) and RUN cells.
@@ -157,7 +153,7 @@ func (m *schedulesModel) setData(data any) {
 		rows := make([]row, 0, len(d.Schedules))
 		for _, sc := range d.Schedules {
 			next := "-"
-			if ts := nextFires(sc, d.Now, 1); len(ts) == 1 && !sc.Paused {
+			if ts := nextFires(sc, d.Now, 1); len(ts) == 1 {
 				next = fmtAge(ts[0].Sub(d.Now))
 			}
 			paused := "no"

@@ -233,6 +233,36 @@ func TestSchedulesScreenListsAndShowsADetail(t *testing.T) {
 	}
 }
 
+// TestAPausedScheduleShowsNoNextFireTimes: a paused schedule fires no
+// tick, so its list row and its detail show no next fire time, as `ffctl
+// schedule list` and `show` do (schedule.ShownFireTimes decides for both);
+// once resumed its next fire times are shown.
+func TestAPausedScheduleShowsNoNextFireTimes(t *testing.T) {
+	t.Parallel()
+	f := newFake()
+	h := newHarness(t, f, Options{})
+	h.size(120, 30)
+	h.keys("8")
+	if v := h.view(); !strings.Contains(v, "billing-5min         billing-sync         */5 * * * *        America/New_…      - PAUSED") {
+		t.Fatalf("the paused schedule's row shows a next fire:\n%s", v)
+	}
+	h.keys("enter") // billing-5min, paused, is first
+	v := h.view()
+	if !strings.Contains(v, "schedule billing-5min  PAUSED") || !strings.Contains(v, "next fire times (paused: none fires until resumed)\n  none\n") {
+		t.Fatalf("the paused schedule's detail:\n%s", v)
+	}
+	if strings.Contains(v, "07:05:00 EST") {
+		t.Fatalf("the paused schedule's detail shows a fire time:\n%s", v)
+	}
+	f.mu.Lock()
+	f.sched.list[0].Paused = false
+	f.mu.Unlock()
+	h.send(refreshMsg{})
+	if v := h.view(); !strings.Contains(v, "Mon 2026-11-30 07:05:00 EST  in 5m00s") {
+		t.Fatalf("the resumed schedule's detail lacks its next fire time:\n%s", v)
+	}
+}
+
 // TestSchedulesScreenActionsAskForAReason: p, r and t each ask for a
 // reason and run the store's action with it; a pause of a paused
 // schedule (or a resume of an active one) is refused without asking;

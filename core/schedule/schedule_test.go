@@ -372,3 +372,22 @@ func TestDueNeverCallsAJitterDelayedTickMissed(t *testing.T) {
 		}
 	}
 }
+
+// TestAPausedScheduleShowsNoFireTimes: ShownFireTimes, what `ffctl
+// schedule` and the dashboard show, is NextFireTimes for an active
+// schedule and nothing for a paused one.
+func TestAPausedScheduleShowsNoFireTimes(t *testing.T) {
+	t.Parallel()
+	spec, err := schedule.Parse("*/5 * * * *", "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := utc(t, "2026-05-01T12:01:00Z")
+	w := schedule.Window{Name: "s", Spec: spec, After: now.Add(-time.Hour)}
+	if got, want := schedule.ShownFireTimes(w, false, now, 3), schedule.NextFireTimes(w, now, 3); len(got) != 3 || !slices.Equal(got, want) {
+		t.Fatalf("active: %v, want NextFireTimes' %v", got, want)
+	}
+	if got := schedule.ShownFireTimes(w, true, now, 3); got != nil {
+		t.Fatalf("paused: %v, want none", got)
+	}
+}

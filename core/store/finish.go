@@ -60,16 +60,11 @@ type FinishResult struct {
 	Err   error
 }
 
-// finishNotifyRunsMax is the most runs a finish names in its one
-// TasksChannel payload: 200 ids of 36 characters and their commas stay
-// under PostgreSQL's 8000-byte payload limit (the worker's batches are
-// smaller still).
-const finishNotifyRunsMax = "200"
-
 // qFinish records a batch of outcomes in one statement: $1..$12 are
 // parallel arrays, one entry per attempt (id, token, outcome, result text,
 // error, permanent, retry delay in ms, idempotency key, worker, reused
-// task run, reused run, reuse note). The rules it keeps:
+// task run, reused run, reuse note); $13 and $14 are runWakeBounds. The
+// rules it keeps:
 //   - One entry per (task, token) (FinishMany drops repeats). Each row is
 //     fenced by its own entry's token and state RUNNING, so of the entries
 //     for one task with different tokens only the one holding the task's
@@ -85,9 +80,11 @@ const finishNotifyRunsMax = "200"
 //   - Each row's history, the results of the keys the attempts own and the
 //     burial of the descendants of the tasks it makes DEAD (buryDownstream)
 //     are written by the same statement.
-//   - It notifies at most once (n): the schedulers, on TasksChannel, with
-//     the ids of every run it changed (AnyRun beyond finishNotifyRunsMax
-//     runs, whose ids would not fit in one payload).
+//   - It notifies in one statement, itself (n): the schedulers, on
+//     TasksChannel only, naming every run it changed in the payloads
+//     RunWake.Encode would send for them (runWakeSQL: a batch of
+//     ClaimMaxBatch rows over as many runs needs five, so it never sends
+//     AnyRun); nothing when it changed no row.
 const qFinish = `
 WITH RECURSIVE fin AS (
     UPDATE task_runs t
@@ -120,10 +117,12 @@ WITH RECURSIVE fin AS (
            CASE WHEN state = 'SUCCEEDED' AND reused_from IS NOT NULL THEN note ELSE error END FROM fin
 ), buried (id, actor) AS (
     SELECT id, worker FROM fin WHERE state = 'DEAD'
-), ` + buryDownstream + `, n AS (
-    SELECT pg_notify('` + TasksChannel + `', CASE WHEN count(DISTINCT run_id) <= ` + finishNotifyRunsMax + `
-                                           THEN string_agg(DISTINCT run_id::text, ',') ELSE '` + AnyRun + `' END)
-      FROM fin HAVING count(*) > 0
+), ` + buryDownstream + `, woken AS (
+    SELECT run_id FROM fin
+), wake_bounds (per_payload, payloads_max) AS (
+    SELECT $13::bigint, $14::bigint
+), ` + runWakeSQL + `, n AS (
+    SELECT pg_notify('` + TasksChannel + `', payload) FROM run_wake
 )
 SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
 
@@ -325,7 +324,8 @@ func taskIDs(reqs []FinishRequest, idx []int) [][16]byte {
 	return ids
 }
 
-// finishArgs returns qFinish's arrays for the requests idx.
+// finishArgs returns qFinish's arrays for the requests idx, and the
+// bounds of its notification (runWakeBounds).
 func finishArgs(reqs []FinishRequest, idx []int) []any {
 	n := len(idx)
 	var (
@@ -364,5 +364,5 @@ func finishArgs(reqs []FinishRequest, idx []int) []any {
 		delays, keys, workers = append(delays, req.RetryDelay.Milliseconds()), append(keys, req.IdempotencyKey), append(workers, req.WorkerID)
 		reusedT, reusedR, notes = append(reusedT, rt), append(reusedR, rr), append(notes, note)
 	}
-	return []any{ids, toks, outcomes, results, errs, perm, delays, keys, workers, reusedT, reusedR, notes}
+	return append([]any{ids, toks, outcomes, results, errs, perm, delays, keys, workers, reusedT, reusedR, notes}, runWakeBounds()...)
 }

@@ -12,18 +12,17 @@ import (
 
 // TasksChannel is the channel that wakes schedulers when task states
 // changed (issue 14: a channel per topic, so the server filters and
-// publishers are not woken by finishes). Its payload is the
-// comma-separated ids of the runs whose tasks changed, so that a scheduler
-// can advance just those runs; AnyRun (or an empty payload) means "runs
-// not named": the scheduler sweeps. A notification is a hint: the
-// scheduler's periodic sweep covers any that are lost.
+// publishers are not woken by finishes). Its payload is a RunWake (see
+// runwake.go): the comma-separated ids of the runs whose tasks changed, so
+// that a scheduler can advance just those runs, or AnyRun.
 const TasksChannel = "flowforge_tasks"
 
 // OutboxChannel is the channel that wakes publishers when outbox rows were
 // written; its payload is ignored.
 const OutboxChannel = "flowforge_outbox"
 
-// AnyRun in a TasksChannel payload means "runs not named here".
+// AnyRun in a TasksChannel payload means "runs not named here": the
+// scheduler sweeps (RunWake.AnyRun).
 const AnyRun = "*"
 
 // CancelChannel is the channel workers LISTEN on to stop running handlers
@@ -44,14 +43,6 @@ const CancelAllRuns = "*"
 // byte limit on NOTIFY payloads.
 const cancelPayloadMax = 7900
 
-// runsPayloadMax bounds a TasksChannel payload below PostgreSQL's 8000
-// byte limit on NOTIFY payloads (about 210 run ids).
-const runsPayloadMax = 7900
-
-// runsNoticesMax bounds how many TasksChannel notices one transaction
-// queues (about 1,700 runs); beyond it the transaction sends AnyRun.
-const runsNoticesMax = 8
-
 // notice is one NOTIFY: a channel and its payload.
 type notice struct {
 	channel, payload string
@@ -64,30 +55,15 @@ func outboxNotice() notice {
 }
 
 // runsNotices wakes the schedulers on TasksChannel for the runs whose
-// tasks changed: the distinct run ids, comma separated, split into
-// payloads of at most runsPayloadMax bytes; one AnyRun notice when they
-// need more than runsNoticesMax payloads. No runs: no notice. The notices
-// go into the transaction's one notifyAll statement: the commit takes the
-// notification queue's lock once whatever their number.
+// tasks changed: a notice per payload of RunWake{Runs: runs}.Encode (none
+// for no runs). The notices go into the transaction's one notifyAll
+// statement: the commit takes the notification queue's lock once whatever
+// their number.
 func runsNotices(runs []uuid.UUID) []notice {
-	runs = distinctIDs(runs)
-	var out []notice
-	var b strings.Builder
-	for _, r := range runs {
-		if b.Len()+1+36 > runsPayloadMax {
-			out = append(out, notice{TasksChannel, b.String()})
-			b.Reset()
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(r.String())
-	}
-	if b.Len() > 0 {
-		out = append(out, notice{TasksChannel, b.String()})
-	}
-	if len(out) > runsNoticesMax {
-		return []notice{{TasksChannel, AnyRun}}
+	payloads := RunWake{Runs: runs}.Encode()
+	out := make([]notice, len(payloads))
+	for i, p := range payloads {
+		out[i] = notice{TasksChannel, p}
 	}
 	return out
 }
@@ -147,8 +123,9 @@ func ListenOn(ctx context.Context, url, channel string) (*Listener, error) {
 }
 
 // Wait blocks until a notification arrives (returning its payload's
-// comma-separated items: run ids (or AnyRun) on TasksChannel and
-// CancelChannel, one empty item on OutboxChannel)
+// comma-separated items: a RunWake's on TasksChannel (DecodeRunWake reads
+// them), run ids or CancelAllRuns on CancelChannel, one empty item on
+// OutboxChannel)
 // or ctx ends. A context error means "no notification in time"; any other
 // error means the connection is broken.
 func (l *Listener) Wait(ctx context.Context) ([]string, error) {

@@ -32,7 +32,7 @@ const (
 // re-checked on the row's newest version, so a requeue that locked the run
 // first wins, and one that comes after the lock finds no task.
 const settledOlder = `r.finished_at IS NOT NULL AND r.finished_at < now() - $2::bigint * interval '1 millisecond'
-       AND r.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+       AND r.state IN ` + finalRunStatesSQL + `
        AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0`
 
 // holdsDead is the condition that the run r holds a DEAD task (every FAILED

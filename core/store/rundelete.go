@@ -30,8 +30,8 @@ func (e *RunNotSettledError) Error() string {
 	for i, r := range e.Runs {
 		parts[i] = fmt.Sprintf("%s (%s)", r.RunID, r.State)
 	}
-	return fmt.Sprintf("run %s: %v: only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be deleted; cancel it and wait for it to end first",
-		strings.Join(parts, ", "), ErrRunNotSettled)
+	return fmt.Sprintf("run %s: %v: only a run that has ended (%s with nothing left running) can be deleted; cancel it and wait for it to end first",
+		strings.Join(parts, ", "), ErrRunNotSettled, core.JoinRunStates(core.FinalRunStates(), " or "))
 }
 
 func (e *RunNotSettledError) Unwrap() error { return ErrRunNotSettled }
@@ -104,7 +104,7 @@ SELECT r.id AS run_id, r.state, (` + settledNow + `) AS settled,
    FOR UPDATE`
 
 // settledNow is settledOlder without the age: the run r is settled now.
-const settledNow = `r.finished_at IS NOT NULL AND r.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED')
+const settledNow = `r.finished_at IS NOT NULL AND r.state IN ` + finalRunStatesSQL + `
        AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0`
 
 // qDeleteRuns lists the runs $1 (locked and checked settled before), or
@@ -167,7 +167,8 @@ func (s *Store) DeleteRuns(ctx context.Context, req DeleteRunsRequest) ([]RunDel
 		return s.deleteRunIDs(ctx, req)
 	}
 	if !req.State.Terminal() || req.OlderThan <= 0 {
-		return nil, fmt.Errorf("delete runs: %w: want a final state (SUCCEEDED, FAILED, CANCELLED) and a positive age, got state %q, age %v", ErrBadPrune, req.State, req.OlderThan)
+		return nil, fmt.Errorf("delete runs: %w: want a final state (%s) and a positive age, got state %q, age %v",
+			ErrBadPrune, core.JoinRunStates(core.FinalRunStates(), ", "), req.State, req.OlderThan)
 	}
 	var out []RunDeletion
 	for {

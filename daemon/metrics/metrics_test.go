@@ -144,3 +144,34 @@ func TestDBHealthGaugesAreRegistered(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneStateLabelsAreTheFinalRunStates: the state labels the pruner's
+// row counter exports at 0 and its help names are the final run states
+// (core.FinalRunStates) and "published", the outbox rows pruned by age.
+func TestPruneStateLabelsAreTheFinalRunStates(t *testing.T) {
+	t.Parallel()
+	want := []string{PrunePublished}
+	for _, s := range core.FinalRunStates() {
+		want = append(want, string(s))
+	}
+	slices.Sort(want)
+	m := New()
+	if _, err := NewPrune(m); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]bool{}
+	for key := range gathered(t, m, "flowforge_pruned_rows_total") {
+		state, _, _ := strings.Cut(key, ",") // labels in name order: state, table
+		states[state] = true
+	}
+	if got := slices.Sorted(maps.Keys(states)); !slices.Equal(got, want) {
+		t.Errorf("exported states %q, want %q", got, want)
+	}
+	var named []string
+	for _, g := range regexp.MustCompile(`"([^"]*)"`).FindAllStringSubmatch(help(t, m, "flowforge_pruned_rows_total"), -1) {
+		named = append(named, g[1])
+	}
+	if slices.Sort(named); !slices.Equal(named, want) {
+		t.Errorf("help names %q, want %q", named, want)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // PruneTables are the label values of Prune.Rows's table label: the tables
@@ -11,9 +13,20 @@ import (
 // pruned by age both count as outbox).
 var PruneTables = []string{"workflow_runs", "task_runs", "outbox", "task_events"}
 
-// PruneStates are the label values of Prune.Rows's state label: the final
-// state of the pruned run, or "published" for outbox rows pruned by age.
-var PruneStates = []string{"SUCCEEDED", "FAILED", "CANCELLED", "published"}
+// PrunePublished is Prune.Rows's state label for the published outbox rows
+// pruned by age.
+const PrunePublished = "published"
+
+// PruneStates returns the label values of Prune.Rows's state label: the
+// final state of the pruned run (core.FinalRunStates), or PrunePublished
+// for outbox rows pruned by age. The slice is the caller's.
+func PruneStates() []string {
+	var out []string
+	for _, s := range core.FinalRunStates() {
+		out = append(out, string(s))
+	}
+	return append(out, PrunePublished)
+}
 
 // Prune holds the collectors of the scheduler's pruner (package
 // daemon/pruner), registered on a Metrics registry by NewPrune.
@@ -33,7 +46,7 @@ type Prune struct {
 func NewPrune(m *Metrics) (*Prune, error) {
 	p := &Prune{
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_pruned_rows_total",
-			Help: labelHelp("Rows deleted by the retention pruner, by table and by the final state of their run", "state", PruneStates)}, []string{"table", "state"}),
+			Help: labelHelp("Rows deleted by the retention pruner, by table and by the final state of their run", "state", PruneStates())}, []string{"table", "state"}),
 		PassSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "flowforge_prune_pass_seconds", Help: "Duration of each retention prune pass, seconds.",
 			Buckets: []float64{0.005, 0.02, 0.1, 0.5, 2, 10, 60, 300}}),
 		PassFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_prune_pass_failures_total", Help: "Retention prune passes that ended with an error (retried at the next interval)."}),
@@ -44,8 +57,8 @@ func NewPrune(m *Metrics) (*Prune, error) {
 		}
 	}
 	for _, t := range PruneTables {
-		for _, s := range PruneStates {
-			if s == "published" && t != "outbox" {
+		for _, s := range PruneStates() {
+			if s == PrunePublished && t != "outbox" {
 				continue
 			}
 			p.Rows.WithLabelValues(t, s)

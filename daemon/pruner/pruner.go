@@ -254,7 +254,7 @@ func (p *Pruner) pass(ctx context.Context, res *PassResult) error {
 			return fmt.Errorf("pruner: %w", err)
 		}
 		res.Outbox += n
-		p.m.Rows.WithLabelValues("outbox", "published").Add(float64(n))
+		p.m.Rows.WithLabelValues("outbox", metrics.PrunePublished).Add(float64(n))
 		if n < int64(p.cfg.BatchSize) {
 			return nil
 		}
