@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,12 +157,13 @@ func TestTwoCopiesOfADispatchWhoseBatchLostItsReplyRunOnce(t *testing.T) {
 	first := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	var lead, dup uuid.UUID
+	var lost atomic.Bool // only the first batch of dup loses its reply
 	faults := &claimFaults{plan: func(reqs []store.ClaimRequest) (<-chan struct{}, bool) {
 		if holds(reqs, lead) {
 			entered <- struct{}{}
 			return first, false
 		}
-		return nil, holds(reqs, dup)
+		return nil, holds(reqs, dup) && lost.CompareAndSwap(false, true)
 	}}
 	r := newRig(t, reg, func(c *Config) { c.Concurrency = 4 })
 	faults.Store = r.st
@@ -189,10 +191,13 @@ func TestTwoCopiesOfADispatchWhoseBatchLostItsReplyRunOnce(t *testing.T) {
 			t.Fatal("not every copy reached the worker")
 		}
 	}
+	// One copy is the next batch's head (it holds a slot, beside the held
+	// first delivery's, and waits for the statement in flight), the other
+	// waits behind it in pending: the head's gather then takes it.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(r.w.pending) != 1 { // one copy is the next batch's head, one waits behind it
+	for len(r.w.pending) != 1 || len(r.w.slots) != 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries wait in the claim loop, want 1", len(r.w.pending))
+			t.Fatalf("%d deliveries wait in pending and %d slots are taken, want 1 and 2", len(r.w.pending), len(r.w.slots))
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for state
 	}
