@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 )
@@ -280,13 +281,13 @@ tasks:
 func TestATickOfAPausedWorkflowIsDroppedOrQueuedByThePausesMode(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		mode    store.PauseMode
+		mode    core.PauseMode
 		outcome store.TickOutcome
 		runs    int
 		dropped int
 	}{
-		{store.PauseDrop, store.TickDropped, 0, 1},
-		{store.PauseQueue, store.TickFired, 1, 0},
+		{core.PauseDrop, store.TickDropped, 0, 1},
+		{core.PauseQueue, store.TickFired, 1, 0},
 	}
 	for _, c := range cases {
 		t.Run(string(c.mode), func(t *testing.T) {

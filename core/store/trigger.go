@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -255,7 +253,7 @@ func triggerParams(req TriggerRequest) (json.RawMessage, error) {
 	if err := core.ValidateParams(params); err != nil {
 		return nil, err
 	}
-	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
+	if err := core.ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	return params, nil
@@ -384,23 +382,4 @@ func existingRun(ctx context.Context, q sqlx.QueryerContext, ikey, workflow stri
 		return TriggerResult{}, fmt.Errorf("%w: idempotency key %q already belongs to run %s (workflow %s) with different params", ErrConflict, ikey, existing.ID, existing.Workflow)
 	}
 	return TriggerResult{RunID: existing.ID, Existing: true}, nil
-}
-
-// MaxIdempotencyKeyBytes bounds a trigger's idempotency key.
-const MaxIdempotencyKeyBytes = 512
-
-// ValidateIdempotencyKey checks a trigger's idempotency key ("" is no key):
-// at most MaxIdempotencyKeyBytes, valid UTF-8, no NUL character. The error
-// wraps core.ErrBadParams and says what is wrong; Trigger refuses such a
-// key with it before writing anything.
-func ValidateIdempotencyKey(k string) error {
-	switch {
-	case len(k) > MaxIdempotencyKeyBytes:
-		return fmt.Errorf("%w: idempotency key is %d bytes, more than %d", core.ErrBadParams, len(k), MaxIdempotencyKeyBytes)
-	case !utf8.ValidString(k):
-		return fmt.Errorf("%w: idempotency key is not valid UTF-8", core.ErrBadParams)
-	case strings.ContainsRune(k, 0):
-		return fmt.Errorf("%w: idempotency key contains a NUL character", core.ErrBadParams)
-	}
-	return nil
 }
