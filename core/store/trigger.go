@@ -1,13 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -259,18 +257,6 @@ func triggerParams(req TriggerRequest) (json.RawMessage, error) {
 	return params, nil
 }
 
-// decodeParams decodes checked params for the tasks' idempotency keys
-// (numbers kept verbatim). Errors wrap core.ErrBadParams.
-func decodeParams(params json.RawMessage) (map[string]any, error) {
-	var pmap map[string]any
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.UseNumber() // numbers render verbatim in idempotency keys
-	if err := dec.Decode(&pmap); err != nil {
-		return nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
-	}
-	return pmap, nil
-}
-
 // taskDefs are a definition's tasks, column by column, as qTrigger takes
 // them ($9..$17): what every run of it copies into its task runs.
 type taskDefs struct {
@@ -320,41 +306,16 @@ type runKeys struct {
 }
 
 // add appends the task keys of a run of def with the checked params
-// (decoded only when a task has a key template). Errors wrap
-// core.ErrBadParams: a key template that cannot be rendered (a missing
-// param) or a key that cannot be stored.
+// (core.TaskIdempotencyKeys: none while no task has a key template).
+// Errors wrap core.ErrBadParams: a key template that cannot be rendered (a
+// missing param) or a key that cannot be stored.
 func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
-	if !slices.ContainsFunc(def.Tasks, func(t core.TaskDef) bool { return t.IdempotencyKey != "" }) {
-		return nil
-	}
-	pmap, err := decodeParams(params)
+	keys, err := core.TaskIdempotencyKeys(def, params)
 	if err != nil {
 		return err
 	}
-	for _, t := range def.Tasks {
-		key, err := taskIdempotencyKey(def.Name, t, pmap)
-		if err != nil {
-			return err
-		}
-		rk.keys = append(rk.keys, key)
-	}
+	rk.keys = append(rk.keys, keys...)
 	return nil
-}
-
-// taskIdempotencyKey renders the idempotency key template of task t of
-// workflow from the run's params pmap and returns it as stored ("" when t
-// has none). Errors wrap core.ErrBadParams.
-func taskIdempotencyKey(workflow string, t core.TaskDef, pmap map[string]any) (string, error) {
-	key, err := core.RenderIdempotencyKey(t.IdempotencyKey, core.KeyData{Params: pmap, Workflow: workflow, Task: t.Name})
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", core.ErrBadParams, err)
-	}
-	if key != "" {
-		if key, err = core.StoredIdempotencyKey(key); err != nil {
-			return "", fmt.Errorf("%w: task %q: %v", core.ErrBadParams, t.Name, err)
-		}
-	}
-	return key, nil
 }
 
 // existingRun returns the run that holds idempotency key ikey, which a
