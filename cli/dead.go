@@ -67,7 +67,7 @@ func deadCommand(env *Env) *cli.Command {
 // the run is an id or a prefix, resolved once the database is open.
 type deadFilter struct {
 	q   store.DeadQuery
-	run *store.IDPrefix
+	run *core.IDPrefix
 }
 
 // query resolves the --run prefix (see resolveID) and returns the query.
@@ -218,7 +218,7 @@ func deadRequeue(c *cli.Context, env *Env) error {
 type requeueSelection struct {
 	all    bool
 	filter deadFilter
-	args   []store.IDPrefix
+	args   []core.IDPrefix
 }
 
 // requeueTargets reads the task ids or --all with its filters, and refuses
@@ -295,7 +295,7 @@ func allDeadIDs(c *cli.Context, env *Env, s *store.Store, in *bufio.Reader, f de
 // resolveTaskIDs resolves every id or prefix to one task before any is
 // requeued (see resolveID), dropping repeats; unknown ones are refused
 // together, and nothing is requeued.
-func resolveTaskIDs(ctx context.Context, s *store.Store, args []store.IDPrefix) ([]uuid.UUID, error) {
+func resolveTaskIDs(ctx context.Context, s *store.Store, args []core.IDPrefix) ([]uuid.UUID, error) {
 	seen := map[uuid.UUID]bool{}
 	var ids []uuid.UUID
 	var missing []string

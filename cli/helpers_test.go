@@ -165,19 +165,19 @@ func (h *harness) claim(id uuid.UUID, worker string) store.ClaimedTask {
 	if st != core.TaskReady {
 		h.t.Fatalf("claim %s: task is %s, want READY", id, st)
 	}
-	c, ok, err := h.s.Claim(h.ctx, id, tok, worker, time.Minute)
-	if err != nil || !ok {
-		h.t.Fatalf("claim %s: ok=%v err=%v", id, ok, err)
+	c, ok := storetest.Claim(h.t, h.s, id, tok, worker, time.Minute)
+	if !ok {
+		h.t.Fatalf("claim %s lost", id)
 	}
 	return c
 }
 
 func (h *harness) finish(c store.ClaimedTask, outcome store.Outcome, errText string, permanent bool) core.TaskState {
 	h.t.Helper()
-	st, ok, err := h.s.Finish(h.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: outcome,
+	st, ok := storetest.Finish(h.t, h.s, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: outcome,
 		Result: json.RawMessage(`{"ok":true}`), Error: errText, Permanent: permanent, WorkerID: "w-test"})
-	if err != nil || !ok {
-		h.t.Fatalf("finish %s: ok=%v err=%v", c.ID, ok, err)
+	if !ok {
+		h.t.Fatalf("finish %s: lease lost", c.ID)
 	}
 	return st
 }

@@ -35,7 +35,7 @@ func workflowPauseCommands(env *Env) []*cli.Command {
 				"Example:\n  ffctl workflow pause nightly-report --reason 'warehouse migration' --mode drop",
 			Flags: []cli.Flag{
 				reasonFlag(requiredReason("why")),
-				&cli.StringFlag{Name: "mode", Value: string(store.PauseQueue), Usage: "what a trigger does while paused: queue (create the run, its tasks wait) or drop (create nothing, count it)"},
+				&cli.StringFlag{Name: "mode", Value: string(core.PauseQueue), Usage: "what a trigger does while paused: queue (create the run, its tasks wait) or drop (create nothing, count it)"},
 				outputFlag(),
 			},
 			Action: func(c *cli.Context) error { return workflowPause(c, env) },
@@ -76,7 +76,7 @@ func workflowPause(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	mode, err := store.ParsePauseMode(strings.ToLower(strings.TrimSpace(c.String("mode"))))
+	mode, err := core.ParsePauseMode(strings.ToLower(strings.TrimSpace(c.String("mode"))))
 	if err != nil {
 		return usageError("--mode: %v", err)
 	}
@@ -156,7 +156,7 @@ func pauseLine(p *store.Pause) string {
 	// %q escapes every control character itself (TerminalText first
 	// escaped them twice: "evil\\x1b[2J").
 	s := fmt.Sprintf("paused since %s by %s because %q (mode %s", fmtTime(&p.Since), core.TerminalText(p.Actor), p.Reason, p.Mode)
-	if p.Mode == store.PauseDrop || p.Dropped > 0 {
+	if p.Mode == core.PauseDrop || p.Dropped > 0 {
 		s += fmt.Sprintf(", %d dropped", p.Dropped)
 	}
 	return s + ")"

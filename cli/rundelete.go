@@ -51,7 +51,7 @@ func runDeleteCommand(env *Env) *cli.Command {
 // runDeleteSelection is what `run delete` acts on: the ids given, or the
 // filter.
 type runDeleteSelection struct {
-	args []store.IDPrefix
+	args []core.IDPrefix
 	req  store.DeleteRunsRequest
 }
 
@@ -172,7 +172,7 @@ func runDelete(c *cli.Context, env *Env) error {
 
 // resolveRunIDs resolves every id or prefix to one run before any is
 // deleted, dropping repeats; unknown ones are refused together.
-func resolveRunIDs(c *cli.Context, s *store.Store, args []store.IDPrefix) ([]uuid.UUID, error) {
+func resolveRunIDs(c *cli.Context, s *store.Store, args []core.IDPrefix) ([]uuid.UUID, error) {
 	seen := map[uuid.UUID]bool{}
 	var ids []uuid.UUID
 	var missing []string

@@ -76,7 +76,7 @@ func runTrigger(c *cli.Context, env *Env) error {
 	}
 	if k := c.String("idempotency-key"); c.IsSet("idempotency-key") && strings.TrimSpace(k) == "" {
 		return usageError("--idempotency-key is empty")
-	} else if err := store.ValidateIdempotencyKey(k); err != nil {
+	} else if err := core.ValidateIdempotencyKey(k); err != nil {
 		return usageError("--idempotency-key: %v", err)
 	}
 	s, err := openStore(c)

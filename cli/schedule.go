@@ -183,7 +183,7 @@ func scheduleName(c *cli.Context, cmd string) (string, error) {
 		return "", usageError("schedule %s takes one schedule name", cmd)
 	}
 	name := c.Args().First()
-	if err := store.ValidateScheduleSpec(store.ScheduleSpec{Name: name, Workflow: "x", Cron: "@daily"}); err != nil {
+	if _, err := schedule.Validate(schedule.Definition{Name: name, Workflow: "x", Cron: "@daily"}); err != nil {
 		return "", usageError("%v", err)
 	}
 	return name, nil
@@ -221,9 +221,9 @@ func scheduleCreate(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	spec := store.ScheduleSpec{
+	spec := schedule.Definition{
 		Name: name, Workflow: c.String("workflow"), Cron: c.String("cron"), Timezone: c.String("timezone"), Params: params,
-		Overlap: schedule.Overlap(c.String("overlap")), Catchup: schedule.Catchup(c.String("catchup")), Owner: store.ScheduleOwnerCLI,
+		Overlap: schedule.Overlap(c.String("overlap")), Catchup: schedule.Catchup(c.String("catchup")), Owner: schedule.OwnerCLI,
 	}
 	if spec.CatchupWindow, err = durationFlag(c, "catchup-window"); err != nil {
 		return err
@@ -231,7 +231,7 @@ func scheduleCreate(c *cli.Context, env *Env) error {
 	if spec.Jitter, err = durationFlag(c, "jitter"); err != nil {
 		return err
 	}
-	if err := store.ValidateScheduleSpec(spec); err != nil {
+	if _, err := schedule.Validate(spec); err != nil {
 		return usageError("%v", err)
 	}
 	sc, err := query(c, func(ctx context.Context, s *store.Store) (store.Schedule, error) {

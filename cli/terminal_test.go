@@ -38,12 +38,12 @@ func deadTask(t *testing.T) (string, *store.Store, uuid.UUID) {
 	}
 	id := run.Tasks[0].ID
 	_, tok, _ := s.TaskStateOf(ctx, id)
-	c, ok, err := s.Claim(ctx, id, tok, "w", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("claim: %v %v", ok, err)
+	c, ok := storetest.Claim(t, s, id, tok, "w", time.Minute)
+	if !ok {
+		t.Fatal("claim lost")
 	}
-	if st, _, err := s.Finish(ctx, store.FinishRequest{ID: id, Token: c.FencingToken, Outcome: store.OutcomeFailed, Error: "x", Permanent: true}); err != nil || st != core.TaskDead {
-		t.Fatalf("finish: %s %v", st, err)
+	if st, _ := storetest.Finish(t, s, store.FinishRequest{ID: id, Token: c.FencingToken, Outcome: store.OutcomeFailed, Error: "x", Permanent: true}); st != core.TaskDead {
+		t.Fatalf("finish: %s", st)
 	}
 	return url, s, id
 }

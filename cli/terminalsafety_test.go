@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
 // hostileText holds, between plain words, an escape sequence (ESC), DEL,
@@ -51,14 +52,14 @@ func newHostileRun(h *harness) hostileRun {
 		h.t.Fatal(err)
 	}
 	c := h.claim(hr.ok, "w-test")
-	if _, ok, err := h.s.Finish(h.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeSucceeded,
-		Result: result, WorkerID: "w-test"}); err != nil || !ok {
-		h.t.Fatalf("finish ok: ok=%v err=%v", ok, err)
+	if _, ok := storetest.Finish(h.t, h.s, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeSucceeded,
+		Result: result, WorkerID: "w-test"}); !ok {
+		h.t.Fatal("finish ok: lease lost")
 	}
 	c = h.claim(hr.bad, hr.worker)
-	if st, ok, err := h.s.Finish(h.ctx, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeFailed,
-		Error: text, Permanent: true, WorkerID: hr.worker}); err != nil || !ok || st != core.TaskDead {
-		h.t.Fatalf("finish bad: %s ok=%v err=%v", st, ok, err)
+	if st, ok := storetest.Finish(h.t, h.s, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: store.OutcomeFailed,
+		Error: text, Permanent: true, WorkerID: hr.worker}); !ok || st != core.TaskDead {
+		h.t.Fatalf("finish bad: %s ok=%v", st, ok)
 	}
 	h.advance()
 	return hr

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/handlers"
 )
@@ -83,8 +84,8 @@ func workflowApply(c *cli.Context, env *Env) error {
 		return usageError("%s: %v", path, err)
 	}
 	def := file.Definition
-	scheds := store.FileScheduleSpecs(def.Name, file.Schedules)
-	if err := store.ValidateFileSchedules(def, scheds); err != nil {
+	scheds := schedule.FromFile(def.Name, file.Schedules)
+	if _, err := schedule.ValidateFile(def, scheds); err != nil {
 		return usageError("%s: %v", path, err)
 	}
 	for _, t := range def.Tasks {
@@ -150,7 +151,7 @@ func unfitSchedules(ctx context.Context, s *store.Store, wf store.Workflow) ([]s
 	}
 	var out []string
 	for _, sc := range scheds {
-		if sc.Workflow != wf.Name || sc.Owner == store.ScheduleOwnerFile {
+		if sc.Workflow != wf.Name || sc.Owner == schedule.OwnerFile {
 			continue
 		}
 		_, err := s.CheckRuns(ctx, wf.Name, wf.Version, []json.RawMessage{sc.Params})

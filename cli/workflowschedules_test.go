@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -76,7 +77,7 @@ func TestWorkflowApplyOwnsTheFilesSchedules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Owner != store.ScheduleOwnerFile || sc.Workflow != "etl" || sc.Timezone != "Europe/Berlin" || sc.CatchupWindowMS != 3600000 ||
+	if sc.Owner != schedule.OwnerFile || sc.Workflow != "etl" || sc.Timezone != "Europe/Berlin" || sc.CatchupWindowMS != 3600000 ||
 		string(sc.Catchup) != "one" || string(sc.Overlap) != "skip" || string(sc.Params) != `{"date": "today"}` {
 		t.Fatalf("etl-nightly stored as %+v", sc)
 	}
@@ -143,7 +144,7 @@ func TestWorkflowApplyRefusesAScheduleNameItDoesNotOwn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	h.apply("name: other\ntasks:\n  - {name: a, handler: noop}\nschedules:\n  - {name: other-daily, cron: '@daily'}\n")
-	if _, err := h.s.CreateSchedule(h.ctx, store.ScheduleSpec{Name: "by-hand", Workflow: "other", Cron: "@hourly"}, "ops", ""); err != nil {
+	if _, err := h.s.CreateSchedule(h.ctx, schedule.Definition{Name: "by-hand", Workflow: "other", Cron: "@hourly"}, "ops", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, clash, want string }{

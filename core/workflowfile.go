@@ -23,8 +23,8 @@ import (
 //
 // Only the shape is checked here (unknown fields, types, names, duplicate
 // names); the cron expression, zone, policies and params are checked by
-// the store (store.ValidateFileSchedules), as `schedule create` checks
-// them.
+// schedule.ValidateFile (the CLI's before it connects, the store's when it
+// applies the file), as `schedule create` checks them.
 type ScheduleDef struct {
 	Name          string          `json:"name"`
 	Cron          string          `json:"cron"`

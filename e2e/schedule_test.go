@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/flowforge/flowforge/core/schedule"
-	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
@@ -37,7 +36,7 @@ func scheduleTicks(t *testing.T, db *sql.DB, name string) []time.Time {
 		if err := rows.Scan(&at, &key); err != nil {
 			t.Fatal(err)
 		}
-		if want := store.ScheduleIdempotencyKey(name, at); key.String != want {
+		if want := schedule.IdempotencyKey(name, at); key.String != want {
 			t.Fatalf("tick %v: run key %q, want %q", at, key.String, want)
 		}
 		out = append(out, at)

@@ -71,7 +71,7 @@ func (m *Model) openBar(mode barMode, value string) tea.Cmd {
 		m.bar.input.Placeholder = "text in any column"
 	case barJump:
 		m.bar.input.Prompt = ":"
-		m.bar.input.Placeholder = fmt.Sprintf("run or task id (or its first %d+ characters)", store.IDPrefixMinDefault)
+		m.bar.input.Placeholder = fmt.Sprintf("run or task id (or its first %d+ characters)", core.IDPrefixMinDefault)
 	}
 	m.bar.input.SetValue(value)
 	m.bar.input.CursorEnd()

@@ -222,7 +222,7 @@ func (f *fakeSource) PauseWorkflow(_ context.Context, workflow, reason string) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pauses = append(f.pauses, "pause "+workflow+" "+reason)
-	p := &store.Pause{Workflow: workflow, Mode: store.PauseQueue, Actor: "cli:alice@host1", Reason: reason, Since: t0.Add(-5 * time.Minute), UpdatedAt: t0.Add(-5 * time.Minute)}
+	p := &store.Pause{Workflow: workflow, Mode: core.PauseQueue, Actor: "cli:alice@host1", Reason: reason, Since: t0.Add(-5 * time.Minute), UpdatedAt: t0.Add(-5 * time.Minute)}
 	f.setPause(workflow, p)
 	return store.PauseResult{Pause: *p, Changed: true}, nil
 }

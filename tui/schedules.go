@@ -389,7 +389,7 @@ func (m *schedulesModel) detailView(width, height int) string {
 	}
 	info := fmt.Sprintf("workflow %s · cron %s · %s · owner %s", core.TerminalText(sc.Workflow), core.TerminalText(sc.Cron), core.TerminalText(sc.Timezone), sc.Owner)
 	policy := fmt.Sprintf("overlap %s · catch-up %s", sc.Overlap, sc.Catchup)
-	if sc.Owner == store.ScheduleOwnerFile {
+	if sc.Owner == schedule.OwnerFile {
 		policy = "declared in the workflow file of " + core.TerminalText(sc.Workflow) + " (changed there) · " + policy
 	}
 	if sc.CatchupWindow > 0 {

@@ -31,8 +31,8 @@ func (f *fakeSource) schedules() *fakeSchedules {
 	tick := func(n int, at time.Duration, outcome store.TickOutcome, run *uuid.UUID, state, reason, actor string) store.Tick {
 		return store.Tick{ID: int64(n), ScheduledAt: t0.Add(-at), FiredAt: t0.Add(-at + 40*time.Millisecond), Outcome: outcome, RunID: run, RunState: state, Reason: reason, Actor: actor}
 	}
-	nightly := store.Schedule{ID: 1, ScheduleSpec: store.ScheduleSpec{Name: "nightly-report", Workflow: "nightly-report", Cron: "30 2 * * *", Timezone: "Europe/Berlin",
-		Params: []byte(`{"date":"today"}`), Overlap: schedule.OverlapSkip, Catchup: schedule.CatchupOne, CatchupWindow: time.Hour, Owner: store.ScheduleOwnerFile},
+	nightly := store.Schedule{ID: 1, Definition: schedule.Definition{Name: "nightly-report", Workflow: "nightly-report", Cron: "30 2 * * *", Timezone: "Europe/Berlin",
+		Params: []byte(`{"date":"today"}`), Overlap: schedule.OverlapSkip, Catchup: schedule.CatchupOne, CatchupWindow: time.Hour, Owner: schedule.OwnerFile},
 		CatchupWindowMS: 3600000, CreatedAt: t0.Add(-72 * time.Hour), FiredThrough: t0.Add(-10*time.Hour - 30*time.Minute)} // its last tick
 	for i := range 10 {
 		day := time.Duration(i) * 24 * time.Hour
@@ -49,12 +49,12 @@ func (f *fakeSource) schedules() *fakeSchedules {
 			nightly.Ticks = append(nightly.Ticks, tick(100-i, at, store.TickFired, runID(10+i), "SUCCEEDED", "", "scheduler-host1-1-aaaa"))
 		}
 	}
-	hourly := store.Schedule{ID: 2, ScheduleSpec: store.ScheduleSpec{Name: "wordcount-hourly", Workflow: "wordcount", Cron: "@hourly", Timezone: "UTC",
-		Params: []byte(`{}`), Overlap: schedule.OverlapAllow, Catchup: schedule.CatchupNone, Jitter: 30 * time.Second, Owner: store.ScheduleOwnerCLI},
+	hourly := store.Schedule{ID: 2, Definition: schedule.Definition{Name: "wordcount-hourly", Workflow: "wordcount", Cron: "@hourly", Timezone: "UTC",
+		Params: []byte(`{}`), Overlap: schedule.OverlapAllow, Catchup: schedule.CatchupNone, Jitter: 30 * time.Second, Owner: schedule.OwnerCLI},
 		JitterMS: 30000, CreatedAt: t0.Add(-5 * time.Hour), FiredThrough: t0} // its 12:00 tick decided as the screen reads
 	hourly.Ticks = []store.Tick{tick(50, 20*time.Minute, store.TickFailed, nil, "", "workflow \"wordcount\" not found", "scheduler-host1-1-aaaa")}
-	billing := store.Schedule{ID: 3, ScheduleSpec: store.ScheduleSpec{Name: "billing-5min", Workflow: "billing-sync", Cron: "*/5 * * * *", Timezone: "America/New_York",
-		Params: []byte(`{}`), Overlap: schedule.OverlapCancelPrevious, Catchup: schedule.CatchupNone, Paused: true, Owner: store.ScheduleOwnerCLI},
+	billing := store.Schedule{ID: 3, Definition: schedule.Definition{Name: "billing-5min", Workflow: "billing-sync", Cron: "*/5 * * * *", Timezone: "America/New_York",
+		Params: []byte(`{}`), Overlap: schedule.OverlapCancelPrevious, Catchup: schedule.CatchupNone, Paused: true, Owner: schedule.OwnerCLI},
 		CreatedAt: t0.Add(-time.Hour), FiredThrough: t0.Add(-time.Hour)}
 	billing.Ticks = []store.Tick{}
 	f.sched = &fakeSchedules{list: []store.Schedule{billing, nightly, hourly}}

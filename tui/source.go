@@ -31,7 +31,7 @@ type Source interface {
 	// CancelRun requests the run's cancellation, audited with reason.
 	CancelRun(ctx context.Context, id uuid.UUID, reason string) (store.CancelResult, error)
 	// Find resolves a full run or task id, or a unique prefix of one of at
-	// least store.IDPrefixMinDefault hex digits (the ":" jump); see
+	// least core.IDPrefixMinDefault hex digits (the ":" jump); see
 	// store.Store.FindByIDPrefix for its errors.
 	Find(ctx context.Context, ref string) (store.IDMatch, error)
 	// Workflows lists the newest version of each workflow (bounded).

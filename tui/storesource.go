@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -189,7 +190,7 @@ func (s *StoreSource) CancelRun(ctx context.Context, id uuid.UUID, reason string
 // PauseWorkflow pauses a workflow (mode queue) with store.PauseWorkflow,
 // as `ffctl workflow pause` does.
 func (s *StoreSource) PauseWorkflow(ctx context.Context, workflow, reason string) (store.PauseResult, error) {
-	res, err := s.Store.PauseWorkflow(ctx, workflow, store.PauseQueue, s.Actor, reason)
+	res, err := s.Store.PauseWorkflow(ctx, workflow, core.PauseQueue, s.Actor, reason)
 	if err != nil {
 		return res, s.classify(ctx, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
@@ -23,10 +24,10 @@ func TestStoreSourceSchedules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := s.ApplyWorkflowFile(ctx, file.Definition, store.FileScheduleSpecs("etl", file.Schedules), "test"); err != nil {
+	if _, _, _, err := s.ApplyWorkflowFile(ctx, file.Definition, schedule.FromFile("etl", file.Schedules), "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateSchedule(ctx, store.ScheduleSpec{Name: "by-hand", Workflow: "etl", Cron: "0 3 * * *", Timezone: "Asia/Tokyo"}, "test", ""); err != nil {
+	if _, err := s.CreateSchedule(ctx, schedule.Definition{Name: "by-hand", Workflow: "etl", Cron: "0 3 * * *", Timezone: "Asia/Tokyo"}, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 	// A minute ago, as far as etl-minutely knows: its due tick fires.

@@ -214,7 +214,7 @@ func openPausePrompt(c *shared, p *prompt, name string, paused *store.Pause) tea
 // because …", its times relative to now (the database clock).
 func pauseText(now time.Time, p *store.Pause) string {
 	s := fmt.Sprintf("paused %s ago by %s because %q (mode %s", fmtAge(now.Sub(p.Since)), core.TerminalText(p.Actor), core.TerminalText(p.Reason), p.Mode)
-	if p.Mode == store.PauseDrop || p.Dropped > 0 {
+	if p.Mode == core.PauseDrop || p.Dropped > 0 {
 		s += fmt.Sprintf(", %d dropped", p.Dropped)
 	}
 	return s + ")"

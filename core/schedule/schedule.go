@@ -2,8 +2,11 @@
 // cron expression in a time zone (github.com/robfig/cron/v3 does the
 // parsing and the DST arithmetic), the next fire times, the ticks due in a
 // span, the catch-up policy applied to missed ticks, and the per-tick
-// jitter. It speaks no SQL and reads no clock: every "now" is passed in,
-// and callers pass the database's.
+// jitter; and a schedule's fields (Definition) with their validation
+// (Validate, ValidateFile for a workflow file's schedules), which the CLI
+// runs before it connects and the store before it writes. It speaks no
+// SQL and reads no clock: every "now" is passed in, and callers pass the
+// database's.
 package schedule
 
 import (

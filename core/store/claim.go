@@ -116,7 +116,11 @@ type ClaimRequest struct {
 }
 
 // ClaimResult is the answer to one ClaimRequest: OK with the claimed
-// attempt, or OK false when that claim lost (see Claim).
+// attempt (the task moved READY -> RUNNING for the worker), or OK false
+// when that claim lost: a duplicate or stale delivery, a cancelled task or
+// run (or a failed fail_fast run), a paused workflow (the task stays
+// READY; ResumeWorkflow re-sends it), or an unknown id; the caller acks
+// the message and runs nothing.
 type ClaimResult struct {
 	Task ClaimedTask
 	OK   bool
@@ -125,21 +129,6 @@ type ClaimResult struct {
 // ClaimMaxBatch bounds the requests of one ClaimMany (and FinishMany):
 // one statement's arrays, and the rows it locks at once.
 const ClaimMaxBatch = 1000
-
-// Claim moves the task READY -> RUNNING for workerID if it is still READY
-// with the fencing token the dispatch carried: a ClaimMany of one, through
-// the same statement. ok=false (nil error) means the claim lost: a
-// duplicate or stale delivery, a cancelled task or run (or a failed
-// fail_fast run), a paused workflow (the task stays READY; ResumeWorkflow
-// re-sends it), or an unknown id; the caller acks the message and runs
-// nothing. Errors are ClaimMany's.
-func (s *Store) Claim(ctx context.Context, id uuid.UUID, token int64, workerID string, lease time.Duration) (ClaimedTask, bool, error) {
-	res, err := s.claimMany(ctx, []ClaimRequest{{ID: id, Token: token}}, workerID, lease)
-	if err != nil {
-		return ClaimedTask{}, false, fmt.Errorf("claim task %s: %w", id, err)
-	}
-	return res[0].Task, res[0].OK, nil
-}
 
 // ClaimMany claims a batch of tasks for workerID in one transaction of one
 // conditional statement (qClaim), each request fenced by its own token:
@@ -218,7 +207,7 @@ SELECT t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.para
 // statement was sent: it may have committed). ok=true means the task is
 // RUNNING for workerID with token, the token the claim of a dispatch
 // carrying token-1 produces: the claim committed and the caller owns the
-// attempt, exactly as if Claim had returned it. ok=false (nil error) means
+// attempt, exactly as if ClaimMany had returned it. ok=false (nil error) means
 // it did not commit (or was since lost). The error is the read's own.
 func (s *Store) ClaimedBy(ctx context.Context, id uuid.UUID, token int64, workerID string) (ClaimedTask, bool, error) {
 	var c ClaimedTask

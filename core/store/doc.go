@@ -11,4 +11,74 @@
 //
 // Driver errors become this package's sentinels at its edge: ErrNotFound,
 // ErrConflict, ErrSchemaOutdated, ErrSchemaTooNew.
+//
+// What is not SQL lives elsewhere: a schedule's fields and their checks in
+// core/schedule (schedule.Validate, schedule.ValidateFile), an id prefix,
+// a trigger's idempotency key, a pause mode and a run's task keys in core
+// (core.ParseIDPrefix, core.ValidateIdempotencyKey, core.ParsePauseMode,
+// core.TaskIdempotencyKeys). The tests of other packages build their
+// fixtures with package storetest.
+//
+// # Where things are
+//
+// Each file of the package, what it holds, and the test files that test
+// it (doc_test.go checks that the table names every file, and only files
+// that exist):
+//
+//	file               | concern                                                         | tests
+//	-------------------+-----------------------------------------------------------------+-----------------------------------------
+//	advance.go         | Advance: the scheduler's pass (promote, fail_fast, settle)      | advance_test.go, interleave_test.go, upstream_test.go
+//	cancel.go          | CancelRun                                                       | cancel_test.go, notify_test.go
+//	claim.go           | ClaimMany (READY -> RUNNING, fenced), ClaimedBy read-back       | claim_test.go, claim_duplicates_test.go, batch_test.go
+//	dashboard.go       | the dashboard's bounded counts and oldest pending dispatches    | dashboard_test.go, dashboard_export_test.go
+//	dead.go            | ListDeadTasks (`dead list`, the DEAD screen)                    | dead_test.go
+//	doc.go             | this package doc and its map                                    | doc_test.go
+//	finalstates.go     | the final run states' SQL literal, checked against core's list  | finalstates_test.go, finalstates_export_test.go
+//	finish.go          | FinishMany: an attempt's outcome, the burial of descendants     | finish_test.go, batch_test.go, lease_test.go
+//	finish_failed.go   | FinishMany's FAILED rows behind their run locks                 | finish_lock_test.go
+//	finish_readback.go | FinishRecorded: a finish whose reply was lost, read back        | finish_readback_test.go, finish_readback_export_test.go
+//	handback.go        | NoteWaitingForHandler, ReadyFor (a dispatch handed back)        | pause_test.go (ReadyFor); the hand-back in daemon/worker
+//	horizon.go         | DBHealth: the xmin horizon and dead tuples of the hot tables    | horizon_test.go
+//	idempotency.go     | ClaimIdempotencyKey, ForgetIdempotencyKey, ReuseNote            | idempotency_test.go, idempotency_reuse_test.go
+//	idprefix.go        | ResolveID: an id prefix to one run or task id                   | idprefix_test.go, idprefix_export_test.go
+//	json.go            | JSON and StringList, the column types of reads                  | workers_test.go (StringList); every read
+//	jump.go            | FindByIDPrefix: the dashboard's jump to a run or task           | jump_test.go
+//	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go
+//	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go
+//	migrate_retry.go   | MigrateRetrying: a migration that waits out a held lock         | migrate_retry_test.go
+//	notify.go          | the NOTIFY payloads and Listener                                | notify_test.go, targeted_test.go
+//	outbox.go          | LockOutbox and its batch, OutboxStatus                          | outbox_test.go, dispatch_payload_test.go
+//	pause.go           | PauseWorkflow, ResumeWorkflow and their reads                   | pause_test.go
+//	prune.go           | PruneRuns, PruneOutbox: the retention pruner's batches          | prune_test.go, prune_export_test.go, retention_size_test.go
+//	quarantine.go      | the outbox's quarantine: list, retry, drop, history             | quarantine_test.go
+//	query.go           | GetRun, ListRuns, GetTask, ListLeases, TaskStateOf              | every test (fixtures_test.go reads through it)
+//	reach.go           | IsUnreachable: a lost database told from a refusal              | reach_test.go
+//	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
+//	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
+//	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
+//	rundelete.go       | DeleteRuns (`run delete`): by id, by filter, audited            | rundelete_test.go
+//	runwake.go         | RunWake: the run wake-up payload, in Go and in SQL              | runwake_test.go, runwake_export_test.go
+//	schedule.go        | Schedule and Tick, the stored schedule's types                  | schedule_test.go
+//	schedule_file.go   | ApplyWorkflowFile: a definition and its schedules, one tx       | schedule_file_test.go
+//	schedule_read.go   | ListSchedules, GetSchedule, Schedule.Window                     | schedule_read_test.go
+//	schedule_tick.go   | FireDueTicks, TriggerScheduleNow                                | schedule_tick_test.go
+//	schedule_write.go  | CreateSchedule, ApplySchedule, pause, resume, delete            | schedule_test.go, schedule_write_test.go
+//	session.go         | Options' session bounds, SessionURL                             | session_test.go, session_export_test.go
+//	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go
+//	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
+//	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
+//	trigger.go         | Trigger: a run and its task runs in one statement               | trigger_test.go, trigger_cache_test.go, idempotency_test.go
+//	trigger_many.go    | TriggerMany, CheckRuns (a bulk trigger's batches)               | trigger_many_test.go
+//	upstream.go        | the SQL that buries and revives a DEAD task's descendants       | upstream_test.go
+//	uuidarray.go       | uuidArray, the uuid[] parameter                                 | uuidarray_test.go
+//	version.go         | SchemaWindow, CheckSchema: which binaries a schema admits       | version_test.go
+//	workers.go         | RecordPresence, ListWorkers, LiveHandlers                       | workers_test.go
+//	workflow.go        | ApplyWorkflow, GetWorkflow, ListWorkflows, the definition cache | trigger_test.go, trigger_cache_test.go
+//
+// Test files of no one file: fixtures_test.go (the fixture every test
+// builds on), export_test.go (Claim, Finish, ReapExpired: the single-task
+// forms only tests use), interleave_test.go (forced interleavings of
+// claim, finish, renew, reap, pass and requeue), batch_test.go (batched
+// claims and finishes), store_smoke_test.go (trigger to success),
+// explain_test.go (the EXPLAIN reader of the plan tests).
 package store

@@ -11,7 +11,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 )
 
-// Outcome is how an attempt ended, as reported to Finish.
+// Outcome is how an attempt ended, as reported to FinishMany.
 type Outcome string
 
 // Attempt outcomes.
@@ -125,20 +125,6 @@ WITH RECURSIVE fin AS (
     SELECT pg_notify('` + TasksChannel + `', payload) FROM run_wake
 )
 SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
-
-// Finish records an attempt's outcome if the task is still RUNNING with
-// token: a FinishMany of one, through the same statements. ok=false (nil
-// error) means the lease was lost to the reaper or a newer claim: the
-// outcome is discarded, and the caller acks and counts a stale write. On
-// success it returns the task's new state. An error wrapping
-// ErrLockTimeout wrote nothing (see FinishResult).
-func (s *Store) Finish(ctx context.Context, req FinishRequest) (core.TaskState, bool, error) {
-	res, err := s.FinishMany(ctx, []FinishRequest{req})
-	if err != nil {
-		return "", false, fmt.Errorf("finish task %s: %w", req.ID, err)
-	}
-	return res[0].State, res[0].OK, res[0].Err
-}
 
 // FinishMany records a batch of attempts' outcomes, each row only if its
 // task is still RUNNING with its request's token; a task it makes DEAD

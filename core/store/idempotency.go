@@ -68,7 +68,7 @@ ON CONFLICT (key) DO NOTHING
 RETURNING true`
 
 // qLockKey locks the key's row: from here until the transaction ends no other
-// claimer, no Finish recording the key's result and no ForgetIdempotencyKey
+// claimer, no FinishMany recording the key's result and no ForgetIdempotencyKey
 // can change it. expired: the key was completed longer ago than the
 // claimer's idempotency_ttl (database clock; never when it has none), so
 // its result is not reused and the key may be taken over.
@@ -92,7 +92,7 @@ const qSourceRun = `SELECT run_id FROM task_runs WHERE id = $1`
 // the key with. It is a statement of its own, issued after qLockKey returned,
 // so (READ COMMITTED) its snapshot is taken after the lock was granted and
 // contains every commit before it: the owner's own key claim, and therefore
-// the owner's Claim (READY -> RUNNING with that token), which the worker
+// the owner's ClaimMany (READY -> RUNNING with that token), which the worker
 // commits before it claims the key. A check inside the claiming statement
 // would use that statement's snapshot, taken before it waited for the row,
 // and could see a just-claimed owner as not yet RUNNING.

@@ -375,14 +375,14 @@ func TestKeyClaimsRacingTaskClaimsNeverMakeTwoOwners(t *testing.T) {
 
 // TestRunIdempotencyKeysAreComparedWhole: a trigger's idempotency key is
 // stored whole and compared whole up to its limit of
-// store.MaxIdempotencyKeyBytes; keys differing only in their last byte are
+// core.MaxIdempotencyKeyBytes; keys differing only in their last byte are
 // two runs, the same key returns the existing run, and a longer key is
 // refused (not cut) with nothing written.
 func TestRunIdempotencyKeysAreComparedWhole(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.apply(oneTask)
-	base := strings.Repeat("r", store.MaxIdempotencyKeyBytes-1)
+	base := strings.Repeat("r", core.MaxIdempotencyKeyBytes-1)
 	trig := func(key string) (store.TriggerResult, error) {
 		return f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "one", IdempotencyKey: key, Actor: "test"})
 	}
@@ -398,7 +398,7 @@ func TestRunIdempotencyKeysAreComparedWhole(t *testing.T) {
 		t.Fatalf("the same key again: %+v %v; want the existing run %s", again, err, a.RunID)
 	}
 	if _, err := trig(base + "aa"); !errors.Is(err, core.ErrBadParams) {
-		t.Fatalf("a key of %d bytes: %v; want core.ErrBadParams", store.MaxIdempotencyKeyBytes+1, err)
+		t.Fatalf("a key of %d bytes: %v; want core.ErrBadParams", core.MaxIdempotencyKeyBytes+1, err)
 	}
 	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 2 {
 		t.Fatalf("%d runs, want 2", n)

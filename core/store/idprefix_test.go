@@ -8,41 +8,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
-
-func TestParseIDPrefix(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in     string
-		lo, hi string // "" means an error is wanted
-	}{
-		{"5738d667", "5738d667-0000-0000-0000-000000000000", "5738d667-ffff-ffff-ffff-ffffffffffff"},
-		{" 5738D6 ", "5738d600-0000-0000-0000-000000000000", "5738d6ff-ffff-ffff-ffff-ffffffffffff"},
-		{"5738d667-", "5738d667-0000-0000-0000-000000000000", "5738d667-ffff-ffff-ffff-ffffffffffff"},
-		{"5738d667-0b7c-4", "5738d667-0b7c-4000-0000-000000000000", "5738d667-0b7c-4fff-ffff-ffffffffffff"},
-		{"5738d6670b7c4", "5738d667-0b7c-4000-0000-000000000000", "5738d667-0b7c-4fff-ffff-ffffffffffff"},
-		{"5738d667-0b7c-4c7e-9d55-3f1f8e2b7a10", "5738d667-0b7c-4c7e-9d55-3f1f8e2b7a10", "5738d667-0b7c-4c7e-9d55-3f1f8e2b7a10"},
-		{"5738d", "", ""},         // too short
-		{"5738d6g7", "", ""},      // not hex
-		{"5738d-667", "", ""},     // a dash out of place
-		{"5738d6670-b7c", "", ""}, // a digit where a dash belongs
-		{"", "", ""},              // empty
-		{"5738d667-0b7c-4c7e-9d55-3f1f8e2b7a10f", "", ""}, // too long
-	} {
-		p, err := store.ParseIDPrefix(tc.in)
-		if tc.lo == "" {
-			if !errors.Is(err, store.ErrBadIDPrefix) {
-				t.Errorf("ParseIDPrefix(%q) = %v, %v; want ErrBadIDPrefix", tc.in, p, err)
-			}
-			continue
-		}
-		if err != nil || p.Lo.String() != tc.lo || p.Hi.String() != tc.hi {
-			t.Errorf("ParseIDPrefix(%q) = [%s, %s], %v; want [%s, %s]", tc.in, p.Lo, p.Hi, err, tc.lo, tc.hi)
-		}
-	}
-}
 
 // TestResolveIDUsesPrimaryKey seeds 20000 runs and tasks, then EXPLAINs the
 // prefix look-ups (each must be an (index-only) scan of its table's
@@ -71,7 +40,7 @@ SELECT md5('task' || g)::uuid, md5('run' || g)::uuid, 't', 'noop', 'SUCCEEDED', 
 			t.Fatalf("seed: %v", err)
 		}
 	}
-	p, err := store.ParseIDPrefix("abcdef01")
+	p, err := core.ParseIDPrefix("abcdef01")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +61,7 @@ SELECT md5('task' || g)::uuid, md5('run' || g)::uuid, 't', 'noop', 'SUCCEEDED', 
 
 	resolve := func(kind store.IDKind, prefix string) (uuid.UUID, error) {
 		t.Helper()
-		p, err := store.ParseIDPrefix(prefix)
+		p, err := core.ParseIDPrefix(prefix)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // ErrAmbiguous is returned (wrapped) by FindByIDPrefix when an id prefix
@@ -21,12 +23,12 @@ type IDMatch struct {
 }
 
 // FindByIDPrefix resolves ref, a full run or task id or a prefix of one (see
-// ParseIDPrefix), to the one run or task it names, whichever kind it is: the
+// core.ParseIDPrefix), to the one run or task it names, whichever kind it is: the
 // dashboard's jump. It uses ResolveID's primary-key range look-ups. Errors:
-// one wrapping ErrBadIDPrefix for a malformed ref, ErrNotFound when nothing
+// one wrapping core.ErrBadIDPrefix for a malformed ref, ErrNotFound when nothing
 // matches, ErrAmbiguous (naming the matches) when more than one does.
 func (s *Store) FindByIDPrefix(ctx context.Context, ref string) (IDMatch, error) {
-	p, err := ParseIDPrefix(ref)
+	p, err := core.ParseIDPrefix(ref)
 	if err != nil {
 		return IDMatch{}, err
 	}

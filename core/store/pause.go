@@ -12,37 +12,10 @@ import (
 	"github.com/flowforge/flowforge/core"
 )
 
-// PauseMode says what a trigger of a paused workflow does.
-type PauseMode string
-
-const (
-	// PauseQueue (the default): a trigger creates its run as usual; its
-	// tasks wait, undispatched, until the workflow is resumed.
-	PauseQueue PauseMode = "queue"
-	// PauseDrop: a trigger creates nothing and fails with
-	// ErrWorkflowPaused; the pause counts the runs it dropped.
-	PauseDrop PauseMode = "drop"
-)
-
-// ErrBadPauseMode is wrapped by ParsePauseMode's refusal.
-var ErrBadPauseMode = errors.New("pause mode must be queue or drop")
-
-// ParsePauseMode returns the mode named s ("" is PauseQueue). Other values
-// are an error wrapping ErrBadPauseMode that quotes s.
-func ParsePauseMode(s string) (PauseMode, error) {
-	switch PauseMode(s) {
-	case "", PauseQueue:
-		return PauseQueue, nil
-	case PauseDrop:
-		return PauseDrop, nil
-	}
-	return "", fmt.Errorf("%w, not %q", ErrBadPauseMode, s)
-}
-
 // Pause is a paused workflow: its row in workflow_pauses.
 type Pause struct {
-	Workflow string    `db:"workflow_name" json:"workflow"`
-	Mode     PauseMode `db:"mode" json:"mode"`
+	Workflow string         `db:"workflow_name" json:"workflow"`
+	Mode     core.PauseMode `db:"mode" json:"mode"`
 	// Actor and Reason are those of the latest pause or re-pause.
 	Actor  string `db:"actor" json:"by"`
 	Reason string `db:"reason" json:"reason"`
@@ -60,10 +33,10 @@ type PauseEvent struct {
 	Workflow string    `db:"workflow_name" json:"workflow"`
 	At       time.Time `db:"at" json:"at"`
 	// Action is "pause" (a pause or a re-pause) or "resume".
-	Action string    `db:"action" json:"action"`
-	Mode   PauseMode `db:"mode" json:"mode"`
-	Actor  string    `db:"actor" json:"by"`
-	Reason string    `db:"reason" json:"reason"`
+	Action string         `db:"action" json:"action"`
+	Mode   core.PauseMode `db:"mode" json:"mode"`
+	Actor  string         `db:"actor" json:"by"`
+	Reason string         `db:"reason" json:"reason"`
 	// Dropped is set on a resume: the runs dropped during the pause.
 	Dropped *int64 `db:"dropped" json:"dropped,omitempty"`
 }
@@ -110,21 +83,21 @@ SELECT workflow_name, mode, actor, reason, paused_at, updated_at, dropped
 // audited with actor and reason. While it is paused no task of it is
 // claimed (ClaimMany refuses its rows), its outbox rows stay unpublished
 // (LockOutbox skips them), Redispatch leaves its READY tasks alone, and
-// triggers follow mode (see PauseMode). Tasks already RUNNING finish. A
+// triggers follow mode (see core.PauseMode). Tasks already RUNNING finish. A
 // claim that began before the pause committed (one statement) may still
 // win: that attempt counts as already running; every claim that begins
 // after it refuses. Pausing again with the same mode and reason changes
 // nothing (Changed false); with another mode or reason it updates the
 // pause, keeping Since and Dropped, and audits the change. Errors: one
 // wrapping core.ErrBadReason for a reason core.ValidateReason refuses, one
-// wrapping ErrBadPauseMode for a mode other than queue or drop, one
+// wrapping core.ErrBadPauseMode for a mode other than queue or drop, one
 // wrapping ErrNotFound (naming the workflow) for an unknown name.
-func (s *Store) PauseWorkflow(ctx context.Context, name string, mode PauseMode, actor, reason string) (PauseResult, error) {
+func (s *Store) PauseWorkflow(ctx context.Context, name string, mode core.PauseMode, actor, reason string) (PauseResult, error) {
 	if err := core.ValidateReason(reason); err != nil {
 		return PauseResult{}, fmt.Errorf("pause workflow %q: %w", name, err)
 	}
-	if _, err := ParsePauseMode(string(mode)); err != nil || mode == "" {
-		return PauseResult{}, fmt.Errorf("pause workflow %q: %w, not %q", name, ErrBadPauseMode, mode)
+	if _, err := core.ParsePauseMode(string(mode)); err != nil || mode == "" {
+		return PauseResult{}, fmt.Errorf("pause workflow %q: %w, not %q", name, core.ErrBadPauseMode, mode)
 	}
 	var res PauseResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {

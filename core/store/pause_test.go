@@ -21,7 +21,7 @@ tasks:
 `
 
 // pause pauses workflow with mode, insisting it succeeds.
-func (f *fixture) pause(workflow string, mode store.PauseMode) store.PauseResult {
+func (f *fixture) pause(workflow string, mode core.PauseMode) store.PauseResult {
 	f.t.Helper()
 	res, err := f.s.PauseWorkflow(f.ctx, workflow, mode, "alice", "incident 42")
 	if err != nil {
@@ -107,7 +107,7 @@ func TestPauseAndResumeAreAuditedIdempotentAndRefuseBadInput(t *testing.T) {
 	f := newFixture(t)
 	f.apply(pauseChain)
 
-	_, err := f.s.PauseWorkflow(f.ctx, "nope", store.PauseQueue, "alice", "x")
+	_, err := f.s.PauseWorkflow(f.ctx, "nope", core.PauseQueue, "alice", "x")
 	if !errors.Is(err, store.ErrNotFound) || err.Error() != `pause workflow "nope": not found: no workflow is called "nope"` {
 		t.Fatalf("pause of an unknown workflow: %v", err)
 	}
@@ -116,10 +116,10 @@ func TestPauseAndResumeAreAuditedIdempotentAndRefuseBadInput(t *testing.T) {
 		t.Fatalf("resume of an unknown workflow: %v", err)
 	}
 	_, err = f.s.PauseWorkflow(f.ctx, "held", "later", "alice", "x")
-	if !errors.Is(err, store.ErrBadPauseMode) || err.Error() != `pause workflow "held": pause mode must be queue or drop, not "later"` {
+	if !errors.Is(err, core.ErrBadPauseMode) || err.Error() != `pause workflow "held": pause mode must be queue or drop, not "later"` {
 		t.Fatalf("pause with a bad mode: %v", err)
 	}
-	if _, err = f.s.PauseWorkflow(f.ctx, "held", store.PauseQueue, "alice", " "); !errors.Is(err, core.ErrBadReason) {
+	if _, err = f.s.PauseWorkflow(f.ctx, "held", core.PauseQueue, "alice", " "); !errors.Is(err, core.ErrBadReason) {
 		t.Fatalf("pause without a reason: %v", err)
 	}
 	if n := f.count(`SELECT count(*) FROM workflow_pause_events`) + f.count(`SELECT count(*) FROM workflow_pauses`); n != 0 {
@@ -129,15 +129,15 @@ func TestPauseAndResumeAreAuditedIdempotentAndRefuseBadInput(t *testing.T) {
 		t.Fatalf("resume of a workflow that is not paused: %+v %v, want a no-op", res, err)
 	}
 
-	first := f.pause("held", store.PauseQueue)
-	if !first.Changed || first.Repaused || first.Pause.Mode != store.PauseQueue || first.Pause.Actor != "alice" || first.Pause.Reason != "incident 42" {
+	first := f.pause("held", core.PauseQueue)
+	if !first.Changed || first.Repaused || first.Pause.Mode != core.PauseQueue || first.Pause.Actor != "alice" || first.Pause.Reason != "incident 42" {
 		t.Fatalf("pause: %+v", first)
 	}
-	if again := f.pause("held", store.PauseQueue); again.Changed || again.Pause != first.Pause {
+	if again := f.pause("held", core.PauseQueue); again.Changed || again.Pause != first.Pause {
 		t.Fatalf("identical re-pause: %+v, want no change from %+v", again, first.Pause)
 	}
-	re, err := f.s.PauseWorkflow(f.ctx, "held", store.PauseDrop, "carol", "drop the flood")
-	if err != nil || !re.Changed || !re.Repaused || re.Pause.Mode != store.PauseDrop || re.Pause.Actor != "carol" ||
+	re, err := f.s.PauseWorkflow(f.ctx, "held", core.PauseDrop, "carol", "drop the flood")
+	if err != nil || !re.Changed || !re.Repaused || re.Pause.Mode != core.PauseDrop || re.Pause.Actor != "carol" ||
 		re.Pause.Reason != "drop the flood" || !re.Pause.Since.Equal(first.Pause.Since) {
 		t.Fatalf("re-pause with mode drop: %+v %v", re, err)
 	}
@@ -148,7 +148,7 @@ func TestPauseAndResumeAreAuditedIdempotentAndRefuseBadInput(t *testing.T) {
 		t.Fatalf("trigger while dropping: %v", err)
 	}
 	res := f.resume("held")
-	if !res.Resumed || res.Pause.Dropped != 1 || res.Pause.Mode != store.PauseDrop {
+	if !res.Resumed || res.Pause.Dropped != 1 || res.Pause.Mode != core.PauseDrop {
 		t.Fatalf("resume: %+v", res)
 	}
 	if res, err := f.s.ResumeWorkflow(f.ctx, "held", "alice", ""); err != nil || res.Resumed {
@@ -183,7 +183,7 @@ func TestModeDropDropsEveryTriggerPathAndCountsIt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.apply(pauseChain)
-	f.pause("held", store.PauseDrop)
+	f.pause("held", core.PauseDrop)
 	_, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "held", IdempotencyKey: "k1"})
 	if !errors.Is(err, store.ErrWorkflowPaused) || !strings.HasPrefix(err.Error(), `trigger "held": workflow is paused (mode drop)`) {
 		t.Fatalf("trigger: %v", err)
@@ -200,7 +200,7 @@ func TestModeDropDropsEveryTriggerPathAndCountsIt(t *testing.T) {
 	}
 
 	// Mode queue: the run is created, its root waits.
-	f.pause("held", store.PauseQueue)
+	f.pause("held", core.PauseQueue)
 	runID := f.trigger("held", "")
 	a := f.taskID(runID, "a")
 	f.wantHeld(a)
@@ -235,7 +235,7 @@ func TestADispatchAlreadyOnTheQueueIsHandedBackAndResentOnResume(t *testing.T) {
 	runID := f.trigger("held", "")
 	a := f.taskID(runID, "a")
 	f.publishAll()
-	f.pause("held", store.PauseQueue)
+	f.pause("held", core.PauseQueue)
 	f.wantHeld(a)
 	if n, err := f.s.Redispatch(f.ctx, 0, 100, "test"); err != nil || n != 0 {
 		t.Fatalf("redispatch while paused: %d %v, want 0 (a paused task is not lost)", n, err)
@@ -275,7 +275,7 @@ func TestAPauseRacingAPromotionHoldsThePromotedTask(t *testing.T) {
 				}
 				return
 			}
-			if _, err := f.s.PauseWorkflow(f.ctx, "held", store.PauseQueue, "alice", "race"); err != nil {
+			if _, err := f.s.PauseWorkflow(f.ctx, "held", core.PauseQueue, "alice", "race"); err != nil {
 				t.Errorf("pause: %v", err)
 			}
 		})
@@ -306,7 +306,7 @@ func TestARedispatchWhilePausedSendsNothing(t *testing.T) {
 				}
 				return
 			}
-			if _, err := f.s.PauseWorkflow(f.ctx, "held", store.PauseQueue, "alice", "race"); err != nil {
+			if _, err := f.s.PauseWorkflow(f.ctx, "held", core.PauseQueue, "alice", "race"); err != nil {
 				t.Errorf("pause: %v", err)
 			}
 		})
@@ -337,7 +337,7 @@ func TestARequeueWhilePausedMakesTheTaskReadyButHoldsIt(t *testing.T) {
 			}
 			return
 		}
-		if _, err := f.s.PauseWorkflow(f.ctx, "twostep", store.PauseQueue, "alice", "race"); err != nil {
+		if _, err := f.s.PauseWorkflow(f.ctx, "twostep", core.PauseQueue, "alice", "race"); err != nil {
 			t.Errorf("pause: %v", err)
 		}
 	})
@@ -376,7 +376,7 @@ func TestARetryComingDueWhilePausedIsHeld(t *testing.T) {
 				}
 				return
 			}
-			if _, err := f.s.PauseWorkflow(f.ctx, "held", store.PauseQueue, "alice", "race"); err != nil {
+			if _, err := f.s.PauseWorkflow(f.ctx, "held", core.PauseQueue, "alice", "race"); err != nil {
 				t.Errorf("pause: %v", err)
 			}
 		})
@@ -409,7 +409,7 @@ func TestAClaimRacingThePauseEitherRunsOrIsHeld(t *testing.T) {
 				}
 				return
 			}
-			if _, err := f.s.PauseWorkflow(f.ctx, "held", store.PauseQueue, "alice", "race"); err != nil {
+			if _, err := f.s.PauseWorkflow(f.ctx, "held", core.PauseQueue, "alice", "race"); err != nil {
 				t.Errorf("pause: %v", err)
 			}
 		})
@@ -438,7 +438,7 @@ func TestAPausedWorkflowsRunsAreNotStuck(t *testing.T) {
 	f.apply(oneTask)
 	f.trigger("held", "")
 	f.trigger("held", "")
-	f.pause("held", store.PauseQueue)
+	f.pause("held", core.PauseQueue)
 	f.trigger("held", "")
 	f.waitDB("the outbox rows to age", `SELECT min(created_at) < now() FROM outbox`)
 	st, err := f.s.OutboxStatus(f.ctx)
@@ -477,7 +477,7 @@ func TestModeDropAnswersATriggerWhoseKeyNamesARunWithThatRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.pause("held", store.PauseDrop)
+	f.pause("held", core.PauseDrop)
 	again, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "held", IdempotencyKey: "k1"})
 	if err != nil || again.RunID != first.RunID || !again.Existing {
 		t.Fatalf("retry with the key of an existing run while paused (drop): %+v %v, want run %s, existing", again, err, first.RunID)

@@ -199,12 +199,3 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	out.Reaped, out.Refunded = res.Reaped, res.Refunded
 	return out, nil
 }
-
-// ReapExpired is Reap without an outage: it routes up to limit RUNNING
-// tasks whose lease has expired (on the database clock) to RETRYING, with a
-// backoff, or to DEAD when their attempts are used up, and returns how many
-// it reaped.
-func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc, actor string) (int, error) {
-	res, err := s.Reap(ctx, ReapRequest{Limit: limit, Backoff: backoff, Actor: actor})
-	return res.Reaped, err
-}

@@ -202,7 +202,7 @@ func (s *Store) RequeueMany(ctx context.Context, ids []uuid.UUID, actor, reason 
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
 		// Lock the run rows before the task rows, in run id order as the
 		// reaper does (a scheduler's pass skips locked runs; CancelRun and
-		// Finish lock one), so they cannot deadlock; the requeue's statement
+		// FinishMany lock one), so they cannot deadlock; the requeue's statement
 		// then sees what a pass committed before.
 		if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, ids); err != nil {
 			return fmt.Errorf("requeue: lock runs: %w", err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -17,65 +16,12 @@ import (
 )
 
 // A workflow file's `schedules:` (core.ScheduleDef) are stored in the
-// schedules table only, owned by the file (ScheduleOwnerFile) and tied to
+// schedules table only, owned by the file (schedule.OwnerFile) and tied to
 // the workflow by their workflow_name: a file-owned schedule of workflow W
 // is one that W's file declares. They are not part of the stored
 // definition: a version is immutable and names what runs, a schedule says
 // when; changing a cron must not make a new version, and an unchanged
 // definition must stay a no-op (equal jsonb) whatever its schedules do.
-
-// FileScheduleSpecs converts the `schedules:` entries of the workflow file
-// of workflow into specs owned by the file (ScheduleOwnerFile), unchecked.
-func FileScheduleSpecs(workflow string, defs []core.ScheduleDef) []ScheduleSpec {
-	out := make([]ScheduleSpec, 0, len(defs))
-	for _, d := range defs {
-		spec := ScheduleSpec{
-			Name: d.Name, Workflow: workflow, Cron: d.Cron, Timezone: d.Timezone, Params: d.Params,
-			Overlap: schedule.Overlap(d.Overlap), Catchup: schedule.Catchup(d.Catchup), Owner: ScheduleOwnerFile,
-		}
-		if d.CatchupWindow != nil {
-			spec.CatchupWindow = time.Duration(*d.CatchupWindow)
-		}
-		if d.Jitter != nil {
-			spec.Jitter = time.Duration(*d.Jitter)
-		}
-		out = append(out, spec)
-	}
-	return out
-}
-
-// ValidateFileSchedules checks specs, the schedules of def's workflow
-// file, without the database: each as CreateSchedule checks it (cron,
-// zone, policies, durations, params), and its params against def's task
-// idempotency keys. The error names the schedule: `schedule "nightly":
-// invalid schedule: ...`; it wraps schedule.ErrBadSchedule or
-// core.ErrBadParams.
-func ValidateFileSchedules(def *core.Definition, specs []ScheduleSpec) error {
-	for _, spec := range specs {
-		if _, err := checkFileSchedule(def, spec); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func checkFileSchedule(def *core.Definition, spec ScheduleSpec) (checkedSchedule, error) {
-	if spec.Workflow != def.Name {
-		return checkedSchedule{}, fmt.Errorf("schedule %q: %w: workflow %q is not the file's (%q)", spec.Name, schedule.ErrBadSchedule, spec.Workflow, def.Name)
-	}
-	if spec.Owner != ScheduleOwnerFile {
-		return checkedSchedule{}, fmt.Errorf("schedule %q: %w: owner %q, want file", spec.Name, schedule.ErrBadSchedule, spec.Owner)
-	}
-	c, err := validateSchedule(spec)
-	if err != nil {
-		return c, fmt.Errorf("schedule %q: %w", spec.Name, err)
-	}
-	var rk runKeys
-	if err := rk.add(def, c.params); err != nil {
-		return c, fmt.Errorf("schedule %q: %w", spec.Name, err)
-	}
-	return c, nil
-}
 
 // ScheduleChange is what ApplyWorkflowFile did to one schedule. As JSON:
 // {"name": "nightly", "action": "created"}.
@@ -88,7 +34,7 @@ type ScheduleChange struct {
 
 // ApplyWorkflowFile stores a workflow file in ONE transaction: def as
 // ApplyWorkflow does (an unchanged definition keeps its version), and its
-// schedules specs (FileScheduleSpecs), owned by the file: each is created,
+// schedules specs (schedule.FromFile), owned by the file: each is created,
 // or updated when a field differs (its paused state, an operator's, is
 // kept; so is its last-fired point, unless the cron or the zone changed:
 // the schedule then starts afresh from the apply, and no tick before it
@@ -97,20 +43,16 @@ type ScheduleChange struct {
 // with them; the runs stay). Each change is audited (actor, reason
 // "workflow file of W"). It returns the workflow version, whether it was
 // created, and the schedule changes (specs' order, then the deletions by
-// name). Errors: those of ValidateFileSchedules; ErrConflict naming the
+// name). Errors: those of schedule.ValidateFile; ErrConflict naming the
 // schedule when its name belongs to a CLI schedule or to another
 // workflow's file; the database's. On any error nothing is written.
-func (s *Store) ApplyWorkflowFile(ctx context.Context, def *core.Definition, specs []ScheduleSpec, actor string) (Workflow, bool, []ScheduleChange, error) {
+func (s *Store) ApplyWorkflowFile(ctx context.Context, def *core.Definition, specs []schedule.Definition, actor string) (Workflow, bool, []ScheduleChange, error) {
 	if err := def.Validate(); err != nil {
 		return Workflow{}, false, nil, err
 	}
-	checked := make([]checkedSchedule, 0, len(specs))
-	for _, spec := range specs {
-		c, err := checkFileSchedule(def, spec)
-		if err != nil {
-			return Workflow{}, false, nil, err
-		}
-		checked = append(checked, c)
+	checked, err := schedule.ValidateFile(def, specs)
+	if err != nil {
+		return Workflow{}, false, nil, err
 	}
 	raw, err := json.Marshal(def)
 	if err != nil {
@@ -182,29 +124,29 @@ RETURNING id`
 // applyFileSchedule creates or updates c in tx and says which
 // ("created", "updated", "unchanged"); ErrConflict when the name is held
 // by a CLI schedule or another workflow's file.
-func applyFileSchedule(ctx context.Context, tx *sqlx.Tx, c checkedSchedule) (string, error) {
+func applyFileSchedule(ctx context.Context, tx *sqlx.Tx, c schedule.Definition) (string, error) {
 	var ids []int64
-	if err := tx.SelectContext(ctx, &ids, qInsertSchedule, c.args()...); err != nil {
+	if err := tx.SelectContext(ctx, &ids, qInsertSchedule, scheduleArgs(c)...); err != nil {
 		return "", fmt.Errorf("apply schedule %q: %w", c.Name, err)
 	}
 	if len(ids) == 1 {
 		return "created", nil
 	}
 	var held struct {
-		Owner    ScheduleOwner `db:"owner"`
-		Workflow string        `db:"workflow_name"`
+		Owner    schedule.Owner `db:"owner"`
+		Workflow string         `db:"workflow_name"`
 	}
 	err := tx.GetContext(ctx, &held, `SELECT owner, workflow_name FROM schedules WHERE name = $1 FOR UPDATE`, c.Name)
 	if err != nil {
 		return "", fmt.Errorf("apply schedule %q: read its owner: %w", c.Name, err)
 	}
 	switch {
-	case held.Owner != ScheduleOwnerFile:
+	case held.Owner != schedule.OwnerFile:
 		return "", fmt.Errorf("%w: schedule %q already exists, created with ffctl schedule create: rename it in the file or delete that one first (nothing applied)", ErrConflict, c.Name)
 	case held.Workflow != c.Workflow:
 		return "", fmt.Errorf("%w: schedule %q is declared in the workflow file of %s: rename it in one of the files (nothing applied)", ErrConflict, c.Name, held.Workflow)
 	}
-	if err := tx.SelectContext(ctx, &ids, qUpdateFileSchedule, c.Name, c.Workflow, c.Cron, c.Timezone, string(c.params),
+	if err := tx.SelectContext(ctx, &ids, qUpdateFileSchedule, c.Name, c.Workflow, c.Cron, c.Timezone, string(c.Params),
 		string(c.Overlap), string(c.Catchup), c.CatchupWindow.Milliseconds(), c.Jitter.Milliseconds()); err != nil {
 		return "", fmt.Errorf("apply schedule %q: %w", c.Name, err)
 	}

@@ -21,7 +21,7 @@ func (f *fixture) applyFile(src string) ([]store.ScheduleChange, error) {
 	if err != nil {
 		f.t.Fatalf("parse: %v", err)
 	}
-	_, _, changes, err := f.s.ApplyWorkflowFile(f.ctx, file.Definition, store.FileScheduleSpecs(file.Definition.Name, file.Schedules), "test")
+	_, _, changes, err := f.s.ApplyWorkflowFile(f.ctx, file.Definition, schedule.FromFile(file.Definition.Name, file.Schedules), "test")
 	return changes, err
 }
 
@@ -137,36 +137,36 @@ func TestAnApplyThatChangesTheCronStartsTheScheduleAfresh(t *testing.T) {
 	}
 	paths := []struct {
 		name  string
-		apply func(f *fixture, spec store.ScheduleSpec) error
+		apply func(f *fixture, spec schedule.Definition) error
 	}{
-		{"workflow file", func(f *fixture, spec store.ScheduleSpec) error {
-			_, _, _, err := f.s.ApplyWorkflowFile(f.ctx, def.Definition, []store.ScheduleSpec{spec}, "test")
+		{"workflow file", func(f *fixture, spec schedule.Definition) error {
+			_, _, _, err := f.s.ApplyWorkflowFile(f.ctx, def.Definition, []schedule.Definition{spec}, "test")
 			return err
 		}},
-		{"ApplySchedule", func(f *fixture, spec store.ScheduleSpec) error {
+		{"ApplySchedule", func(f *fixture, spec schedule.Definition) error {
 			_, _, err := f.s.ApplySchedule(f.ctx, spec, "test", "")
 			return err
 		}},
 	}
-	base := store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Overlap: schedule.OverlapAllow, Owner: store.ScheduleOwnerFile}
-	with := func(mod func(*store.ScheduleSpec)) store.ScheduleSpec { s := base; mod(&s); return s }
-	all := func(cron, zone string, window time.Duration) store.ScheduleSpec {
-		return with(func(s *store.ScheduleSpec) {
+	base := schedule.Definition{Name: "s", Workflow: "nightly-etl", Overlap: schedule.OverlapAllow, Owner: schedule.OwnerFile}
+	with := func(mod func(*schedule.Definition)) schedule.Definition { s := base; mod(&s); return s }
+	all := func(cron, zone string, window time.Duration) schedule.Definition {
+		return with(func(s *schedule.Definition) {
 			s.Cron, s.Timezone, s.Catchup, s.CatchupWindow = cron, zone, schedule.CatchupAll, window
 		})
 	}
-	cron := func(expr string) store.ScheduleSpec { return with(func(s *store.ScheduleSpec) { s.Cron = expr }) }
+	cron := func(expr string) schedule.Definition { return with(func(s *schedule.Definition) { s.Cron = expr }) }
 	cases := []struct {
 		name     string
-		old, new store.ScheduleSpec
+		old, new schedule.Definition
 		ago      time.Duration // the last-fired point, before the apply
 		afresh   bool
 	}{
 		{"yearly to every 5s", cron("@yearly"), cron("*/5 * * * * *"), 50 * time.Second, true},
 		{"yearly to every 5s, catch-up all", all("@yearly", "", 10*time.Minute), all("*/5 * * * * *", "", 10*time.Minute), 75 * time.Second, true},
 		{"another zone, catch-up all", all("0 * * * *", "", 3*time.Hour), all("0 * * * *", "Asia/Kolkata", 3*time.Hour), 2 * time.Hour, true}, // :00 UTC to :30 UTC
-		{"params", cron("*/5 * * * * *"), with(func(s *store.ScheduleSpec) { s.Cron, s.Params = "*/5 * * * * *", json.RawMessage(`{"k":"v"}`) }), 50 * time.Second, false},
-		{"overlap and jitter", cron("@hourly"), with(func(s *store.ScheduleSpec) {
+		{"params", cron("*/5 * * * * *"), with(func(s *schedule.Definition) { s.Cron, s.Params = "*/5 * * * * *", json.RawMessage(`{"k":"v"}`) }), 50 * time.Second, false},
+		{"overlap and jitter", cron("@hourly"), with(func(s *schedule.Definition) {
 			s.Cron, s.Overlap, s.Jitter = "@hourly", schedule.OverlapSkip, time.Minute
 		}), 2 * time.Hour, false},
 		{"catch-up policy", cron("@every 10s"), all("@every 10s", "UTC", time.Hour), 5 * time.Minute, false},

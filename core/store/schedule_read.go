@@ -13,27 +13,27 @@ import (
 
 // scheduleRow is a schedules row as scanned.
 type scheduleRow struct {
-	ID              int64         `db:"id"`
-	Name            string        `db:"name"`
-	Workflow        string        `db:"workflow_name"`
-	Cron            string        `db:"cron"`
-	Timezone        string        `db:"timezone"`
-	Params          JSON          `db:"params"`
-	Overlap         string        `db:"overlap"`
-	Catchup         string        `db:"catchup"`
-	CatchupWindowMS int64         `db:"catchup_window_ms"`
-	JitterMS        int64         `db:"jitter_ms"`
-	Paused          bool          `db:"paused"`
-	Owner           ScheduleOwner `db:"owner"`
-	CreatedAt       time.Time     `db:"created_at"`
-	FiredThrough    time.Time     `db:"fired_through"`
-	ReadAt          time.Time     `db:"read_at"`
+	ID              int64          `db:"id"`
+	Name            string         `db:"name"`
+	Workflow        string         `db:"workflow_name"`
+	Cron            string         `db:"cron"`
+	Timezone        string         `db:"timezone"`
+	Params          JSON           `db:"params"`
+	Overlap         string         `db:"overlap"`
+	Catchup         string         `db:"catchup"`
+	CatchupWindowMS int64          `db:"catchup_window_ms"`
+	JitterMS        int64          `db:"jitter_ms"`
+	Paused          bool           `db:"paused"`
+	Owner           schedule.Owner `db:"owner"`
+	CreatedAt       time.Time      `db:"created_at"`
+	FiredThrough    time.Time      `db:"fired_through"`
+	ReadAt          time.Time      `db:"read_at"`
 }
 
 func (r scheduleRow) schedule() Schedule {
 	return Schedule{
 		ID: r.ID,
-		ScheduleSpec: ScheduleSpec{
+		Definition: schedule.Definition{
 			Name: r.Name, Workflow: r.Workflow, Cron: r.Cron, Timezone: r.Timezone, Params: json.RawMessage(r.Params),
 			Overlap: schedule.Overlap(r.Overlap), Catchup: schedule.Catchup(r.Catchup),
 			CatchupWindow: time.Duration(r.CatchupWindowMS) * time.Millisecond, Jitter: time.Duration(r.JitterMS) * time.Millisecond,

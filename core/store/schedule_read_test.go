@@ -12,8 +12,8 @@ import (
 func TestListSchedules(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
-	f.createSchedule(store.ScheduleSpec{Name: "b", Workflow: "nightly-etl", Cron: "@every 10s", Timezone: "Europe/Berlin"})
-	f.createSchedule(store.ScheduleSpec{Name: "a", Workflow: "nightly-etl", Cron: "0 3 * * *", Catchup: schedule.CatchupOne, CatchupWindow: time.Hour, Jitter: time.Minute})
+	f.createSchedule(schedule.Definition{Name: "b", Workflow: "nightly-etl", Cron: "@every 10s", Timezone: "Europe/Berlin"})
+	f.createSchedule(schedule.Definition{Name: "a", Workflow: "nightly-etl", Cron: "0 3 * * *", Catchup: schedule.CatchupOne, CatchupWindow: time.Hour, Jitter: time.Minute})
 	f.backdateSchedule("b", 15*time.Second)
 	f.fire()
 	list, err := f.s.ListSchedules(f.ctx)
@@ -24,7 +24,7 @@ func TestListSchedules(t *testing.T) {
 		t.Fatalf("list %+v", list)
 	}
 	a, b := list[0], list[1]
-	if a.Timezone != "UTC" || a.Overlap != schedule.OverlapSkip || a.Catchup != schedule.CatchupOne || a.CatchupWindowMS != 3600000 || a.JitterMS != 60000 || a.Owner != store.ScheduleOwnerCLI || len(a.Ticks) != 0 {
+	if a.Timezone != "UTC" || a.Overlap != schedule.OverlapSkip || a.Catchup != schedule.CatchupOne || a.CatchupWindowMS != 3600000 || a.JitterMS != 60000 || a.Owner != schedule.OwnerCLI || len(a.Ticks) != 0 {
 		t.Fatalf("a: %+v", a)
 	}
 	if b.Timezone != "Europe/Berlin" || len(b.Ticks) != 1 || b.Ticks[0].Outcome != store.TickFired {
@@ -35,7 +35,7 @@ func TestListSchedules(t *testing.T) {
 func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
-	f.createSchedule(store.ScheduleSpec{Name: "s", Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.createSchedule(schedule.Definition{Name: "s", Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
 	f.backdateSchedule("s", 15*time.Second)
 	if res := f.fire(); len(res.Ticks) < 15 {
 		t.Fatalf("%d ticks fired, want at least 15", len(res.Ticks))

@@ -183,7 +183,7 @@ SELECT r.id, r.state, r.cancel_requested_at IS NOT NULL AS cancelling
 // (taken: nothing, ok false), applies the overlap policy (skip: the tick is
 // recorded skipped while a previous run is open; cancel-previous: the open
 // runs are cancelled through the cancel path), creates the run with
-// idempotency key ScheduleIdempotencyKey (a drop-mode pause of the
+// idempotency key schedule.IdempotencyKey (a drop-mode pause of the
 // workflow: the tick is recorded dropped; a refused trigger: failed), and
 // moves the schedule's last-fired point to t. A crash before the commit
 // leaves nothing: the next pass (of any scheduler) fires the tick.
@@ -258,7 +258,7 @@ func (s *Store) overlapThenRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedu
 	}
 	return s.tickRun(ctx, tx, sc, TriggerRequest{
 		Workflow: sc.Workflow, Params: json.RawMessage(sc.Params), Actor: actor,
-		IdempotencyKey: ScheduleIdempotencyKey(sc.Name, t),
+		IdempotencyKey: schedule.IdempotencyKey(sc.Name, t),
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 )
@@ -24,7 +25,7 @@ func TestConcurrentPassesFireEachTickOnce(t *testing.T) {
 	// a single round).
 	for round := range 10 {
 		name := fmt.Sprintf("every-second-%d", round)
-		f.createSchedule(store.ScheduleSpec{Name: name, Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+		f.createSchedule(schedule.Definition{Name: name, Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
 		f.backdateSchedule(name, 5*time.Second)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -71,7 +72,7 @@ func (f *fixture) checkOneRunPerTick(what, name string, min int) {
 		if err := f.db.QueryRowContext(f.ctx, `SELECT idempotency_key FROM workflow_runs WHERE id = $1`, *tk.RunID).Scan(&key); err != nil {
 			f.t.Fatal(err)
 		}
-		if want := store.ScheduleIdempotencyKey(name, tk.ScheduledAt); key != want {
+		if want := schedule.IdempotencyKey(name, tk.ScheduledAt); key != want {
 			f.t.Fatalf("%s: run key %q, want %q", what, key, want)
 		}
 	}
@@ -91,7 +92,7 @@ func TestTwoPassesThatReadTheSameDueTicksFireEachOnce(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
 	const name = "every-second"
-	f.createSchedule(store.ScheduleSpec{Name: name, Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
+	f.createSchedule(schedule.Definition{Name: name, Workflow: "nightly-etl", Cron: "* * * * * *", Overlap: schedule.OverlapAllow})
 	f.backdateSchedule(name, 3*time.Second)
 	held := f.hold()
 	f.exec(held, `SELECT 1 FROM schedules WHERE name = $1 FOR UPDATE`, name)
@@ -133,7 +134,7 @@ func TestAMissedTickFollowsTheCatchupPolicy(t *testing.T) {
 		t.Run(string(c.catchup)+"-"+c.window.String(), func(t *testing.T) {
 			t.Parallel()
 			f := newScheduleFixture(t)
-			f.createSchedule(store.ScheduleSpec{Name: "hourly", Workflow: "nightly-etl", Cron: "@every 1h", Catchup: c.catchup, CatchupWindow: c.window, Overlap: schedule.OverlapAllow})
+			f.createSchedule(schedule.Definition{Name: "hourly", Workflow: "nightly-etl", Cron: "@every 1h", Catchup: c.catchup, CatchupWindow: c.window, Overlap: schedule.OverlapAllow})
 			from := f.backdateSchedule("hourly", 150*time.Minute)
 			res := f.fire()
 			ticks := f.ticks("hourly")
@@ -177,7 +178,7 @@ func TestOverlapPolicies(t *testing.T) {
 		t.Run(string(c.overlap), func(t *testing.T) {
 			t.Parallel()
 			f := newScheduleFixture(t)
-			f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Overlap: c.overlap})
+			f.createSchedule(schedule.Definition{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Overlap: c.overlap})
 			f.backdateSchedule("m", 25*time.Second) // ticks 15s and 5s ago
 			res := f.fire()
 			if len(res.Ticks) != 2 {
@@ -231,7 +232,7 @@ func TestOverlapPolicies(t *testing.T) {
 func TestATickDiedMidTransactionFiresOnceAfterwards(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
-	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+	f.createSchedule(schedule.Definition{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
 	f.backdateSchedule("m", 15*time.Second)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
@@ -256,7 +257,7 @@ func TestATickDiedMidTransactionFiresOnceAfterwards(t *testing.T) {
 func TestATickWhoseRunCannotBeCreatedIsRecordedFailed(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
-	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+	f.createSchedule(schedule.Definition{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
 	f.apply(`
 name: nightly-etl
 tasks:
@@ -280,19 +281,19 @@ tasks:
 func TestATickOfAPausedWorkflowIsDroppedOrQueuedByThePausesMode(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		mode    store.PauseMode
+		mode    core.PauseMode
 		outcome store.TickOutcome
 		runs    int
 		dropped int
 	}{
-		{store.PauseDrop, store.TickDropped, 0, 1},
-		{store.PauseQueue, store.TickFired, 1, 0},
+		{core.PauseDrop, store.TickDropped, 0, 1},
+		{core.PauseQueue, store.TickFired, 1, 0},
 	}
 	for _, c := range cases {
 		t.Run(string(c.mode), func(t *testing.T) {
 			t.Parallel()
 			f := newScheduleFixture(t)
-			f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+			f.createSchedule(schedule.Definition{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
 			if _, err := f.s.PauseWorkflow(f.ctx, "nightly-etl", c.mode, "tester", "incident"); err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +339,7 @@ func TestATickOfAPausedWorkflowIsDroppedOrQueuedByThePausesMode(t *testing.T) {
 func TestATickHeldBackByAnEarlierTicksJitterIsNotMissed(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
-	f.createSchedule(store.ScheduleSpec{Name: "jit", Workflow: "nightly-etl", Cron: "@every 1m", Overlap: schedule.OverlapAllow})
+	f.createSchedule(schedule.Definition{Name: "jit", Workflow: "nightly-etl", Cron: "@every 1m", Overlap: schedule.OverlapAllow})
 	const jitter = 10 * time.Minute
 	var now time.Time
 	if err := f.db.QueryRowContext(f.ctx, `UPDATE schedules SET jitter_ms = $1 WHERE name = 'jit' RETURNING date_trunc('second', now())`, jitter.Milliseconds()).Scan(&now); err != nil {

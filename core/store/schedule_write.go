@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 )
 
 const qInsertSchedule = `
@@ -34,20 +35,23 @@ RETURNING id`
 
 const qScheduleEvent = `INSERT INTO schedule_events (schedule_name, action, actor, reason) VALUES ($1, $2, $3, $4)`
 
-func (c checkedSchedule) args() []any {
-	return []any{c.Name, c.Workflow, c.Cron, c.Timezone, string(c.params), string(c.Overlap), string(c.Catchup),
+// scheduleArgs are qInsertSchedule's and qUpdateSchedule's arguments for
+// c, a definition schedule.Validate returned.
+func scheduleArgs(c schedule.Definition) []any {
+	return []any{c.Name, c.Workflow, c.Cron, c.Timezone, string(c.Params), string(c.Overlap), string(c.Catchup),
 		c.CatchupWindow.Milliseconds(), c.Jitter.Milliseconds(), c.Paused, string(c.Owner)}
 }
 
-// CreateSchedule checks spec and stores it, audited (actor, reason: ""
+// CreateSchedule checks spec (schedule.Validate, then its workflow and
+// the task keys of the workflow's newest version) and stores it, audited (actor, reason: ""
 // allowed) as "create". Its first tick is the first fire time after its
 // creation (database clock). Errors: schedule.ErrBadSchedule (the message
 // names the field: bad name, cron, zone, policy, duration, owner),
 // core.ErrBadParams (params, also those the workflow's task idempotency
 // keys cannot render from), ErrNotFound (no such workflow), ErrConflict (the
 // name is taken; the message says by which owner when it is the other).
-func (s *Store) CreateSchedule(ctx context.Context, spec ScheduleSpec, actor, reason string) (Schedule, error) {
-	c, err := validateSchedule(spec)
+func (s *Store) CreateSchedule(ctx context.Context, spec schedule.Definition, actor, reason string) (Schedule, error) {
+	c, err := schedule.Validate(spec)
 	if err != nil {
 		return Schedule{}, err
 	}
@@ -56,7 +60,7 @@ func (s *Store) CreateSchedule(ctx context.Context, spec ScheduleSpec, actor, re
 	}
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var ids []int64
-		if err := tx.SelectContext(ctx, &ids, qInsertSchedule, c.args()...); err != nil {
+		if err := tx.SelectContext(ctx, &ids, qInsertSchedule, scheduleArgs(c)...); err != nil {
 			return fmt.Errorf("create schedule %q: %w", c.Name, err)
 		}
 		if len(ids) == 0 {
@@ -79,8 +83,8 @@ func (s *Store) CreateSchedule(ctx context.Context, spec ScheduleSpec, actor, re
 // starts afresh from the update (database clock), as a resume does, and
 // no tick before the update fires. Errors: those of CreateSchedule;
 // ErrConflict when the name belongs to the other owner.
-func (s *Store) ApplySchedule(ctx context.Context, spec ScheduleSpec, actor, reason string) (Schedule, bool, error) {
-	c, err := validateSchedule(spec)
+func (s *Store) ApplySchedule(ctx context.Context, spec schedule.Definition, actor, reason string) (Schedule, bool, error) {
+	c, err := schedule.Validate(spec)
 	if err != nil {
 		return Schedule{}, false, err
 	}
@@ -90,12 +94,12 @@ func (s *Store) ApplySchedule(ctx context.Context, spec ScheduleSpec, actor, rea
 	created := false
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
 		var ids []int64
-		if err := tx.SelectContext(ctx, &ids, qInsertSchedule, c.args()...); err != nil {
+		if err := tx.SelectContext(ctx, &ids, qInsertSchedule, scheduleArgs(c)...); err != nil {
 			return fmt.Errorf("apply schedule %q: %w", c.Name, err)
 		}
 		action := "create"
 		if created = len(ids) == 1; !created {
-			if err := tx.SelectContext(ctx, &ids, qUpdateSchedule, c.args()...); err != nil {
+			if err := tx.SelectContext(ctx, &ids, qUpdateSchedule, scheduleArgs(c)...); err != nil {
 				return fmt.Errorf("apply schedule %q: %w", c.Name, err)
 			}
 			if len(ids) == 0 {
@@ -113,8 +117,8 @@ func (s *Store) ApplySchedule(ctx context.Context, spec ScheduleSpec, actor, rea
 }
 
 // scheduleTaken is the ErrConflict for a name that a schedule holds.
-func scheduleTaken(ctx context.Context, tx *sqlx.Tx, name string, owner ScheduleOwner) error {
-	var held ScheduleOwner
+func scheduleTaken(ctx context.Context, tx *sqlx.Tx, name string, owner schedule.Owner) error {
+	var held schedule.Owner
 	if err := tx.GetContext(ctx, &held, `SELECT owner FROM schedules WHERE name = $1`, name); err != nil {
 		return fmt.Errorf("schedule %q: read its owner: %w", name, err)
 	}
@@ -124,8 +128,8 @@ func scheduleTaken(ctx context.Context, tx *sqlx.Tx, name string, owner Schedule
 	return fmt.Errorf("%w: schedule %q already exists", ErrConflict, name)
 }
 
-func ownerWords(o ScheduleOwner) string {
-	if o == ScheduleOwnerFile {
+func ownerWords(o schedule.Owner) string {
+	if o == schedule.OwnerFile {
 		return "a workflow file's schedules:"
 	}
 	return "the CLI"

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 )
 
 func TestScheduleOperatorActions(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
-	f.createSchedule(store.ScheduleSpec{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Params: json.RawMessage(`{"day":"mon"}`)})
+	f.createSchedule(schedule.Definition{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s", Params: json.RawMessage(`{"day":"mon"}`)})
 	if _, err := f.s.PauseSchedule(f.ctx, "m", "tester", ""); !errors.Is(err, core.ErrBadReason) {
 		t.Fatalf("pause without a reason: %v", err)
 	}

@@ -1,15 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -255,22 +251,10 @@ func triggerParams(req TriggerRequest) (json.RawMessage, error) {
 	if err := core.ValidateParams(params); err != nil {
 		return nil, err
 	}
-	if err := ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
+	if err := core.ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
 	return params, nil
-}
-
-// decodeParams decodes checked params for the tasks' idempotency keys
-// (numbers kept verbatim). Errors wrap core.ErrBadParams.
-func decodeParams(params json.RawMessage) (map[string]any, error) {
-	var pmap map[string]any
-	dec := json.NewDecoder(bytes.NewReader(params))
-	dec.UseNumber() // numbers render verbatim in idempotency keys
-	if err := dec.Decode(&pmap); err != nil {
-		return nil, fmt.Errorf("%w: %v", core.ErrBadParams, err)
-	}
-	return pmap, nil
 }
 
 // taskDefs are a definition's tasks, column by column, as qTrigger takes
@@ -322,41 +306,16 @@ type runKeys struct {
 }
 
 // add appends the task keys of a run of def with the checked params
-// (decoded only when a task has a key template). Errors wrap
-// core.ErrBadParams: a key template that cannot be rendered (a missing
-// param) or a key that cannot be stored.
+// (core.TaskIdempotencyKeys: none while no task has a key template).
+// Errors wrap core.ErrBadParams: a key template that cannot be rendered (a
+// missing param) or a key that cannot be stored.
 func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
-	if !slices.ContainsFunc(def.Tasks, func(t core.TaskDef) bool { return t.IdempotencyKey != "" }) {
-		return nil
-	}
-	pmap, err := decodeParams(params)
+	keys, err := core.TaskIdempotencyKeys(def, params)
 	if err != nil {
 		return err
 	}
-	for _, t := range def.Tasks {
-		key, err := taskIdempotencyKey(def.Name, t, pmap)
-		if err != nil {
-			return err
-		}
-		rk.keys = append(rk.keys, key)
-	}
+	rk.keys = append(rk.keys, keys...)
 	return nil
-}
-
-// taskIdempotencyKey renders the idempotency key template of task t of
-// workflow from the run's params pmap and returns it as stored ("" when t
-// has none). Errors wrap core.ErrBadParams.
-func taskIdempotencyKey(workflow string, t core.TaskDef, pmap map[string]any) (string, error) {
-	key, err := core.RenderIdempotencyKey(t.IdempotencyKey, core.KeyData{Params: pmap, Workflow: workflow, Task: t.Name})
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", core.ErrBadParams, err)
-	}
-	if key != "" {
-		if key, err = core.StoredIdempotencyKey(key); err != nil {
-			return "", fmt.Errorf("%w: task %q: %v", core.ErrBadParams, t.Name, err)
-		}
-	}
-	return key, nil
 }
 
 // existingRun returns the run that holds idempotency key ikey, which a
@@ -384,23 +343,4 @@ func existingRun(ctx context.Context, q sqlx.QueryerContext, ikey, workflow stri
 		return TriggerResult{}, fmt.Errorf("%w: idempotency key %q already belongs to run %s (workflow %s) with different params", ErrConflict, ikey, existing.ID, existing.Workflow)
 	}
 	return TriggerResult{RunID: existing.ID, Existing: true}, nil
-}
-
-// MaxIdempotencyKeyBytes bounds a trigger's idempotency key.
-const MaxIdempotencyKeyBytes = 512
-
-// ValidateIdempotencyKey checks a trigger's idempotency key ("" is no key):
-// at most MaxIdempotencyKeyBytes, valid UTF-8, no NUL character. The error
-// wraps core.ErrBadParams and says what is wrong; Trigger refuses such a
-// key with it before writing anything.
-func ValidateIdempotencyKey(k string) error {
-	switch {
-	case len(k) > MaxIdempotencyKeyBytes:
-		return fmt.Errorf("%w: idempotency key is %d bytes, more than %d", core.ErrBadParams, len(k), MaxIdempotencyKeyBytes)
-	case !utf8.ValidString(k):
-		return fmt.Errorf("%w: idempotency key is not valid UTF-8", core.ErrBadParams)
-	case strings.ContainsRune(k, 0):
-		return fmt.Errorf("%w: idempotency key contains a NUL character", core.ErrBadParams)
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
@@ -114,7 +115,7 @@ func TestARunHeldElsewhereStallsNothingElse(t *testing.T) {
 	h := r.holdRun(held)
 	r.succeed(ha)
 	r.awaitHeld(held)
-	if _, err := r.st.CreateSchedule(context.Background(), store.ScheduleSpec{Name: "s", Workflow: "chain", Cron: "@every 1s"}, "test", ""); err != nil {
+	if _, err := r.st.CreateSchedule(context.Background(), schedule.Definition{Name: "s", Workflow: "chain", Cron: "@every 1s"}, "test", ""); err != nil {
 		t.Fatal(err)
 	}
 

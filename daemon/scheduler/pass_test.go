@@ -70,9 +70,9 @@ func (r *passRig) task(run uuid.UUID, name string) store.TaskDetail {
 func (r *passRig) claim(run uuid.UUID, name string, lease time.Duration) store.ClaimedTask {
 	r.t.Helper()
 	d := r.task(run, name)
-	c, ok, err := r.st.Claim(context.Background(), d.ID, d.FencingToken, "w1", lease)
-	if err != nil || !ok {
-		r.t.Fatalf("claim %s (%s, token %d): ok=%v err=%v", name, d.State, d.FencingToken, ok, err)
+	c, ok := storetest.Claim(r.t, r.st, d.ID, d.FencingToken, "w1", lease)
+	if !ok {
+		r.t.Fatalf("claim %s (%s, token %d) lost", name, d.State, d.FencingToken)
 	}
 	return c
 }
@@ -80,10 +80,10 @@ func (r *passRig) claim(run uuid.UUID, name string, lease time.Duration) store.C
 // succeed records a successful finish of c.
 func (r *passRig) succeed(c store.ClaimedTask) {
 	r.t.Helper()
-	st, ok, err := r.st.Finish(context.Background(), store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: "w1",
+	st, ok := storetest.Finish(r.t, r.st, store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: "w1",
 		Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{}`)})
-	if err != nil || !ok || st != core.TaskSucceeded {
-		r.t.Fatalf("finish %s: %s ok=%v err=%v", c.TaskName, st, ok, err)
+	if !ok || st != core.TaskSucceeded {
+		r.t.Fatalf("finish %s: %s ok=%v", c.TaskName, st, ok)
 	}
 }
 
@@ -183,8 +183,8 @@ func TestAPassReapsAnExpiredLease(t *testing.T) {
 	if a.FencingToken <= c.FencingToken {
 		t.Fatalf("the retry's token %d is not past the reaped attempt's %d", a.FencingToken, c.FencingToken)
 	}
-	if st, ok, err := r.st.Finish(context.Background(), store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: "w1", Outcome: store.OutcomeSucceeded}); err != nil || ok {
-		t.Fatalf("the reaped attempt's finish: %s ok=%v err=%v, want rejected", st, ok, err)
+	if st, ok := storetest.Finish(t, r.st, store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: "w1", Outcome: store.OutcomeSucceeded}); ok {
+		t.Fatalf("the reaped attempt's finish: %s ok=%v, want rejected", st, ok)
 	}
 }
 

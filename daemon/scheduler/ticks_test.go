@@ -10,13 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/flowforge/flowforge/core/schedule"
-	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/logtest"
 )
 
 // newTicksRig is a pass rig whose scheduler fires schedule ticks and logs
 // (JSON) to the buffer returned, with the schedule spec created.
-func newTicksRig(t *testing.T, spec store.ScheduleSpec) (*passRig, *logtest.Buffer) {
+func newTicksRig(t *testing.T, spec schedule.Definition) (*passRig, *logtest.Buffer) {
 	t.Helper()
 	logs := &logtest.Buffer{}
 	r := newPassRig(t, func(c *Config) {
@@ -34,7 +33,7 @@ func newTicksRig(t *testing.T, spec store.ScheduleSpec) (*passRig, *logtest.Buff
 // run is open; a scheduler without Schedules fires nothing.
 func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
 	t.Parallel()
-	r, logs := newTicksRig(t, store.ScheduleSpec{Name: "s", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapSkip})
+	r, logs := newTicksRig(t, schedule.Definition{Name: "s", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapSkip})
 	backdate := func(seconds int) {
 		t.Helper()
 		if _, err := r.db.Exec(`UPDATE schedules SET fired_through = date_trunc('second', now()) - $1 * interval '1 second'`, seconds); err != nil {
@@ -70,7 +69,7 @@ func TestAPassFiresTheDueScheduleTicks(t *testing.T) {
 // last-fired point is backdated in SQL).
 func TestTheDroppedTicksLogNamesTheScheduleAndTheirTimes(t *testing.T) {
 	t.Parallel()
-	r, logs := newTicksRig(t, store.ScheduleSpec{Name: "every10", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapAllow})
+	r, logs := newTicksRig(t, schedule.Definition{Name: "every10", Workflow: "chain", Cron: "@every 10s", Overlap: schedule.OverlapAllow})
 	// Ticks at T-85s, -75s, -65s are more than the grace (1m) late.
 	var from time.Time
 	if err := r.db.QueryRow(`UPDATE schedules SET fired_through = date_trunc('second', now()) - interval '95 seconds' RETURNING fired_through`).Scan(&from); err != nil {

@@ -226,10 +226,7 @@ func TestAReapedWorkersFinishCannotOverwriteTheNewerAttempt(t *testing.T) {
 	noDelay := func(core.RetryPolicy, int) time.Duration { return 0 }
 	deadline := time.Now().Add(10 * time.Second)
 	for n := 0; n != 1; {
-		var err error
-		if n, err = r.st.ReapExpired(ctx, 10, noDelay, "test-reaper"); err != nil {
-			t.Fatal(err)
-		}
+		n = storetest.ReapExpired(t, r.st, 10, noDelay, "test-reaper")
 		if time.Now().After(deadline) {
 			t.Fatal("the lapsed lease was not reaped")
 		}
@@ -242,9 +239,9 @@ func TestAReapedWorkersFinishCannotOverwriteTheNewerAttempt(t *testing.T) {
 	if err != nil || st != core.TaskReady {
 		t.Fatalf("after the reap and a pass: %s (%v), want READY", st, err)
 	}
-	second, ok, err := r.st.Claim(ctx, tid, token, "second-worker", time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("second claim: ok=%v err=%v", ok, err)
+	second, ok := storetest.Claim(t, r.st, tid, token, "second-worker", time.Minute)
+	if !ok {
+		t.Fatal("second claim lost")
 	}
 
 	// The first attempt finishes while the second is still RUNNING: the
@@ -260,10 +257,10 @@ func TestAReapedWorkersFinishCannotOverwriteTheNewerAttempt(t *testing.T) {
 	if st, tok, err := r.st.TaskStateOf(ctx, tid); err != nil || st != core.TaskRunning || tok != second.FencingToken {
 		t.Fatalf("after the stale finish: %s token %d (err %v), want the second attempt still RUNNING with token %d", st, tok, err, second.FencingToken)
 	}
-	state, ok, err := r.st.Finish(ctx, store.FinishRequest{ID: tid, Token: second.FencingToken,
+	state, ok := storetest.Finish(t, r.st, store.FinishRequest{ID: tid, Token: second.FencingToken,
 		WorkerID: "second-worker", Outcome: store.OutcomeSucceeded, Result: json.RawMessage(`{"by":"second"}`)})
-	if err != nil || !ok || state != core.TaskSucceeded {
-		t.Fatalf("second finish: state=%s ok=%v err=%v", state, ok, err)
+	if !ok || state != core.TaskSucceeded {
+		t.Fatalf("second finish: state=%s ok=%v", state, ok)
 	}
 	d := r.taskOf(run, "a")
 	if d.State != "SUCCEEDED" || d.Attempt != 2 || !strings.Contains(string(d.Result), `"second"`) {

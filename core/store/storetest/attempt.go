@@ -1,0 +1,53 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// Claim claims task id for worker with the fencing token its dispatch
+// carried (a ClaimMany of one), as a worker holding that dispatch would,
+// failing the test on an error. ok=false means the claim lost (see
+// store.ClaimResult).
+func Claim(t testing.TB, s *store.Store, id uuid.UUID, token int64, worker string, lease time.Duration) (store.ClaimedTask, bool) {
+	t.Helper()
+	res, err := s.ClaimMany(context.Background(), []store.ClaimRequest{{ID: id, Token: token}}, worker, lease)
+	if err != nil {
+		t.Fatalf("claim task %s with token %d: %v", id, token, err)
+	}
+	return res[0].Task, res[0].OK
+}
+
+// Finish records req (a FinishMany of one), failing the test on an error,
+// the batch's or the row's (store.FinishResult.Err). It returns the task's
+// new state; ok=false means the attempt's lease was lost and its outcome
+// discarded.
+func Finish(t testing.TB, s *store.Store, req store.FinishRequest) (core.TaskState, bool) {
+	t.Helper()
+	res, err := s.FinishMany(context.Background(), []store.FinishRequest{req})
+	if err != nil {
+		t.Fatalf("finish task %s with token %d: %v", req.ID, req.Token, err)
+	}
+	if res[0].Err != nil {
+		t.Fatalf("finish task %s with token %d: %v", req.ID, req.Token, res[0].Err)
+	}
+	return res[0].State, res[0].OK
+}
+
+// ReapExpired reaps up to limit expired leases (store.Reap without an
+// outage) with backoff as actor, failing the test on an error; it returns
+// how many it reaped.
+func ReapExpired(t testing.TB, s *store.Store, limit int, backoff store.BackoffFunc, actor string) int {
+	t.Helper()
+	res, err := s.Reap(context.Background(), store.ReapRequest{Limit: limit, Backoff: backoff, Actor: actor})
+	if err != nil {
+		t.Fatalf("reap expired leases: %v", err)
+	}
+	return res.Reaped
+}
