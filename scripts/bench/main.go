@@ -19,10 +19,11 @@ import (
 )
 
 // beforeCommit is the FlowForge commit of the "before" column: main as it
-// landed before issue 15 (schedules, pause, retention: the pause's checks
-// in the claim, the publisher's lock and the trigger are on the hot
-// paths). Issue 14's before column was b860cf5.
-const beforeCommit = "0f73983"
+// stood before issue 21 (the batched hot path's fixes: the claim's and the
+// finish's per-(task, token) requests, the finish's split around run
+// locks, the targeted pass's SKIP LOCKED, the sweep's new candidate kind).
+// Issue 15's before column was 0f73983, issue 14's b860cf5.
+const beforeCommit = "6cd5a7d"
 
 // benchEnv is what every system runs against.
 type benchEnv struct {
