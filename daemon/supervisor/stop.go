@@ -85,17 +85,20 @@ func SignalStop(parent context.Context, sig ...os.Signal) (ctx context.Context, 
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
+		// A signal sent to the whole process group (coreutils timeout, a
+		// terminal's ^C reaching both a wrapper and the daemon) arrives
+		// twice within microseconds: the second stage counts only a
+		// signal that comes SecondSignalAfter or later than the first was
+		// read, which is noted before anything (the "stopping gracefully"
+		// log) can tell a watcher that the first one arrived.
+		var first time.Time
 		select {
 		case s := <-sigs:
+			first = time.Now()
 			cancel(&SignalError{Signal: s})
 		case <-done:
 			return
 		}
-		// A signal sent to the whole process group (coreutils timeout, a
-		// terminal's ^C reaching both a wrapper and the daemon) arrives
-		// twice within microseconds: the second stage counts only a
-		// signal that comes SecondSignalAfter or later.
-		first := time.Now()
 		for {
 			select {
 			case <-sigs:
