@@ -67,6 +67,12 @@ func (e *SignalError) Error() string { return "received " + e.Signal.String() }
 // signal delivered twice (to the process and to its group).
 const SecondSignalAfter = 250 * time.Millisecond
 
+// DefaultStopTimeout is the default of a daemon's --stop-timeout: how long
+// after the first stop signal a daemon waits for its in-flight work before
+// it stops as on the second signal. The systemd units under deploy/ set
+// TimeoutStopSec above it, so systemd's SIGKILL never comes first.
+const DefaultStopTimeout = 30 * time.Second
+
 // SignalStop turns the process's signals into the two stages of a
 // daemon's stop (Run's ctx and Config.Hard): the first of sig (SIGINT or
 // SIGTERM when none is given) cancels ctx, parent's child, with a
