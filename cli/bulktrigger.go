@@ -79,8 +79,9 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	if from < 1 {
 		return usageError("--from-line %d: lines are numbered from 1", from)
 	}
-	if c.Int("version") < 0 {
-		return usageError("--version %d: must be positive", c.Int("version"))
+	version, err := versionFlag(c)
+	if err != nil {
+		return err
 	}
 	path := c.String("runs-file")
 	if path == "" {
@@ -101,7 +102,7 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	}
 	// Every line against the definition too (its tasks' idempotency keys),
 	// before the first batch; all batches then create runs of this version.
-	wf, err := s.CheckRuns(c.Context, name, c.Int("version"), params)
+	wf, err := s.CheckRuns(c.Context, name, version, params)
 	var bad *store.BadRunError
 	switch {
 	case errors.As(err, &bad):

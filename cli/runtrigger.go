@@ -71,8 +71,9 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if err := checkWaitFlags(c); err != nil {
 		return err
 	}
-	if c.Int("version") < 0 {
-		return usageError("--version %d: must be positive", c.Int("version"))
+	version, err := versionFlag(c)
+	if err != nil {
+		return err
 	}
 	if k := c.String("idempotency-key"); c.IsSet("idempotency-key") && strings.TrimSpace(k) == "" {
 		return usageError("--idempotency-key is empty")
@@ -84,7 +85,7 @@ func runTrigger(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer s.Close()
-	res, err := s.Trigger(c.Context, store.TriggerRequest{Workflow: name, Version: c.Int("version"), Params: params, IdempotencyKey: c.String("idempotency-key"), Actor: actor()})
+	res, err := s.Trigger(c.Context, store.TriggerRequest{Workflow: name, Version: version, Params: params, IdempotencyKey: c.String("idempotency-key"), Actor: actor()})
 	switch {
 	case errors.Is(err, core.ErrBadParams):
 		return usageError("%v", err)

@@ -153,6 +153,9 @@ func scheduleDelete(ctx context.Context, s *store.Store, name, reason string) (a
 // (or drop, when its workflow is paused in drop mode) it names.
 func scheduleTriggerNow(ctx context.Context, s *store.Store, name, reason string) (any, string, error) {
 	tick, err := s.TriggerScheduleNow(ctx, name, actor(), reason)
+	if err != nil && tick.ID != 0 {
+		return nil, "", fmt.Errorf("%w (recorded as a failed tick: ffctl schedule show %s)", err, name)
+	}
 	if err != nil {
 		return nil, "", err
 	}

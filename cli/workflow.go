@@ -250,11 +250,12 @@ func workflowShow(c *cli.Context, env *Env) error {
 	if err := core.ValidateName("workflow", c.Args().First()); err != nil {
 		return usageError("%v", err)
 	}
-	if c.Int("version") < 0 {
-		return usageError("--version %d: must be positive", c.Int("version"))
+	version, err := versionFlag(c)
+	if err != nil {
+		return err
 	}
 	wf, err := query(c, func(ctx context.Context, s *store.Store) (store.Workflow, error) {
-		return s.GetWorkflow(ctx, c.Args().First(), c.Int("version"))
+		return s.GetWorkflow(ctx, c.Args().First(), version)
 	})
 	if err != nil {
 		return err

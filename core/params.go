@@ -20,8 +20,10 @@ var ErrBadParams = errors.New("invalid params")
 
 // ValidateParams checks that raw is a JSON object that PostgreSQL's jsonb
 // will store unchanged: at most MaxParamsBytes, valid JSON, an object at the
-// top level, and free of the NUL character (a literal \u0000 escape anywhere,
-// which jsonb refuses). The error wraps ErrBadParams and says what is wrong.
+// top level, free of the NUL character (a literal \u0000 escape anywhere,
+// which jsonb refuses), and with no key twice in one object (jsonb keeps
+// the last of them; the others would be dropped without a word). The error
+// wraps ErrBadParams and says what is wrong.
 func ValidateParams(raw []byte) error {
 	if len(raw) > MaxParamsBytes {
 		return fmt.Errorf("%w: %d bytes exceeds the limit of %d bytes", ErrBadParams, len(raw), MaxParamsBytes)
@@ -47,7 +49,59 @@ func ValidateParams(raw []byte) error {
 	if path, ok := findNUL(v, "$"); ok {
 		return fmt.Errorf("%w: %s contains a NUL character (\\u0000), which PostgreSQL cannot store", ErrBadParams, path)
 	}
+	if path, ok := findDuplicateKey(raw); ok {
+		return fmt.Errorf("%w: key %s appears twice in one object (PostgreSQL would keep only the last)", ErrBadParams, path)
+	}
 	return nil
+}
+
+// findDuplicateKey reports the path ($.a.b) of the first key that repeats
+// an earlier key of the same object in raw, keys compared as decoded (so
+// "a" and "\u0061" are one key, as jsonb sees them). raw must be valid
+// JSON.
+func findDuplicateKey(raw []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	path, ok, _ := duplicateIn(dec, "$")
+	return path, ok
+}
+
+// duplicateIn reads one value from dec and reports the first duplicate key
+// within it; path names the value.
+func duplicateIn(dec *json.Decoder, path string) (string, bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", false, err
+			}
+			k, _ := kt.(string)
+			if seen[k] {
+				return path + "." + k, true, nil
+			}
+			seen[k] = true
+			if p, ok, err := duplicateIn(dec, path+"."+k); ok || err != nil {
+				return p, ok, err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return "", false, err
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if p, ok, err := duplicateIn(dec, fmt.Sprintf("%s[%d]", path, i)); ok || err != nil {
+				return p, ok, err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return "", false, err
+	}
+	return "", false, nil
 }
 
 // checkSurrogates refuses \uD800-\uDFFF escapes that are not a valid

@@ -38,6 +38,11 @@ func TestValidateParams(t *testing.T) {
 		{"over MaxParamsBytes", big, "exceeds"},
 		{"trailing object", `{"a":1} {"b":2}`, "trailing"},
 		{"trailing garbage", `{"a":1} x`, "trailing"},
+		{"duplicate top-level key", `{"a":1,"b":2,"a":3}`, "key $.a appears twice"},
+		{"duplicate key spelled with an escape", `{"a":1,"\u0061":2}`, "key $.a appears twice"},
+		{"duplicate nested key", `{"a":{"b":1,"b":2}}`, "key $.a.b appears twice"},
+		{"duplicate key inside an array", `{"a":[{"x":1},{"y":1,"y":2}]}`, "key $.a[1].y appears twice"},
+		{"one key in sibling objects is fine", `{"a":{"x":1},"b":{"x":2},"c":[{"x":1},{"x":2}]}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := core.ValidateParams([]byte(tc.raw))

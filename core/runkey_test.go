@@ -10,7 +10,8 @@ import (
 
 // TestValidateIdempotencyKey: a trigger's key is refused over
 // MaxIdempotencyKeyBytes, as invalid UTF-8 or with a NUL, each with an
-// error wrapping core.ErrBadParams that says which; every other key
+// error that says "invalid idempotency key" and which, matching
+// core.ErrBadParams (never "invalid params": the params are fine); every other key
 // (none, the longest allowed, any valid text) passes.
 func TestValidateIdempotencyKey(t *testing.T) {
 	t.Parallel()
@@ -22,10 +23,10 @@ func TestValidateIdempotencyKey(t *testing.T) {
 		{"plain", "nightly-2026-01-01", ""},
 		{"unicode", "día-é-日本", ""},
 		{"at the limit", strings.Repeat("k", core.MaxIdempotencyKeyBytes), ""},
-		{"one byte over", strings.Repeat("k", core.MaxIdempotencyKeyBytes+1), "invalid params: idempotency key is 513 bytes, more than 512"},
-		{"invalid UTF-8", "k-\xff", "invalid params: idempotency key is not valid UTF-8"},
-		{"a multi-byte rune cut", "k-" + "é"[:1], "invalid params: idempotency key is not valid UTF-8"},
-		{"NUL", "k-\x00-d", "invalid params: idempotency key contains a NUL character"},
+		{"one byte over", strings.Repeat("k", core.MaxIdempotencyKeyBytes+1), "invalid idempotency key: 513 bytes, more than the limit of 512 bytes"},
+		{"invalid UTF-8", "k-\xff", "invalid idempotency key: not valid UTF-8"},
+		{"a multi-byte rune cut", "k-" + "é"[:1], "invalid idempotency key: not valid UTF-8"},
+		{"NUL", "k-\x00-d", "invalid idempotency key: contains a NUL character"},
 	} {
 		err := core.ValidateIdempotencyKey(tc.key)
 		switch {

@@ -268,13 +268,18 @@ func (s *Store) overlapThenRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedu
 // the tick: fired with its run, or dropped when the workflow is paused in
 // drop mode; a fired tick's RunState is its run's state after the trigger
 // (PENDING). Errors: core.ErrBadReason, ErrNotFound (schedule), and those
-// of Trigger (the tick is then not recorded).
+// of Trigger: a trigger refused (bad params, an unknown workflow, a key
+// conflict) is still recorded, a failed tick with the refusal as its
+// reason and the action audited, so the schedule's history shows the
+// attempt, and its error is returned with that tick.
 func (s *Store) TriggerScheduleNow(ctx context.Context, name, actor, reason string) (Tick, error) {
 	if err := core.ValidateReason(reason); err != nil {
 		return Tick{}, fmt.Errorf("trigger schedule %q: %w", name, err)
 	}
 	var tick Tick
+	var refused error
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		refused = nil
 		sc, ok, err := lockSchedule(ctx, tx, name)
 		if err != nil {
 			return err
@@ -293,7 +298,7 @@ RETURNING id, scheduled_at, fired_at, manual, outcome, actor, reason`, sc.ID, ac
 			return err
 		}
 		if res.outcome == TickFailed {
-			return res.err
+			refused = res.err
 		}
 		if err := setTickOutcome(ctx, tx, &tick, res); err != nil {
 			return err
@@ -310,7 +315,7 @@ RETURNING id, scheduled_at, fired_at, manual, outcome, actor, reason`, sc.ID, ac
 	if err != nil {
 		return Tick{}, err
 	}
-	return tick, nil
+	return tick, refused
 }
 
 // lockedSchedule is what a tick's transaction reads of its schedule,

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -267,6 +269,42 @@ tasks:
 	res := f.fire()
 	if len(res.Ticks) != 1 || res.Ticks[0].Outcome != store.TickFailed || res.Ticks[0].Reason == "" {
 		t.Fatalf("ticks %+v, want one failed with a reason", res.Ticks)
+	}
+	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
+		t.Fatalf("%d runs", n)
+	}
+}
+
+// TestAFailedTriggerNowIsRecordedAsAFailedTick: a trigger-now whose run
+// cannot be created (the workflow's newest version needs a param the
+// schedule does not give) returns the refusal, and the schedule's history
+// keeps the attempt: a manual tick, failed, with the refusal as its reason,
+// and the action audited; no run.
+func TestAFailedTriggerNowIsRecordedAsAFailedTick(t *testing.T) {
+	t.Parallel()
+	f := newScheduleFixture(t)
+	f.createSchedule(schedule.Definition{Name: "m", Workflow: "nightly-etl", Cron: "@every 10s"})
+	f.apply(`
+name: nightly-etl
+tasks:
+  - {name: extract, handler: noop, idempotency_key: "x-{{ .Params.day }}"}
+`)
+	tick, err := f.s.TriggerScheduleNow(f.ctx, "m", "tester", "backfill")
+	if !errors.Is(err, core.ErrBadParams) {
+		t.Fatalf("trigger-now: %v, want an error wrapping core.ErrBadParams", err)
+	}
+	if tick.ID == 0 || !tick.Manual || tick.Outcome != store.TickFailed || tick.RunID != nil || !strings.Contains(tick.Reason, "trigger-now: backfill; ") || !strings.Contains(tick.Reason, "day") {
+		t.Fatalf("tick %+v, want a manual failed tick whose reason gives the refusal", tick)
+	}
+	sc, err := f.s.GetSchedule(f.ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Ticks) != 1 || sc.Ticks[0].ID != tick.ID || sc.Ticks[0].Outcome != store.TickFailed {
+		t.Fatalf("schedule show: ticks %+v, want the failed tick", sc.Ticks)
+	}
+	if n := f.count(`SELECT count(*) FROM schedule_events WHERE action = 'trigger-now'`); n != 1 {
+		t.Fatalf("%d trigger-now events, want 1", n)
 	}
 	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
 		t.Fatalf("%d runs", n)
