@@ -29,7 +29,13 @@ COMMIT     := $(or $(COMMIT),$(shell git rev-parse HEAD 2>/dev/null))
 BUILD_DATE := $(or $(BUILD_DATE),$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 LDFLAGS    := -X github.com/flowforge/flowforge/cli.Version=$(VERSION) -X github.com/flowforge/flowforge/cli.Commit=$(COMMIT) -X github.com/flowforge/flowforge/cli.BuildDate=$(BUILD_DATE)
 
+# git refuses to read a clone another user owns (safe.directory), as for root
+# in a user's clone: the stamp would be lost and go build's VCS stamp fails,
+# so build stops first and says what to do instead.
+GIT_REFUSES := $(if $(wildcard .git),$(shell command -v git >/dev/null && ! git rev-parse HEAD >/dev/null 2>&1 && echo yes))
+
 build: ## build bin/ffctl (stamped with version, commit and build date)
+	$(if $(GIT_REFUSES),$(error git cannot read this clone as $(shell id -un): another user owns it (git's safe.directory). Build as its owner (make build), then install as root: install -m 0755 $(BIN) /usr/local/bin/ffctl))
 	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cli/ffctl
 
 # make install puts the binary `make build` stamps into $(DESTDIR)$(PREFIX)/bin.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,19 +32,25 @@ func makeEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// runMake runs make in the repository's root with args, as argv (nil:
+// runMake runs make in the repository's root with args (see runMakeIn).
+func runMake(t *testing.T, as []string, env []string, args ...string) (int, string) {
+	t.Helper()
+	return runMakeIn(t, docsRoot, as, env, args...)
+}
+
+// runMakeIn runs make in dir with args, as the argv prefix as says (nil:
 // as this process), and returns its exit code and output.
-func runMake(t *testing.T, prefix []string, env []string, args ...string) (int, string) {
+func runMakeIn(t *testing.T, dir string, as []string, env []string, args ...string) (int, string) {
 	t.Helper()
 	makeBin, err := exec.LookPath("make")
 	if err != nil {
 		t.Skip("no make here: make install is not checked")
 	}
-	root, err := filepath.Abs(docsRoot)
+	dir, err = filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := append(append(prefix, makeBin, "--no-print-directory", "-C", root), args...)
+	argv := append(append(slices.Clone(as), makeBin, "--no-print-directory", "-C", dir), args...)
 	cmd := exec.CommandContext(t.Context(), argv[0], argv[1:]...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
@@ -150,31 +157,68 @@ func TestMakeInstallStagesIntoDestdir(t *testing.T) {
 
 // TestMakeInstallDefaultPrefix: without PREFIX a user installs into
 // ~/.local/bin and root into /usr/local/bin (make -n: nothing is built).
-// Run as root, the test also asks as nobody, where setpriv can switch.
+// Run as root, the test also asks as nobody, where setpriv can switch, in
+// a directory holding only a copy of the Makefile (git would refuse
+// nobody the clone: TestMakeBuildSaysWhenGitRefusesTheClone).
 func TestMakeInstallDefaultPrefix(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	check := func(as []string, want string) {
+	check := func(as []string, dir, want string) {
 		t.Helper()
-		code, out := runMake(t, as, makeEnv("HOME="+home), "-n", "install")
+		code, out := runMakeIn(t, dir, as, makeEnv("HOME="+home), "-n", "install")
 		if code != 0 || !strings.Contains(out, "install -m 0755 'bin/ffctl' '"+want+"'\n") {
 			t.Errorf("%s make -n install: exit %d, want it to install %s:\n%s", strings.Join(as, " "), code, want, out)
 		}
 	}
 	if os.Getuid() != 0 {
-		check(nil, home+"/.local/bin/ffctl")
+		check(nil, docsRoot, home+"/.local/bin/ffctl")
 		return
 	}
-	check(nil, "/usr/local/bin/ffctl")
-	setpriv, err := exec.LookPath("setpriv")
+	check(nil, docsRoot, "/usr/local/bin/ffctl")
+	setpriv := asNobody(t)
+	alone, err := os.MkdirTemp("", "ffctl-makefile-")
 	if err != nil {
-		t.Log("no setpriv: the default PREFIX of a user other than root is not checked")
-		return
-	}
-	if err := os.Chmod(home, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	check([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, home+"/.local/bin/ffctl")
+	t.Cleanup(func() { os.RemoveAll(alone) })
+	mk, err := os.ReadFile(filepath.Join(docsRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(alone, "Makefile"), mk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(alone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check(setpriv, alone, home+"/.local/bin/ffctl")
+}
+
+// asNobody is the argv prefix that runs a command as nobody; it skips the
+// test unless it runs as root with setpriv at hand.
+func asNobody(t *testing.T) []string {
+	t.Helper()
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Getuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv to run make as another user")
+	}
+	return []string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}
+}
+
+// TestMakeBuildSaysWhenGitRefusesTheClone: make build (and install) in a
+// clone another user owns, as for sudo make install in a user's clone,
+// where git refuses to read it, stops with exit 2 saying why and what to
+// do, before anything is built.
+func TestMakeBuildSaysWhenGitRefusesTheClone(t *testing.T) {
+	t.Parallel()
+	as := asNobody(t)
+	for _, goal := range []string{"build", "install"} {
+		code, out := runMake(t, as, makeEnv("HOME=/nonexistent"), "-n", goal, "PREFIX=/tmp/nowhere")
+		want := "git cannot read this clone as nobody: another user owns it (git's safe.directory). Build as its owner (make build), then install as root: install -m 0755 bin/ffctl /usr/local/bin/ffctl.  Stop.\n"
+		if code != 2 || !strings.Contains(out, want) || strings.Contains(out, "go build") {
+			t.Errorf("make -n %s as nobody in root's clone: exit %d, want 2 and %q before any go build:\n%s", goal, code, want, out)
+		}
+	}
 }
 
 // TestMakeInstallRefusesABadPrefix: an empty or relative PREFIX is a usage
