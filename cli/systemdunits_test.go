@@ -368,3 +368,88 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		t.Fatalf("systemd-analyze %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// TestSystemdEnvironmentFileExample: the example of
+// /etc/flowforge/flowforge.env sets the two URLs, each line is a comment or
+// KEY="value" (read alike by systemd and sh), and every FLOWFORGE_
+// variable it names, set or commented out, is one a flag of ffctl reads.
+func TestSystemdEnvironmentFileExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(unitsDir, "flowforge.env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	var walk func([]cli.Flag, []*cli.Command)
+	walk = func(flags []cli.Flag, cmds []*cli.Command) {
+		for _, f := range flags {
+			if d, ok := f.(cli.DocGenerationFlag); ok {
+				for _, e := range d.GetEnvVars() {
+					known[e] = true
+				}
+			}
+		}
+		for _, c := range cmds {
+			walk(c.Flags, c.Subcommands)
+		}
+	}
+	app := unitApp()
+	walk(app.Flags, app.Commands)
+	set := map[string]bool{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "# ") || line == "#" {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "#"), "=")
+		if !ok || len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || strings.ContainsAny(v[1:len(v)-1], "\"$`\\") {
+			t.Errorf("flowforge.env.example:%d: %q is neither a comment nor KEY=\"value\" without \", $, ` or \\", i+1, line)
+			continue
+		}
+		if !known[k] {
+			t.Errorf("flowforge.env.example:%d: %s is no flag's environment variable", i+1, k)
+		}
+		if !strings.HasPrefix(line, "#") {
+			set[k] = true
+		}
+	}
+	for _, k := range []string{"FLOWFORGE_DATABASE_URL", "FLOWFORGE_AMQP_URL"} {
+		if !set[k] {
+			t.Errorf("flowforge.env.example does not set %s", k)
+		}
+	}
+}
+
+// TestSystemdSysusersCreatesTheUser applies the sysusers entry to an empty
+// root where systemd-sysusers is installed: the user and group flowforge,
+// whose home is the units' WorkingDirectory, with no login shell.
+func TestSystemdSysusersCreatesTheUser(t *testing.T) {
+	t.Parallel()
+	sysusers, err := exec.LookPath("systemd-sysusers")
+	if err != nil {
+		t.Skip("systemd-sysusers is not installed here: deploy/systemd/flowforge.sysusers is not applied")
+	}
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := filepath.Abs(filepath.Join(unitsDir, "flowforge.sysusers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(t.Context(), sysusers, "--root="+root, entry).CombinedOutput(); err != nil {
+		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
+	}
+	passwd, err := os.ReadFile(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(strings.TrimSpace(string(passwd)), ":")
+	if len(f) != 7 || f[0] != "flowforge" || f[5] != "/var/lib/flowforge" || f[6] != "/usr/sbin/nologin" {
+		t.Errorf("/etc/passwd: %q, want the user flowforge, home /var/lib/flowforge, shell /usr/sbin/nologin", passwd)
+	}
+	group, err := os.ReadFile(filepath.Join(root, "etc", "group"))
+	if err != nil || !strings.HasPrefix(string(group), "flowforge:") {
+		t.Errorf("/etc/group: %q (%v), want the group flowforge", group, err)
+	}
+}
