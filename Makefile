@@ -16,19 +16,54 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
-.PHONY: help build up down status test mutate demo bench bench-quick lint clean distclean
+.PHONY: help build install docker up down status test mutate demo bench bench-quick lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
 
 # `ffctl version` reports these (the commit also comes from Go's VCS stamp where it has one).
-VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null)
-BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# Set (make VAR=... or the environment) they win; empty is unset, so the
+# Dockerfile's empty build args fall back to these.
+VERSION    := $(or $(VERSION),$(shell git describe --tags --always --dirty 2>/dev/null || echo dev))
+COMMIT     := $(or $(COMMIT),$(shell git rev-parse HEAD 2>/dev/null))
+BUILD_DATE := $(or $(BUILD_DATE),$(shell date -u +%Y-%m-%dT%H:%M:%SZ))
 LDFLAGS    := -X github.com/flowforge/flowforge/cli.Version=$(VERSION) -X github.com/flowforge/flowforge/cli.Commit=$(COMMIT) -X github.com/flowforge/flowforge/cli.BuildDate=$(BUILD_DATE)
 
+# git refuses to read a clone another user owns (safe.directory), as for root
+# in a user's clone: the stamp would be lost and go build's VCS stamp fails,
+# so build stops first and says what to do instead.
+GIT_REFUSES := $(if $(wildcard .git),$(shell command -v git >/dev/null && ! git rev-parse HEAD >/dev/null 2>&1 && echo yes))
+
 build: ## build bin/ffctl (stamped with version, commit and build date)
+	$(if $(GIT_REFUSES),$(error git cannot read this clone as $(shell id -un): another user owns it (git's safe.directory). Build as its owner (make build), then install as root: install -m 0755 $(BIN) /usr/local/bin/ffctl))
 	$(GO) build -buildvcs=auto -ldflags '$(LDFLAGS)' -o $(BIN) ./cli/ffctl
+
+# make install puts the binary `make build` stamps into $(DESTDIR)$(PREFIX)/bin.
+# PREFIX: ~/.local for a user (Debian's and Ubuntu's ~/.profile put
+# ~/.local/bin on the PATH once it exists), /usr/local for root; DESTDIR
+# stages the tree for a package. The systemd units of deploy/systemd run
+# /usr/local/bin/ffctl.
+PREFIX  ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
+DESTDIR ?=
+# Checked before anything is built: a bad PREFIX writes nothing.
+ifneq ($(filter install,$(MAKECMDGOALS)),)
+ifeq ($(filter /%,$(PREFIX)),)
+$(error PREFIX must be an absolute directory (got '$(PREFIX)'); e.g. make install PREFIX=/usr/local)
+endif
+endif
+
+install: build ## install the stamped ffctl into PREFIX/bin (default ~/.local, root: /usr/local)
+	install -d '$(DESTDIR)$(PREFIX)/bin'
+	install -m 0755 '$(BIN)' '$(DESTDIR)$(PREFIX)/bin/ffctl'
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/ffctl"
+	@case ":$$PATH:" in *':$(PREFIX)/bin:'*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
+
+# make docker builds the Dockerfile's image, stamped as make build stamps
+# (the build context holds no .git, so the stamp comes in as build args).
+IMAGE ?= flowforge/ffctl:$(VERSION)
+
+docker: ## build the container image IMAGE (default flowforge/ffctl:VERSION) from the Dockerfile
+	docker build --build-arg VERSION='$(VERSION)' --build-arg COMMIT='$(COMMIT)' --build-arg BUILD_DATE='$(BUILD_DATE)' -t '$(IMAGE)' .
 
 up: ## make PostgreSQL + RabbitMQ answer (reuse, compose or private instances)
 	scripts/up
