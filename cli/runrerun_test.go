@@ -12,11 +12,11 @@ import (
 
 // rerunOut is the part of the run JSON the rerun tests read.
 type rerunOut struct {
-	ID              string `json:"id"`
-	WorkflowVersion int    `json:"workflow_version"`
-	State           string `json:"state"`
+	ID              string         `json:"id"`
+	WorkflowVersion int            `json:"workflow_version"`
+	State           string         `json:"state"`
 	Params          map[string]any `json:"params"`
-	IdempotencyKey  *string `json:"idempotency_key"`
+	IdempotencyKey  *string        `json:"idempotency_key"`
 	RerunOf         *struct {
 		RunID   string  `json:"run_id"`
 		By      string  `json:"by"`
@@ -64,7 +64,7 @@ func TestRunRerunPrintsTheNewRunAndRunShowLinksTheTwo(t *testing.T) {
 		t.Fatalf("run show of the rerun:\n%s", show)
 	}
 	show = h.must("run", "show", old).stdout
-	if !regexp.MustCompile(`(?m)^  reruns   `+newID+` `+by+`upstream fixed\), PENDING$`).MatchString(show) {
+	if !regexp.MustCompile(`(?m)^  reruns   ` + newID + ` ` + by + `upstream fixed\), PENDING$`).MatchString(show) {
 		t.Fatalf("run show of the old run:\n%s", show)
 	}
 
