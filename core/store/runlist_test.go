@@ -70,6 +70,7 @@ func TestListRunsMatchesAParamAsAStringOrAsJSON(t *testing.T) {
 		{[]string{"n=3", "date=2026-11-30"}, []string{"n string", "n decimal"}},
 		{[]string{"n=3", "date=2026-12-01"}, nil},
 		{[]string{"missing=3"}, nil},
+		{[]string{"missing=x"}, nil}, // one candidate: a missing key must not match its absent second
 	}
 	for _, tc := range cases {
 		var filter store.RunFilter
