@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -18,14 +19,15 @@ import (
 func runCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
-		Usage:     "trigger, list, show, wait for, cancel and delete workflow runs",
-		UsageText: "ffctl run trigger|list|show|wait|cancel|delete [command options] [arguments...]\n\nExample:\n  id=$(ffctl run trigger nightly-report --param date=2026-11-30)\n  ffctl run wait \"$id\" --timeout 10m",
+		Usage:     "trigger, list, show, wait for, cancel, rerun and delete workflow runs",
+		UsageText: "ffctl run trigger|list|show|wait|cancel|rerun|delete [command options] [arguments...]\n\nExample:\n  id=$(ffctl run trigger nightly-report --param date=2026-11-30)\n  ffctl run wait \"$id\" --timeout 10m",
 		Subcommands: []*cli.Command{
 			runTriggerCommand(env),
 			runListCommand(env),
 			runShowCommand(env),
 			runWaitCommand(env),
 			runCancelCommand(env),
+			runRerunCommand(env),
 			runDeleteCommand(env),
 		},
 	}
@@ -36,17 +38,20 @@ func runListCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "list runs, newest first",
-		UsageText: "ffctl run list [--workflow W] [--state S] [--limit N] [--before TIME] [-o json]\n\n" +
+		UsageText: "ffctl run list [--workflow W] [--state S] [--since T] [--until T] [--param k=v]... [--limit N] [--before TIME] [-o json]\n\n" +
 			"Pages go backwards in time: pass the created_at of the last run of a page as --before\n" +
-			"to get the next one.\n\nExample:\n  ffctl run list --workflow nightly-report --state FAILED --limit 20\n" +
+			"to get the next one. --since and --until take an RFC 3339 time or an age (2h: two hours\n" +
+			"ago); --param k=v keeps the runs whose param k is v, as a string or as JSON.\n\n" +
+			"Example:\n  ffctl run list --workflow nightly-report --state FAILED --limit 20\n" +
+			"  ffctl run list --workflow nightly-report --since 24h --param date=2026-11-30\n" +
 			"  ffctl run list --limit 100 --before 2026-11-30T03:00:00.123456Z -o json",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "workflow", Usage: "only runs of this workflow"},
 			&cli.StringFlag{Name: "state", Usage: "only runs in this state (" + core.JoinRunStates(core.RunStates, ", ") + ")"},
 			limitFlag(50),
 			&cli.StringFlag{Name: "before", Usage: "only runs created before this RFC 3339 time (the created_at of the previous page's last run)"},
 			outputFlag(),
-		},
+		}, runListFilterFlags()...),
 		Action: func(c *cli.Context) error { return runList(c, env) },
 	}
 }
@@ -92,43 +97,17 @@ func runList(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	st, _, err := filterFlag(c, "state")
+	f, err := runListFilter(c)
 	if err != nil {
 		return err
-	}
-	state := core.RunState(strings.ToUpper(st))
-	if state != "" && !state.Valid() {
-		return usageError("--state %q: want one of %v", c.String("state"), core.RunStates)
-	}
-	limit, err := checkLimit(c)
-	if err != nil {
-		return err
-	}
-	wf, _, err := filterFlag(c, "workflow")
-	if err != nil {
-		return err
-	}
-	f := store.RunFilter{Workflow: wf, State: state, Limit: limit}
-	if f.Workflow != "" {
-		if err := core.ValidateName("workflow", f.Workflow); err != nil {
-			return usageError("--workflow: %v", err)
-		}
-	}
-	b, _, err := filterFlag(c, "before")
-	if err != nil {
-		return err
-	}
-	if b != "" {
-		t, err := time.Parse(time.RFC3339Nano, b)
-		if err != nil {
-			return usageError("--before %q: want an RFC 3339 time such as 2026-11-30T03:00:00Z", b)
-		}
-		f.Before = &t
 	}
 	if c.NArg() != 0 {
-		return usageError("run list takes no arguments (filters are flags: --workflow, --state)")
+		return usageError("run list takes no arguments (filters are flags: --workflow, --state, --since, --until, --param)")
 	}
 	runs, err := query(c, func(ctx context.Context, s *store.Store) ([]store.Run, error) { return s.ListRuns(ctx, f) })
+	if errors.Is(err, store.ErrBadRunFilter) { // the window: its ends are resolved on the database clock
+		return usageError("--since %q is after --until %q: %v", c.String("since"), c.String("until"), err)
+	}
 	if err != nil {
 		return err
 	}
@@ -145,7 +124,7 @@ func runList(c *cli.Context, env *Env) error {
 	if err := tw.flush(); err != nil {
 		return err
 	}
-	if len(runs) == limit && env.isTTY(env.Stderr) {
+	if len(runs) == f.Limit && env.isTTY(env.Stderr) {
 		fmt.Fprintf(env.Stderr, "(more runs: --before %s)\n", runs[len(runs)-1].CreatedAt.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
@@ -176,6 +155,7 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 		fmt.Fprintf(w, "  cancel requested %s\n", fmtTime(run.CancelRequestedAt))
 	}
 	printPaused(w, run.Paused)
+	printRerunLines(w, run)
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
 	ordered := core.DAGOrder(run.Tasks)

@@ -51,12 +51,14 @@
 //	pause.go           | PauseWorkflow, ResumeWorkflow and their reads                   | pause_test.go
 //	prune.go           | PruneRuns, PruneOutbox: the retention pruner's batches          | prune_test.go, prune_export_test.go, retention_size_test.go
 //	quarantine.go      | the outbox's quarantine: list, retry, drop, history             | quarantine_test.go
-//	query.go           | GetRun, ListRuns, GetTask, ListLeases, TaskStateOf              | every test (fixtures_test.go reads through it)
+//	query.go           | GetRun, GetTask, ListLeases, TaskStateOf                        | every test (fixtures_test.go reads through it)
 //	reach.go           | IsUnreachable: a lost database told from a refusal              | reach_test.go
 //	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
 //	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
+//	rerun.go           | Rerun (`run rerun`): a run repeated, audited; a run's reruns    | rerun_test.go
 //	rundelete.go       | DeleteRuns (`run delete`): by id, by filter, audited            | rundelete_test.go
+//	runlist.go         | ListRuns, RunFilter (`run list`): params, time window, paging   | runlist_test.go, runlist_export_test.go
 //	runwake.go         | RunWake: the run wake-up payload, in Go and in SQL              | runwake_test.go, runwake_export_test.go
 //	schedule.go        | Schedule and Tick, the stored schedule's types                  | schedule_test.go
 //	schedule_file.go   | ApplyWorkflowFile: a definition and its schedules, one tx       | schedule_file_test.go

@@ -36,6 +36,14 @@ type Run struct {
 	// tasks wait, undispatched); nil otherwise. GetRun sets it, ListRuns
 	// does not.
 	Paused *Pause `db:"-" json:"paused,omitempty"`
+	// RerunOf is the run this one repeats (Store.Rerun), with who asked,
+	// why and when; nil for a run that is not a rerun.
+	RerunOf *RerunLink `db:"rerun_of" json:"rerun_of"`
+	// Reruns are the newest reruns of this run (at most RerunsShown, newest
+	// first) and RerunsTotal counts them all. GetRun sets them, ListRuns
+	// does not.
+	Reruns      []RerunLink `db:"-" json:"reruns,omitempty"`
+	RerunsTotal int         `db:"-" json:"reruns_total,omitempty"`
 }
 
 // Ended reports whether the run has ended (core.RunEnded): its state is
@@ -81,7 +89,8 @@ type TaskRun struct {
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
        r.cancel_requested_at, r.created_at, r.started_at, r.finished_at,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS tasks_total,
-       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED')) AS tasks_done`
+       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED')) AS tasks_done,
+       ` + rerunOfColumn
 
 const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
        to_jsonb(t.depends_on) AS depends_on, t.worker_id, t.lease_expires_at,
@@ -113,31 +122,10 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 	if paused {
 		r.Paused = &p
 	}
+	if r.Reruns, r.RerunsTotal, err = s.rerunsOf(ctx, id); err != nil {
+		return Run{}, fmt.Errorf("read run %s: %w", id, err)
+	}
 	return r, nil
-}
-
-// RunFilter narrows ListRuns. Zero values mean "any".
-type RunFilter struct {
-	Workflow string
-	State    core.RunState
-	Limit    int // 0 means 50
-	// Before pages backwards: only runs created before this time.
-	Before *time.Time
-}
-
-// ListRuns returns runs, newest first.
-func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
-	if f.Limit <= 0 {
-		f.Limit = 50
-	}
-	var out []Run
-	err := s.db.SelectContext(ctx, &out, `SELECT `+runColumns+` FROM workflow_runs r
- WHERE ($1 = '' OR r.workflow_name = $1) AND ($2 = '' OR r.state = $2) AND ($3::timestamptz IS NULL OR r.created_at < $3)
- ORDER BY r.created_at DESC LIMIT $4`, f.Workflow, f.State, f.Before, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	return out, nil
 }
 
 // TaskDetail is a task with its history.
