@@ -140,13 +140,21 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return t, err
 }
 
-var dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+var (
+	dsnPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+	// urlPassword is a URL's user:password@ read without net/url, for a
+	// URL that net/url refuses (a port that is not a number): everything
+	// up to the last @ before the path is user info.
+	urlPassword = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9+.-]*://[^:/?#@]*:)[^/?#]*@`)
+)
 
 // RedactURL hides the password of a connection string for messages: a
-// postgres:// URL's user info, or a key=value DSN's password=.
+// postgres:// URL's user info (also in a URL net/url cannot parse), or a
+// key=value DSN's password=.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
+		raw = urlPassword.ReplaceAllString(raw, "${1}xxxxx@")
 		return dsnPassword.ReplaceAllString(raw, "${1}xxxxx")
 	}
 	return u.Redacted()

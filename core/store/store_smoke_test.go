@@ -81,6 +81,9 @@ func TestRedactURLHidesPasswords(t *testing.T) {
 		"host=127.0.0.1 port=1 password=s3cret user=u": "host=127.0.0.1 port=1 password=xxxxx user=u",
 		"host=h password='it s3cret' user=u":           "host=h password=xxxxx user=u",
 		"postgres://h/db":                              "postgres://h/db",
+		"postgres://u:s3cret@127.0.0.1:abc/x":          "postgres://u:xxxxx@127.0.0.1:abc/x",
+		"postgresql://u:p@ss:w@h:port/db?x=1":          "postgresql://u:xxxxx@h:port/db?x=1",
+		"postgres://u@h:abc/db":                        "postgres://u@h:abc/db",
 	}
 	for in, want := range cases {
 		if got := store.RedactURL(in); got != want {
