@@ -52,7 +52,7 @@
 //	prune.go           | PruneRuns, PruneOutbox: the retention pruner's batches          | prune_test.go, prune_export_test.go, retention_size_test.go
 //	quarantine.go      | the outbox's quarantine: list, retry, drop, history             | quarantine_test.go
 //	query.go           | GetRun, ListRuns, GetTask, ListLeases, TaskStateOf              | every test (fixtures_test.go reads through it)
-//	reach.go           | IsUnreachable: a lost database told from a refusal              | reach_test.go
+//	reach.go           | IsUnreachable, IsLoginRefused: a lost database told from a refusal | reach_test.go
 //	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
 //	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
@@ -73,6 +73,7 @@
 //	uuidarray.go       | uuidArray, the uuid[] parameter                                 | uuidarray_test.go
 //	version.go         | SchemaWindow, CheckSchema: which binaries a schema admits       | version_test.go
 //	workers.go         | RecordPresence, ListWorkers, LiveHandlers                       | workers_test.go
+//	workerid.go        | ClaimWorkerID, RenewWorkerID, ReleaseWorkerID: one live process per id | workerid_test.go
 //	workflow.go        | ApplyWorkflow, GetWorkflow, ListWorkflows, the definition cache | trigger_test.go, trigger_cache_test.go
 //
 // Test files of no one file: fixtures_test.go (the fixture every test
