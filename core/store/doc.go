@@ -44,6 +44,7 @@
 //	json.go            | JSON and StringList, the column types of reads                  | workers_test.go (StringList); every read
 //	jump.go            | FindByIDPrefix: the dashboard's jump to a run or task           | jump_test.go
 //	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go
+//	login.go           | IsLoginRefused: a refused login told from an outage             | login_test.go
 //	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go
 //	migrate_retry.go   | MigrateRetrying: a migration that waits out a held lock         | migrate_retry_test.go
 //	notify.go          | the NOTIFY payloads and Listener                                | notify_test.go, targeted_test.go
@@ -52,7 +53,7 @@
 //	prune.go           | PruneRuns, PruneOutbox: the retention pruner's batches          | prune_test.go, prune_export_test.go, retention_size_test.go
 //	quarantine.go      | the outbox's quarantine: list, retry, drop, history             | quarantine_test.go
 //	query.go           | GetRun, ListRuns, GetTask, ListLeases, TaskStateOf              | every test (fixtures_test.go reads through it)
-//	reach.go           | IsUnreachable, IsLoginRefused: a lost database told from a refusal | reach_test.go
+//	reach.go           | IsUnreachable: a lost database told from a refusal              | reach_test.go
 //	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
 //	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
