@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/clock"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/failpoint"
@@ -75,6 +77,7 @@ func commonDaemonFlags(role supervisor.Role) []cli.Flag {
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "health-addr", Usage: "host:port of /health/live, /health/ready and /metrics; empty disables (default " + role.HealthAddrDefault() + ", or a free port when another process has it, logged as 'daemon: health server listening'; an address given here is used or the daemon exits 1)", EnvVars: []string{"FLOWFORGE_HEALTH_ADDR"}},
 		&cli.StringFlag{Name: "id", Usage: "process id recorded in leases and history (default role-host-pid-random)", EnvVars: []string{"FLOWFORGE_ID"}},
+		&cli.DurationFlag{Name: "stop-timeout", Usage: "after the first SIGTERM or SIGINT, wait at most this long for in-flight tasks to finish, then abort them as a second signal does (their attempts fail and are retried); must be positive", Value: supervisor.DefaultStopTimeout, EnvVars: []string{"FLOWFORGE_STOP_TIMEOUT"}},
 		&cli.IntFlag{Name: "db-max-conns", Usage: "connections of the daemon's main database pool (" + maxConns + "); lease renewals have a pool of their own, so a small main pool never starves heartbeats", EnvVars: []string{"FLOWFORGE_DB_MAX_CONNS"}},
 	}
 	return append(flags, dbSessionFlags()...)
@@ -154,7 +157,11 @@ func runDaemon(c *cli.Context, env *Env, role supervisor.Role) error {
 	if err != nil {
 		return usageError("%v", err) // Config.Validate's
 	}
-	return failure(sup.Run(ctx))
+	err = sup.Run(ctx)
+	if inUse := (*supervisor.IDInUseError)(nil); errors.As(err, &inUse) {
+		return usageError("daemon %s: %w", role, err)
+	}
+	return failure(err)
 }
 
 // daemonConfig maps the flags of `ffctl daemon ROLE` to the Config; the
@@ -171,6 +178,7 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 			IdleInTxTimeout:  c.Duration("db-idle-in-transaction-timeout"),
 		},
 		DBMaxConns:     c.Int("db-max-conns"),
+		StopTimeout:    c.Duration("stop-timeout"),
 		Broker:         brokerConfig(c, nil),
 		HealthAddr:     c.String("health-addr"),
 		HealthFallback: !c.IsSet("health-addr"),
@@ -178,6 +186,12 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	}
 	if !c.IsSet("health-addr") {
 		cfg.HealthAddr = role.HealthAddrDefault()
+	}
+	if cfg.StopTimeout <= 0 {
+		// The Config's 0 is its default and Validate refuses a negative
+		// one; the flag's 0 would be no wait at all, so it is refused here.
+		return cfg, usageError("%v", &daemon.SettingError{Component: "supervisor", Field: "StopTimeout", Flag: "stop-timeout", Value: cfg.StopTimeout,
+			Want: "positive: how long the first stop signal waits for in-flight tasks before aborting them (default " + supervisor.DefaultStopTimeout.String() + ")"})
 	}
 	if role.Runs(supervisor.RoleScheduler) {
 		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after")}

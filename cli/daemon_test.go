@@ -145,7 +145,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
 		"prune": {"--prune"}, "prune-interval": {"--prune-interval", "30s"}, "retain-succeeded": {"--retain-succeeded", "3d"},
 		"retain-cancelled": {"--retain-cancelled", "1d12h"}, "retain-dead": {"--retain-dead", "30d"}, "retain-outbox": {"--retain-outbox", "6h"},
-		"misfire-grace": {"--misfire-grace", "2m"},
+		"misfire-grace": {"--misfire-grace", "2m"}, "stop-timeout": {"--stop-timeout", "45s"},
 	}
 	for _, role := range []string{"all", "scheduler", "publisher", "worker"} {
 		t.Run(role, func(t *testing.T) {

@@ -49,6 +49,10 @@
 //     406 PRECONDITION_FAILED; DialPublisher and DialConsumer return a
 //     *TopologyMismatchError explaining how to migrate. Retrying does not
 //     help.
+//   - Login refused. A wrong user or password, an unknown vhost or one the
+//     user may not use is a refusal (IsLoginRefused), not an outage:
+//     CheckLogin, which a daemon runs at start, reports it wrapping
+//     ErrLoginRefused with the broker's reply. Retrying does not help.
 //
 // Deliveries are settled with Delivery.Ack, Requeue (redelivered later with
 // Redelivered set) or Reject (dead-lettered to <Queue>.dead).

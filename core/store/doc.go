@@ -44,6 +44,7 @@
 //	json.go            | JSON and StringList, the column types of reads                  | workers_test.go (StringList); every read
 //	jump.go            | FindByIDPrefix: the dashboard's jump to a run or task           | jump_test.go
 //	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go
+//	login.go           | IsLoginRefused: a refused login told from an outage             | login_test.go
 //	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go
 //	migrate_retry.go   | MigrateRetrying: a migration that waits out a held lock         | migrate_retry_test.go
 //	notify.go          | the NOTIFY payloads and Listener                                | notify_test.go, targeted_test.go
@@ -75,6 +76,7 @@
 //	uuidarray.go       | uuidArray, the uuid[] parameter                                 | uuidarray_test.go
 //	version.go         | SchemaWindow, CheckSchema: which binaries a schema admits       | version_test.go
 //	workers.go         | RecordPresence, ListWorkers, LiveHandlers                       | workers_test.go
+//	workerid.go        | ClaimWorkerID, RenewWorkerID, ReleaseWorkerID: one live process per id | workerid_test.go
 //	workflow.go        | ApplyWorkflow, GetWorkflow, ListWorkflows, the definition cache | trigger_test.go, trigger_cache_test.go
 //
 // Test files of no one file: fixtures_test.go (the fixture every test

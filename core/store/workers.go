@@ -53,16 +53,14 @@ func (s *Store) TouchWorker(ctx context.Context, id, role, hostname string, pid 
 }
 
 // RecordPresence upserts the process's row in workers (last_seen_at on the
-// database clock) with its handler set, queue and broker connection.
+// database clock) with its handler set, queue and broker connection,
+// whoever holds the id: for tools and tests. A daemon claims its id
+// (ClaimWorkerID) and heartbeats through RenewWorkerID instead, so that two
+// live processes never share one row.
 func (s *Store) RecordPresence(ctx context.Context, p Presence) error {
-	var handlers *string
-	if p.Handlers != nil {
-		b, err := json.Marshal(p.Handlers)
-		if err != nil {
-			return fmt.Errorf("record worker %s: %w", p.ID, err)
-		}
-		h := string(b)
-		handlers = &h
+	handlers, err := handlersJSON(p.Handlers)
+	if err != nil {
+		return fmt.Errorf("record worker %s: %w", p.ID, err)
 	}
 	var queue, health *string
 	if p.Queue != "" {
@@ -71,7 +69,7 @@ func (s *Store) RecordPresence(ctx context.Context, p Presence) error {
 	if p.HealthAddr != "" {
 		health = &p.HealthAddr
 	}
-	_, err := s.db.ExecContext(ctx, `
+	_, err = s.db.ExecContext(ctx, `
 INSERT INTO workers (id, role, hostname, pid, handlers, queue, broker_connected, health_addr) VALUES ($1, $2, $3, $4,
         CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END, $6, $7, $8)
 ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), role = EXCLUDED.role,
@@ -82,6 +80,20 @@ ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), role = EXCLUDED.role,
 		return fmt.Errorf("record worker %s: %w", p.ID, err)
 	}
 	return nil
+}
+
+// handlersJSON is a handler set as the JSON array the workers statements
+// take (nil for none).
+func handlersJSON(hs []string) (*string, error) {
+	if hs == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(hs)
+	if err != nil {
+		return nil, err
+	}
+	h := string(b)
+	return &h, nil
 }
 
 // ListWorkers returns processes seen within the last `within`, most

@@ -63,8 +63,12 @@ const (
 	// lost/recovered" log lines.
 	DependencyWatchInterval = time.Second
 	// PresenceInterval is the period of the presence heartbeat (the
-	// dashboard's Workers screen).
+	// dashboard's Workers screen) under the default IDLease: a third of
+	// the lease.
 	PresenceInterval = 5 * time.Second
+	// IDLeaseDefault is the default Config.IDLease: three presence
+	// heartbeats.
+	IDLeaseDefault = 3 * PresenceInterval
 )
 
 // Config configures a daemon process. The daemons' own settings are given
@@ -116,8 +120,18 @@ type Config struct {
 	Logger *slog.Logger
 	// Hard, closed, aborts the worker's in-flight handlers: the second
 	// stage of the stop, after Run's ctx ended (closed earlier, it takes
-	// effect when ctx ends). Nil: never.
+	// effect when ctx ends). Nil: only StopTimeout does.
 	Hard <-chan struct{}
+	// StopTimeout bounds the graceful stage of the stop: this long after
+	// Run's ctx ended (the first signal) the in-flight handlers are
+	// aborted as when Hard is closed. 0: DefaultStopTimeout.
+	StopTimeout time.Duration
+	// IDLease is how long after its holder's last presence heartbeat an
+	// ID stays held (the heartbeat runs every IDLease/3): a process
+	// started with an ID a live process holds is refused (*IDInUseError),
+	// one whose holder has not been heard from for IDLease takes it over.
+	// 0: IDLeaseDefault.
+	IDLease time.Duration
 }
 
 // Validate checks c: the role, the database URL and the session bounds,
@@ -136,6 +150,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("supervisor: --id (Config.ID): %w", err)
 	}
 	if err := daemon.CheckNotNegative("supervisor", "DBMaxConns", "db-max-conns", c.DBMaxConns, DBMaxConnsDefault); err != nil {
+		return err
+	}
+	if err := daemon.CheckNotNegative("supervisor", "StopTimeout", "stop-timeout", c.StopTimeout, DefaultStopTimeout); err != nil {
+		return err
+	}
+	if err := daemon.CheckNotNegative("supervisor", "IDLease", "", c.IDLease, IDLeaseDefault); err != nil {
 		return err
 	}
 	if err := c.Session.ValidateSession(c.idleHeld()); err != nil {
@@ -207,3 +227,9 @@ func (c Config) dbMaxConns() int {
 	}
 	return DBMaxConnsDefault
 }
+
+// stopTimeout is the graceful stage's bound.
+func (c Config) stopTimeout() time.Duration { return cmp.Or(c.StopTimeout, DefaultStopTimeout) }
+
+// idLease is how long an ID stays held after its holder's last heartbeat.
+func (c Config) idLease() time.Duration { return cmp.Or(c.IDLease, IDLeaseDefault) }

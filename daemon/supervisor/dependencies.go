@@ -3,10 +3,12 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/health"
@@ -15,7 +17,9 @@ import (
 
 // openStoreRetrying connects with backoff until the database answers or ctx
 // ends (then it returns ctx's error); a schema that is not this binary's
-// (store.ErrSchemaOutdated, store.ErrSchemaTooNew) is returned at once.
+// (store.ErrSchemaOutdated, store.ErrSchemaTooNew) and a refused login
+// (store.IsLoginRefused: a wrong password, an unknown role or database)
+// are returned at once, with the server's reason.
 func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.Logger) (*store.Store, error) {
 	var bo backoff.Backoff
 	for {
@@ -32,6 +36,9 @@ func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.
 				return nil, err
 			}
 		}
+		if store.IsLoginRefused(err) {
+			return nil, fmt.Errorf("the database refused the login (check the user, password and database of --database-url; retrying would not help): %w", err)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -41,6 +48,17 @@ func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// checkBrokerLogin returns broker.CheckLogin's refusal for the roles that
+// use the broker: a wrong user, password or vhost ends the process at
+// start instead of being retried as an outage (a broker that does not
+// answer is the loops' to retry, as before).
+func (p *process) checkBrokerLogin(ctx context.Context) error {
+	if p.cfg.Role == RoleScheduler {
+		return nil
+	}
+	return broker.CheckLogin(ctx, p.cfg.Broker)
 }
 
 // watchDependencies runs every readiness check each DependencyWatchInterval

@@ -38,6 +38,15 @@ type process struct {
 	// roles).
 	presence func(context.Context, *store.Presence)
 
+	// stopRun cancels Run's ctx with a cause: the process stops as on its
+	// first signal.
+	stopRun context.CancelCauseFunc
+	// since is the instance token of the process's claim of its ID;
+	// takenOver is set when another process took the ID over. Both are
+	// the heartbeat's once it runs, read by Run after it returned.
+	since     time.Time
+	takenOver *IDTakenOverError
+
 	stopMu  sync.Mutex
 	abort   func() // the worker's Abort, once it exists
 	aborted bool   // Hard was closed

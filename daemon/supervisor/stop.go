@@ -11,28 +11,35 @@ import (
 )
 
 // watchStop is the two-stage stop of one Run: when ctx ends it logs the
-// graceful stop, and when Config.Hard is closed after that it aborts the
-// worker's in-flight handlers. It returns when done is closed (Run
-// returning).
+// graceful stop, and when Config.Hard is closed after that, or
+// Config.StopTimeout has passed since, it aborts the worker's in-flight
+// handlers. It returns when done is closed (Run returning).
 func (p *process) watchStop(ctx context.Context, done <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 	case <-done:
 		return
 	}
+	limit := p.cfg.stopTimeout()
+	// Started before the log line, so a watcher that sees the line never
+	// waits longer than the limit for the abort.
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
 	cause := context.Cause(ctx)
 	var se *SignalError
 	if errors.As(cause, &se) {
-		p.log.Info("daemon: stopping gracefully (signal again to abort in-flight tasks)", "signal", se.Signal.String())
+		p.log.Info("daemon: stopping gracefully (signal again to abort in-flight tasks)", "signal", se.Signal.String(), "stop_timeout", limit.String())
 	} else {
-		p.log.Info("daemon: stopping gracefully (signal again to abort in-flight tasks)", "cause", cause.Error())
+		p.log.Info("daemon: stopping gracefully (signal again to abort in-flight tasks)", "cause", cause.Error(), "stop_timeout", limit.String())
 	}
 	select {
 	case <-p.cfg.Hard:
+		p.log.Warn("daemon: second signal; aborting in-flight tasks")
+	case <-timeout.C:
+		p.log.Warn("daemon: stop timeout passed; aborting in-flight tasks (as on a second signal)", "stop_timeout", limit.String())
 	case <-done:
 		return
 	}
-	p.log.Warn("daemon: second signal; aborting in-flight tasks")
 	p.stopMu.Lock()
 	p.aborted = true
 	abort := p.abort

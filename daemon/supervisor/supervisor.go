@@ -56,14 +56,19 @@ func New(cfg Config) (*Supervisor, error) {
 func (s *Supervisor) ID() string { return s.cfg.ID }
 
 // Run runs the process until ctx ends (the graceful stop; see Config.Hard
-// for the hard one) or one of its daemons fails, and returns once every
-// goroutine it started has returned and its connections are closed. It
-// returns nil after a stop through ctx, also one while it was still
-// connecting; otherwise the error that ended it: the health server could
-// not listen, the database schema is not this binary's, the broker's queue
-// is declared with other arguments, or a daemon's loop failed.
+// and Config.StopTimeout for the hard one) or one of its daemons fails,
+// and returns once every goroutine it started has returned and its
+// connections are closed. It returns nil after a stop through ctx, also
+// one while it was still connecting; otherwise the error that ended it:
+// the health server could not listen, the database or the broker refused
+// the login, the database schema is not this binary's, the broker's queue
+// is declared with other arguments, Config.ID is held by a live process
+// (*IDInUseError) or was taken over by another (*IDTakenOverError), or a
+// daemon's loop failed.
 func (s *Supervisor) Run(ctx context.Context) error {
-	p := &process{Supervisor: s}
+	ctx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	p := &process{Supervisor: s, stopRun: stopRun}
 	done := make(chan struct{})
 	var stages sync.WaitGroup
 	stages.Go(func() { p.watchStop(ctx, done) })
@@ -82,6 +87,13 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		return ignoreStop(ctx, err)
 	}
 	defer st.Close()
+	if err := p.checkBrokerLogin(ctx); err != nil {
+		return ignoreStop(ctx, err)
+	}
+	if p.since, err = p.claimID(ctx, st); err != nil {
+		return ignoreStop(ctx, err)
+	}
+	defer p.releaseID(st)
 	p.useStore(st)
 	closeDaemons, err := p.build(ctx, st)
 	defer closeDaemons()
@@ -91,7 +103,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil // stopped while connecting
 	}
-	return p.serve(ctx, st)
+	if err := p.serve(ctx, st); err != nil || p.takenOver == nil {
+		return err
+	}
+	return p.takenOver
 }
 
 // ignoreStop is err, or nil when ctx has ended (a stop while connecting).
@@ -103,10 +118,14 @@ func ignoreStop(ctx context.Context, err error) error {
 }
 
 // serve runs the daemons' loops with the watchers and the heartbeat
-// beside them until the loops return, then stops and joins the rest.
+// beside them until the loops return, then stops and joins the rest. The
+// presence heartbeat goes on while the loops drain, so the ID stays held
+// until they have returned.
 func (p *process) serve(ctx context.Context, st *store.Store) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHeartbeat()
 	var bg sync.WaitGroup
 	// The worker touches the database only when work arrives; the watcher
 	// is what notices (and counts) its database outages.
@@ -116,10 +135,11 @@ func (p *process) serve(ctx context.Context, st *store.Store) error {
 	}
 	bg.Go(func() { watchDependencies(ctx, p.checks, countReconnects, p.m, p.log) })
 	bg.Go(func() { _ = p.dbHealth.Run(ctx) })
-	bg.Go(func() { p.heartbeat(ctx, st) })
+	bg.Go(func() { p.heartbeat(hbCtx, st) })
 	p.log.Info("daemon: started", "role", string(p.cfg.Role))
 	err := runAll(ctx, stop, p.runners)
 	stop()
+	stopHeartbeat()
 	bg.Wait()
 	if err != nil {
 		return err
@@ -150,26 +170,4 @@ func runAll(ctx context.Context, stop func(), runners []runner) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
-}
-
-// heartbeat records the process's presence every PresenceInterval until
-// ctx ends, for the dashboard's Workers screen. Failures are ignored: the
-// loops report database trouble themselves.
-func (p *process) heartbeat(ctx context.Context, st *store.Store) {
-	t := time.NewTicker(PresenceInterval)
-	defer t.Stop()
-	for {
-		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		pr := store.Presence{ID: p.cfg.ID, Role: string(p.cfg.Role), Hostname: p.host, PID: os.Getpid(), HealthAddr: p.healthAddr}
-		if p.presence != nil {
-			p.presence(tctx, &pr)
-		}
-		_ = st.RecordPresence(tctx, pr)
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

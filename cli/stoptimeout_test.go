@@ -1,0 +1,34 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/flowforge/flowforge/daemon/supervisor"
+)
+
+// TestDaemonStopTimeoutMustBePositive: --stop-timeout of every role is
+// refused at start (exit 2, nothing reached) when it is zero (no wait at
+// all: the flag has no "0 for the default") or negative, naming the flag,
+// the Config field and the default, and when it does not parse.
+func TestDaemonStopTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	for _, role := range supervisor.Roles() {
+		for _, tc := range []struct {
+			value, want string
+		}{
+			{"0s", "ffctl: supervisor: --stop-timeout 0s (Config.StopTimeout): must be positive: how long the first stop signal waits for in-flight tasks before aborting them (default 30s)\n"},
+			{"0", "ffctl: supervisor: --stop-timeout 0s (Config.StopTimeout): must be positive: how long the first stop signal waits for in-flight tasks before aborting them (default 30s)\n"},
+			{"-1s", "ffctl: supervisor: --stop-timeout -1s (Config.StopTimeout): must be positive: how long the first stop signal waits for in-flight tasks before aborting them (default 30s)\n"},
+			{"soon", "stop-timeout"},
+		} {
+			t.Run(string(role)+" "+tc.value, func(t *testing.T) {
+				t.Parallel()
+				r := ffDaemon(t, string(role), "--health-addr", "", "--stop-timeout", tc.value)
+				if r.code != 2 || (strings.HasSuffix(tc.want, "\n") && r.stderr != tc.want) || !strings.Contains(r.stderr, tc.want) {
+					t.Fatalf("ffctl daemon %s --stop-timeout %s:\n%s\nwant exit 2 and %q", role, tc.value, r, tc.want)
+				}
+			})
+		}
+	}
+}
