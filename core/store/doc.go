@@ -29,6 +29,7 @@
 //	-------------------+-----------------------------------------------------------------+-----------------------------------------
 //	advance.go         | Advance: the scheduler's pass (promote, fail_fast, settle)      | advance_test.go, interleave_test.go, upstream_test.go
 //	cancel.go          | CancelRun                                                       | cancel_test.go, notify_test.go
+//	cancelwake.go      | CancelWake: the cancel payload, encoded and decoded             | cancelwake_test.go, cancel_test.go
 //	claim.go           | ClaimMany (READY -> RUNNING, fenced), ClaimedBy read-back       | claim_test.go, claim_duplicates_test.go, batch_test.go
 //	dashboard.go       | the dashboard's bounded counts and oldest pending dispatches    | dashboard_test.go, dashboard_export_test.go
 //	dead.go            | ListDeadTasks (`dead list`, the DEAD screen)                    | dead_test.go

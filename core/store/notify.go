@@ -28,20 +28,13 @@ const AnyRun = "*"
 // CancelChannel is the channel workers LISTEN on to stop running handlers
 // promptly: its payload is the comma-separated ids of runs whose running
 // tasks should stop (a run cancelled, or a fail_fast run that failed), or
-// CancelAllRuns when they do not fit in one payload. It is its own channel
+// CancelAllRuns when they do not fit in one payload (CancelWake, in
+// cancelwake.go, is its one home). It is its own channel
 // so that schedulers and publishers are not woken by it. A notification is
 // a hint: the worker asks the database (its lease renewal) before it
 // cancels anything, and the heartbeat remains the backstop when a
 // notification is lost.
 const CancelChannel = "flowforge_cancel"
-
-// CancelAllRuns in a CancelChannel payload means "any run": listeners check
-// every task they are running.
-const CancelAllRuns = "*"
-
-// cancelPayloadMax bounds a CancelChannel payload below PostgreSQL's 8000
-// byte limit on NOTIFY payloads.
-const cancelPayloadMax = 7900
 
 // notice is one NOTIFY: a channel and its payload.
 type notice struct {
@@ -66,19 +59,6 @@ func runsNotices(runs []uuid.UUID) []notice {
 		out[i] = notice{TasksChannel, p}
 	}
 	return out
-}
-
-// cancelNotice tells workers to check the running tasks of runs.
-func cancelNotice(runs []uuid.UUID) notice {
-	ids := make([]string, len(runs))
-	for i, r := range runs {
-		ids[i] = r.String()
-	}
-	p := strings.Join(ids, ",")
-	if len(p) > cancelPayloadMax {
-		p = CancelAllRuns
-	}
-	return notice{CancelChannel, p}
 }
 
 // notifyAll queues the notices in tx in ONE statement (delivered at

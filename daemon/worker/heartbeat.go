@@ -65,16 +65,11 @@ func (w *Worker) untrack(run uuid.UUID, hb *heartbeatLoop) {
 // core.ErrRunCancelled. The notification is only a hint: the database
 // decides, as at every heartbeat. Items that are not run ids are ignored.
 func (w *Worker) cancelNotified(items []string) {
-	all := items == nil
-	runs := make(map[uuid.UUID]bool, len(items))
-	for _, it := range items {
-		if it == store.CancelAllRuns {
-			all = true
-			continue
-		}
-		if id, err := uuid.Parse(it); err == nil {
-			runs[id] = true
-		}
+	wake := store.DecodeCancelWake(items)
+	all := wake.AllRuns
+	runs := make(map[uuid.UUID]bool, len(wake.Runs))
+	for _, id := range wake.Runs {
+		runs[id] = true
 	}
 	w.runningMu.Lock()
 	defer w.runningMu.Unlock()
