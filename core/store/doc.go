@@ -56,6 +56,7 @@
 //	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
 //	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
+//	rollback.go        | RollbackWorkflow, WorkflowEvents: an old version made newest    | rollback_test.go
 //	rundelete.go       | DeleteRuns (`run delete`): by id, by filter, audited            | rundelete_test.go
 //	runwake.go         | RunWake: the run wake-up payload, in Go and in SQL              | runwake_test.go, runwake_export_test.go
 //	schedule.go        | Schedule and Tick, the stored schedule's types                  | schedule_test.go
