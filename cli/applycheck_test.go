@@ -141,6 +141,10 @@ func TestWorkflowApplyRefusesAHandlerNoLiveWorkerRegisters(t *testing.T) {
 	expect(t, r, 2, "ffctl: -: tasks a, b: handler x; task c: handler shell (workers register shell only with --allow-shell) are registered by none of the 2 workers seen in the last 10 min (they register: http, noop, sleep); nothing stored")
 	h.assertUnchanged(before)
 
+	// --strict does not turn the refusal into a failure (exit 1).
+	expect(t, h.ffIn(typo, "workflow", "apply", "-f", "-", "--strict"), 2, "task send: handler nop is registered by none of the 2 workers")
+	h.assertUnchanged(before)
+
 	r = h.ffIn(typo, "workflow", "apply", "-f", "-", "--allow-unknown-handler")
 	if r.code != 0 || !strings.Contains(r.stdout, "workflow mail: stored version 2 (2 tasks)") ||
 		!strings.Contains(r.stderr, "warning: handler nop (task send): none of the 2 workers seen in the last 10 min registers it; they register: http, noop, sleep") {

@@ -139,22 +139,22 @@ func taskList(tasks []string) string {
 
 // handlerGate runs the handler check of a definition about to be stored
 // (what names it in messages): a refusal when live workers contradict it,
-// unless --allow-unknown-handler; with --strict, any unserved handler is a
-// failure (exit 1). It returns the warnings to print and keep. Errors: the
+// unless --allow-unknown-handler; else, with --strict, any unserved handler
+// (no worker seen) is a failure (exit 1). It returns the warnings to print and keep. Errors: the
 // refusal (exit 2), --strict's failure (exit 1), the store's.
 func handlerGate(c *cli.Context, s *store.Store, def *core.Definition, what string) ([]string, error) {
 	hc, err := checkHandlers(c.Context, s, def)
 	if err != nil {
 		return nil, failure(err)
 	}
-	warnings := hc.warnings()
-	if c.Bool("strict") && len(warnings) > 0 {
-		return nil, failure(fmt.Errorf("%s: %s (--strict; nothing stored)", what, warnings[0]))
-	}
 	if !c.Bool("allow-unknown-handler") {
 		if err := hc.refusal(what); err != nil {
 			return nil, err
 		}
+	}
+	warnings := hc.warnings()
+	if c.Bool("strict") && len(warnings) > 0 {
+		return nil, failure(fmt.Errorf("%s: %s (--strict; nothing stored)", what, warnings[0]))
 	}
 	return warnings, nil
 }
