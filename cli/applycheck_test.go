@@ -9,8 +9,9 @@ import (
 
 // TestWorkflowApplyChecksBuiltinParamsAndLiveHandlers: a typo in a built-in
 // handler's params is refused at apply (exit 2, nothing stored); a handler
-// no live worker registers is a warning naming what the live workers do
-// register, and --strict makes it an error (exit 1, nothing stored).
+// no live worker registers is a warning when no worker has been seen, and
+// --strict makes it an error (exit 1, nothing stored); with live workers
+// and --allow-unknown-handler it is a warning naming what they register.
 func TestWorkflowApplyChecksBuiltinParamsAndLiveHandlers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
@@ -40,14 +41,15 @@ func TestWorkflowApplyChecksBuiltinParamsAndLiveHandlers(t *testing.T) {
 	}
 	h.assertUnchanged(before)
 
-	// Live workers: the warning names their handlers; apply succeeds.
+	// Live workers, --allow-unknown-handler: the warning names their
+	// handlers; apply succeeds.
 	if err := h.s.RecordPresence(h.ctx, store.Presence{ID: "w1", Role: "worker", Hostname: "h", PID: 1, Handlers: []string{"noop", "sleep"}, Queue: "flowforge.dispatch"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.s.RecordPresence(h.ctx, store.Presence{ID: "s1", Role: "scheduler", Hostname: "h", PID: 2}); err != nil {
 		t.Fatal(err)
 	}
-	r = h.ffIn(sendmail, "workflow", "apply", "-f", "-")
+	r = h.ffIn(sendmail, "workflow", "apply", "-f", "-", "--allow-unknown-handler")
 	if r.code != 0 || !strings.Contains(r.stdout, "stored version 1") {
 		t.Fatalf("apply: %s", r)
 	}
@@ -60,6 +62,8 @@ func TestWorkflowApplyChecksBuiltinParamsAndLiveHandlers(t *testing.T) {
 	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, `"warnings": []`) {
 		t.Fatalf("apply of a served handler: %s", r)
 	}
+	r = h.ffIn(sendmail, "workflow", "apply", "-f", "-", "--strict", "--allow-unknown-handler")
+	expect(t, r, 2, "ffctl: workflow apply: --strict and --allow-unknown-handler contradict each other: give one\n")
 }
 
 // TestRunShowSaysATaskWaitsForAWorkerWithItsHandler: once a worker noted
@@ -95,5 +99,63 @@ func TestRunShowSaysATaskWaitsForAWorkerWithItsHandler(t *testing.T) {
 	hist := h.must("task", "show", task.ID.String(), "-o", "json")
 	if !strings.Contains(hist.stdout, `"reason": "waiting for a worker with handler sendmail (handed back by w1, which registers noop, sleep)"`) {
 		t.Fatalf("task history lacks the note:\n%s", hist.stdout)
+	}
+}
+
+// liveWorker records a worker process seen now that registers handlers.
+func (h *harness) liveWorker(id string, handlers ...string) {
+	h.t.Helper()
+	if err := h.s.RecordPresence(h.ctx, store.Presence{ID: id, Role: "worker", Hostname: "h", PID: 1, Handlers: handlers, Queue: "flowforge.dispatch"}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// TestWorkflowApplyRefusesAHandlerNoLiveWorkerRegisters (issue 23, hazard
+// 1): while live workers exist, a file naming a handler none of them
+// registers (a typo) is refused: exit 2, nothing stored (the newest
+// version stays the one before), the message naming the task, the handler
+// and what the live workers register. --allow-unknown-handler stores it
+// with the warning; with no live worker at all it is a warning (exit 0).
+func TestWorkflowApplyRefusesAHandlerNoLiveWorkerRegisters(t *testing.T) {
+	t.Parallel()
+	const good = "name: mail\ntasks:\n  - {name: send, handler: noop}\n  - {name: nap, handler: sleep, params: {duration: 1ms}}\n"
+	const typo = "name: mail\ntasks:\n  - {name: send, handler: nop}\n  - {name: nap, handler: sleep, params: {duration: 1ms}}\n"
+	h := newHarness(t)
+	h.liveWorker("w1", "noop", "sleep")
+	h.liveWorker("w2", "noop", "http")
+	h.apply(good)
+
+	before := h.snapshot()
+	r := h.ffIn(typo, "workflow", "apply", "-f", "-")
+	expect(t, r, 2, "ffctl: -: task send: handler nop is registered by none of the 2 workers seen in the last 10 min (they register: http, noop, sleep); nothing stored: fix the handler name, start a worker that registers it, or pass --allow-unknown-handler to store it anyway\n")
+	if r.stdout != "" {
+		t.Errorf("a refused apply wrote to stdout:\n%s", r.stdout)
+	}
+	h.assertUnchanged(before)
+	if wf, err := h.s.GetWorkflow(h.ctx, "mail", 0); err != nil || wf.Version != 1 {
+		t.Fatalf("newest version after the refusal: %d, %v; want 1", wf.Version, err)
+	}
+
+	// Several: each named with its tasks, shell with what workers need.
+	r = h.ffIn("name: many\ntasks:\n  - {name: a, handler: x}\n  - {name: b, handler: x}\n  - {name: c, handler: shell, params: {command: [\"true\"]}}\n", "workflow", "apply", "-f", "-")
+	expect(t, r, 2, "ffctl: -: tasks a, b: handler x; task c: handler shell (workers register shell only with --allow-shell) are registered by none of the 2 workers seen in the last 10 min (they register: http, noop, sleep); nothing stored")
+	h.assertUnchanged(before)
+
+	// --strict does not turn the refusal into a failure (exit 1).
+	expect(t, h.ffIn(typo, "workflow", "apply", "-f", "-", "--strict"), 2, "task send: handler nop is registered by none of the 2 workers")
+	h.assertUnchanged(before)
+
+	r = h.ffIn(typo, "workflow", "apply", "-f", "-", "--allow-unknown-handler")
+	if r.code != 0 || !strings.Contains(r.stdout, "workflow mail: stored version 2 (2 tasks)") ||
+		!strings.Contains(r.stderr, "warning: handler nop (task send): none of the 2 workers seen in the last 10 min registers it; they register: http, noop, sleep") {
+		t.Fatalf("apply --allow-unknown-handler: %s", r)
+	}
+
+	// No live worker at all: a warning, as before.
+	lone := newHarness(t)
+	r = lone.ffIn(typo, "workflow", "apply", "-f", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "stored version 1") ||
+		!strings.Contains(r.stderr, "warning: handler nop (task send): no worker has been seen in the last 10 min") {
+		t.Fatalf("apply with no live worker: %s", r)
 	}
 }

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -21,26 +18,30 @@ import (
 func workflowCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "workflow",
-		Usage:     "apply, list and show workflow definitions; pause and resume workflows",
-		UsageText: "ffctl workflow apply|list|show|pause|resume [command options] [arguments...]\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml && ffctl workflow show wordcount",
+		Usage:     "apply, list, show and roll back workflow definitions; pause and resume workflows",
+		UsageText: "ffctl workflow apply|list|show|rollback|pause|resume [command options] [arguments...]\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml && ffctl workflow show wordcount",
 		Subcommands: append([]*cli.Command{
 			{
 				Name:  "apply",
 				Usage: "validate a workflow file (YAML or JSON) and store it as the newest version",
-				UsageText: "ffctl workflow apply -f FILE [--strict] [-o json]\n\n" +
+				UsageText: "ffctl workflow apply -f FILE [--allow-unknown-handler | --strict] [-o json]\n\n" +
 					"The whole file is checked before anything is written (names, tasks, dependencies and\n" +
 					"cycles, retry and timeout values, unknown fields, and the params of built-in handlers:\n" +
 					"noop, sleep, fail, shell, http); an unchanged definition is a no-op, a changed one\n" +
-					"becomes the next version. A handler that no worker seen in the last 10 minutes\n" +
-					"registers is a warning on standard error naming the handlers they do register\n" +
-					"(--strict: an error, exit 1, nothing stored).\n\n" +
+					"becomes the next version. A handler that none of the workers seen in the last 10\n" +
+					"minutes registers is refused (exit 2, nothing stored), naming the task, the handler and\n" +
+					"the handlers they do register; --allow-unknown-handler stores it with a warning. With no\n" +
+					"worker seen at all it is a warning (--strict: an error, exit 1, nothing stored).\n" +
+					"A task that sets no retry gets 3 attempts, backoff 1s to 1m (full jitter), and no\n" +
+					"timeout (shell included): ffctl workflow show prints each task's effective values.\n\n" +
 					"The file's optional schedules: list (name, cron, timezone, params, overlap, catchup,\n" +
 					"catchup_window, jitter) is applied in the same transaction: the file owns them; entries\n" +
 					"are created or updated, those no longer in the file deleted; a name held by an\n" +
 					"ffctl schedule create schedule or another workflow's file is refused (exit 1, nothing stored).\n\nExample:\n  ffctl workflow apply -f demo/wordcount.yaml",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "workflow file (YAML or JSON, required); - reads standard input"},
-					&cli.BoolFlag{Name: "strict", Usage: "refuse (exit 1, nothing stored) a handler no live worker registers"},
+					&cli.BoolFlag{Name: "strict", Usage: "refuse (exit 1, nothing stored) a handler no live worker registers, also when no worker has been seen"},
+					allowUnknownHandlerFlag(),
 					outputFlag(),
 				},
 				Action: func(c *cli.Context) error { return workflowApply(c, env) },
@@ -53,12 +54,16 @@ func workflowCommand(env *Env) *cli.Command {
 				Action:    func(c *cli.Context) error { return workflowList(c, env) },
 			},
 			{
-				Name:      "show",
-				Usage:     "show a workflow's definition",
-				UsageText: "ffctl workflow show NAME [--version N] [-o json]\n\nExample:\n  ffctl workflow show wordcount -o json",
-				Flags:     []cli.Flag{outputFlag(), &cli.IntFlag{Name: "version", Usage: "version (default newest)"}},
-				Action:    func(c *cli.Context) error { return workflowShow(c, env) },
+				Name:  "show",
+				Usage: "show a workflow's definition, each task's effective retry policy and timeout, and its rollbacks",
+				UsageText: "ffctl workflow show NAME [--version N] [-o json]\n\n" +
+					"Each task's retry policy and timeout are the values the engine applies: the file's, else\n" +
+					"the defaults (3 attempts, backoff 1s to 1m with full jitter, no timeout), marked (default).\n\n" +
+					"Example:\n  ffctl workflow show wordcount -o json",
+				Flags:  []cli.Flag{outputFlag(), &cli.IntFlag{Name: "version", Usage: "version (default newest)"}},
+				Action: func(c *cli.Context) error { return workflowShow(c, env) },
 			},
+			workflowRollbackCommand(env),
 		}, workflowPauseCommands(env)...),
 	}
 }
@@ -74,6 +79,9 @@ func workflowApply(c *cli.Context, env *Env) error {
 	}
 	if c.NArg() != 0 {
 		return usageError("workflow apply takes no arguments: give the file with -f FILE")
+	}
+	if c.Bool("strict") && c.Bool("allow-unknown-handler") {
+		return usageError("workflow apply: --strict and --allow-unknown-handler contradict each other: give one")
 	}
 	data, err := readInput(env, path)
 	if err != nil {
@@ -98,14 +106,11 @@ func workflowApply(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer s.Close()
-	warnings, err := unservedHandlers(c.Context, s, def)
+	warnings, err := handlerGate(c, s, def, path)
 	if err != nil {
-		return failure(err)
+		return err
 	}
 	for _, w := range warnings {
-		if c.Bool("strict") {
-			return failure(fmt.Errorf("%s: %s (--strict; nothing stored)", path, w))
-		}
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
 	wf, created, changes, err := s.ApplyWorkflowFile(c.Context, def, scheds, actor())
@@ -167,46 +172,6 @@ func unfitSchedules(ctx context.Context, s *store.Store, wf store.Workflow) ([]s
 	return out, nil
 }
 
-// LiveWorkersWithinDefault is how recently a worker must have been seen for
-// `workflow apply` to count its handlers.
-const LiveWorkersWithinDefault = 10 * time.Minute
-
-// unservedHandlers returns one warning per handler of def that no worker
-// seen within LiveWorkersWithinDefault registers, naming the handlers
-// those workers do register (or saying that none was seen).
-func unservedHandlers(ctx context.Context, s *store.Store, def *core.Definition) ([]string, error) {
-	live, workers, err := s.LiveHandlers(ctx, LiveWorkersWithinDefault)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(live))
-	for h := range live {
-		names = append(names, h)
-	}
-	sort.Strings(names)
-	within := fmt.Sprintf("%d min", int(LiveWorkersWithinDefault.Minutes()))
-	var out []string
-	seen := map[string]bool{}
-	for _, t := range def.Tasks {
-		if _, ok := live[t.Handler]; ok || seen[t.Handler] {
-			continue
-		}
-		seen[t.Handler] = true
-		var w string
-		switch {
-		case workers == 0:
-			w = fmt.Sprintf("handler %s (task %s): no worker has been seen in the last %s, so none is known to register it", core.TerminalText(t.Handler), t.Name, within)
-		default:
-			w = fmt.Sprintf("handler %s (task %s): none of the %d workers seen in the last %s registers it; they register: %s", core.TerminalText(t.Handler), t.Name, workers, within, strings.Join(names, ", "))
-		}
-		if t.Handler == "shell" {
-			w += " (workers register shell only with --allow-shell)"
-		}
-		out = append(out, w+"; its tasks will wait for such a worker, then fail")
-	}
-	return out, nil
-}
-
 func workflowList(c *cli.Context, env *Env) error {
 	format, err := outputFormat(c)
 	if err != nil {
@@ -237,112 +202,4 @@ func workflowList(c *cli.Context, env *Env) error {
 		tw.row(w.Name, strconv.Itoa(w.Version), strconv.Itoa(w.Tasks), strconv.FormatInt(w.Runs, 10), fmtTime(&w.CreatedAt), paused)
 	}
 	return tw.flush()
-}
-
-func workflowShow(c *cli.Context, env *Env) error {
-	format, err := outputFormat(c)
-	if err != nil {
-		return err
-	}
-	if c.NArg() != 1 {
-		return usageError("workflow show takes one workflow name")
-	}
-	if err := core.ValidateName("workflow", c.Args().First()); err != nil {
-		return usageError("%v", err)
-	}
-	version, err := versionFlag(c)
-	if err != nil {
-		return err
-	}
-	wf, err := query(c, func(ctx context.Context, s *store.Store) (store.Workflow, error) {
-		return s.GetWorkflow(ctx, c.Args().First(), version)
-	})
-	if err != nil {
-		return err
-	}
-	if format == "json" {
-		return writeJSON(env.Stdout, newWorkflowJSON(wf))
-	}
-	fmt.Fprintf(env.Stdout, "workflow %s version %d (created %s)\n", wf.Name, wf.Version, fmtTime(&wf.CreatedAt))
-	if wf.Definition.Description != "" {
-		fmt.Fprintf(env.Stdout, "%s\n", core.TerminalText(wf.Definition.Description))
-	}
-	tw := newTable(env.Stdout, env.colours(), "TASK", "HANDLER", "DEPENDS ON", "MAX ATTEMPTS", "TIMEOUT")
-	for _, t := range wf.Definition.Tasks {
-		timeout := "-"
-		if t.Timeout != nil {
-			timeout = t.TimeoutOrZero().String()
-		}
-		deps := "-"
-		if len(t.DependsOn) > 0 {
-			deps = fmt.Sprint(t.DependsOn)
-		}
-		tw.row(core.TerminalText(t.Name), core.TerminalText(t.Handler), deps, strconv.Itoa(t.Policy().MaxAttempts), timeout)
-	}
-	return tw.flush()
-}
-
-// workflowJSON is `workflow show -o json`: the stored workflow with its
-// definition in the workflow file's shape, every field present (absent
-// values null, fail_fast false), unlike the stored encoding, which omits
-// them and must keep doing so (an unchanged file is recognised by equal
-// jsonb).
-type workflowJSON struct {
-	Name       string         `json:"name"`
-	Version    int            `json:"version"`
-	Definition definitionJSON `json:"definition"`
-	CreatedAt  time.Time      `json:"created_at"`
-}
-
-type definitionJSON struct {
-	Name        string        `json:"name"`
-	Description *string       `json:"description"`
-	FailFast    bool          `json:"fail_fast"`
-	Tasks       []taskDefJSON `json:"tasks"`
-}
-
-type taskDefJSON struct {
-	Name           string          `json:"name"`
-	Handler        string          `json:"handler"`
-	Params         json.RawMessage `json:"params"`
-	DependsOn      []string        `json:"depends_on"`
-	Retry          *retrySpecJSON  `json:"retry"`
-	Timeout        *core.Duration  `json:"timeout"`
-	IdempotencyKey *string         `json:"idempotency_key"`
-	IdempotencyTTL *core.Duration  `json:"idempotency_ttl"`
-}
-
-type retrySpecJSON struct {
-	MaxAttempts    *int           `json:"max_attempts"`
-	InitialBackoff *core.Duration `json:"initial_backoff"`
-	MaxBackoff     *core.Duration `json:"max_backoff"`
-}
-
-func newWorkflowJSON(wf store.Workflow) workflowJSON {
-	d := wf.Definition
-	out := workflowJSON{Name: wf.Name, Version: wf.Version, CreatedAt: wf.CreatedAt,
-		Definition: definitionJSON{Name: d.Name, Description: nonEmpty(d.Description), FailFast: d.FailFast, Tasks: make([]taskDefJSON, 0, len(d.Tasks))}}
-	for _, t := range d.Tasks {
-		tj := taskDefJSON{Name: t.Name, Handler: t.Handler, Params: t.Params, DependsOn: t.DependsOn, Timeout: t.Timeout, IdempotencyKey: nonEmpty(t.IdempotencyKey),
-			IdempotencyTTL: t.IdempotencyTTL}
-		if len(tj.Params) == 0 {
-			tj.Params = json.RawMessage("null")
-		}
-		if tj.DependsOn == nil {
-			tj.DependsOn = []string{}
-		}
-		if r := t.Retry; r != nil {
-			tj.Retry = &retrySpecJSON{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}
-		}
-		out.Definition.Tasks = append(out.Definition.Tasks, tj)
-	}
-	return out
-}
-
-// nonEmpty returns nil for "", else a pointer to s.
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

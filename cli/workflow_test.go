@@ -79,7 +79,7 @@ func TestWorkflowApplyListShow(t *testing.T) {
 		t.Fatalf("show: %+v", show)
 	}
 	out := h.must("workflow", "show", "nightly-report").stdout
-	for _, want := range []string{"workflow nightly-report version 2", "the nightly report", "render   noop     [extract]   6             30s"} {
+	for _, want := range []string{"workflow nightly-report version 2", "the nightly report", "render   noop     [extract]   6             1s (default)     1m (default)  30s"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("show table lacks %q:\n%s", want, out)
 		}

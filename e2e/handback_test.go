@@ -21,7 +21,7 @@ func TestATaskNoWorkerCanRunBacksOffAndSaysWhatItWaitsFor(t *testing.T) {
 	const grace = 4 * time.Second
 	s.ControlPlane(t)
 	w := s.DaemonWithHealth(t, "worker", "worker", "--concurrency", "2", "--lease", "5s", "--unknown-handler-grace", grace.String())
-	s.Apply(t, "name: mail\ntasks:\n  - {name: send, handler: sendmail}\n")
+	s.ApplyUnservedHandlers(t, "name: mail\ntasks:\n  - {name: send, handler: sendmail}\n")
 	id := s.Trigger(t, "mail")
 	runID := uuid.MustParse(id)
 	harness.Eventually(t, 20*time.Second, "run show says the task waits for a worker with handler sendmail", func() (bool, error) {

@@ -71,7 +71,7 @@ func TestAnUnknownHandlerIsDeadAtOnceWithAClearError(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	s.ControlPlane(t)
 	w := s.DaemonWithHealth(t, "worker", "worker", "--concurrency", "2", "--lease", "5s", "--unknown-handler-grace", "1s")
-	s.Apply(t, `
+	s.ApplyUnservedHandlers(t, `
 name: typo
 tasks:
   - name: t
@@ -114,7 +114,7 @@ func TestWorkersWithDifferentHandlerSetsShareAQueue(t *testing.T) {
 		yaml += "  - {name: s" + string(rune('a'+i)) + ", handler: special}\n"
 		yaml += "  - {name: n" + string(rune('a'+i)) + ", handler: noop}\n"
 	}
-	s.Apply(t, yaml)
+	s.ApplyUnservedHandlers(t, yaml)
 	id := s.Trigger(t, "mixed")
 	db := s.DB(t)
 	harness.Eventually(t, 30*time.Second, "the plain worker to hand back all 8 special tasks", func() (bool, error) {

@@ -59,6 +59,7 @@
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
 //	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
 //	rerun.go           | Rerun (`run rerun`): a run repeated, audited; a run's reruns    | rerun_test.go
+//	rollback.go        | RollbackWorkflow, WorkflowEvents: an old version made newest    | rollback_test.go
 //	rundelete.go       | DeleteRuns (`run delete`): by id, by filter, audited            | rundelete_test.go
 //	runlist.go         | ListRuns, RunFilter (`run list`): params, time window, paging   | runlist_test.go, runlist_export_test.go
 //	runwake.go         | RunWake: the run wake-up payload, in Go and in SQL              | runwake_test.go, runwake_export_test.go

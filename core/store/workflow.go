@@ -208,8 +208,8 @@ func (c *defCache) forget(name string) {
 // Concurrent applies of one name are serialised by an advisory lock held
 // until tx ends.
 func applyWorkflowTx(ctx context.Context, tx *sqlx.Tx, def *core.Definition, raw []byte) (Workflow, bool, error) {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('flowforge.workflow.' || $1))`, def.Name); err != nil {
-		return Workflow{}, false, fmt.Errorf("lock workflow %q: %w", def.Name, err)
+	if err := lockWorkflowName(ctx, tx, def.Name); err != nil {
+		return Workflow{}, false, err
 	}
 	var cur Workflow
 	err := tx.GetContext(ctx, &cur, qLatestWorkflow, def.Name)
@@ -232,4 +232,18 @@ func applyWorkflowTx(ctx context.Context, tx *sqlx.Tx, def *core.Definition, raw
 		return Workflow{}, false, fmt.Errorf("insert workflow %q: %w", def.Name, err)
 	}
 	return wf, true, nil
+}
+
+// qLockWorkflowName takes the advisory lock that serialises every writer of
+// workflow $1's versions (apply, rollback) until the transaction ends.
+const qLockWorkflowName = `SELECT pg_advisory_xact_lock(hashtext('flowforge.workflow.' || $1))`
+
+// lockWorkflowName takes, in tx, the lock every transaction that adds a
+// version of workflow name holds: a writer reads the newest version and
+// inserts the next one under it, so no two pick one number.
+func lockWorkflowName(ctx context.Context, tx *sqlx.Tx, name string) error {
+	if _, err := tx.ExecContext(ctx, qLockWorkflowName, name); err != nil {
+		return fmt.Errorf("lock workflow %q: %w", name, err)
+	}
+	return nil
 }

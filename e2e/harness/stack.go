@@ -208,6 +208,18 @@ func (s *Stack) Apply(t testing.TB, yaml string) {
 	}
 }
 
+// ApplyUnservedHandlers is Apply with --allow-unknown-handler: it stores a
+// workflow naming a handler none of the live workers registers (which
+// `workflow apply` otherwise refuses), for the tests of what such a task
+// does.
+func (s *Stack) ApplyUnservedHandlers(t testing.TB, yaml string) {
+	t.Helper()
+	out, errOut, code := s.CLIWithInput(t, yaml, "workflow", "apply", "-f", "-", "--allow-unknown-handler")
+	if code != 0 {
+		t.Fatalf("workflow apply --allow-unknown-handler: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // Trigger starts a run of workflow with params ("k=v") and returns its id.
 func (s *Stack) Trigger(t testing.TB, workflow string, params ...string) string {
 	t.Helper()
