@@ -95,7 +95,9 @@ func renderTaskParams(t TaskDef, data KeyData) (json.RawMessage, error) {
 	out, err := mapStrings(v, "params", func(path, s string) (string, error) {
 		tmpl, err := parseTemplate(path, s)
 		if err != nil {
-			return "", err
+			// Only a version applied before params were templates gets
+			// here: apply refuses such a template.
+			return "", fmt.Errorf("%w (a literal {{ is written {{\"{{\"}}: apply the workflow again with it)", err)
 		}
 		var buf strings.Builder
 		if err := tmpl.Execute(&buf, data); err != nil {

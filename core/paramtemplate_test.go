@@ -119,3 +119,16 @@ func TestParamsTemplatesAreCheckedAtApply(t *testing.T) {
 		})
 	}
 }
+
+// TestAStoredTemplateThatDoesNotParseRefusesTheTrigger: a version applied
+// before params were templates may hold a "{{" that does not parse (apply
+// refuses one now); its trigger is refused, saying how to mend it.
+func TestAStoredTemplateThatDoesNotParseRefusesTheTrigger(t *testing.T) {
+	t.Parallel()
+	def := &core.Definition{Name: "old", Tasks: []core.TaskDef{{Name: "a", Handler: "noop", Params: json.RawMessage(`{"s": "{{ unclosed"}`)}}}
+	_, err := core.RenderRunTasks(def, json.RawMessage(`{}`))
+	if !errors.Is(err, core.ErrBadParams) || !strings.Contains(err.Error(), `task "a": template: params.s:1:`) ||
+		!strings.Contains(err.Error(), `a literal {{ is written {{"{{"}}: apply the workflow again with it`) {
+		t.Fatalf("%v; want core.ErrBadParams naming the task, the value and the mend", err)
+	}
+}
