@@ -11,7 +11,10 @@ import (
 // command named by args it moves every flag (with its value) ahead of the
 // positional arguments. Global flags written after a command ("ffctl daemon
 // all --queue q") are moved ahead of the command, where urfave/cli looks for
-// them. "--" ends flag handling.
+// them. "--" ends flag handling. A help flag (-h, --help) among the flags
+// drops the positional arguments: urfave/cli would read the first of them as
+// the name of a command to describe ("unknown command 'ID'"), and whoever
+// asks for help wants the help of the command they named, whatever follows.
 func interspersed(app *cli.App, args []string) []string {
 	if len(args) < 2 || args[len(args)-1] == "--generate-bash-completion" {
 		// Shell completion needs its flag last and no "--": leave it be.
@@ -45,6 +48,9 @@ func interspersed(app *cli.App, args []string) []string {
 			continue
 		}
 		pos = append(pos, a)
+	}
+	if asksForHelp(w.flags, fl) {
+		pos = nil
 	}
 	out := append([]string{args[0]}, globals...)
 	out = append(out, w.walked...)
@@ -109,6 +115,23 @@ func walkToLeaf(app *cli.App, args []string) (w leafWalk, ok bool) {
 	}
 	w.next = i
 	return w, i <= len(args)
+}
+
+// asksForHelp reports whether the flags moved ahead of the positional
+// arguments (fl, flags with their values) hold -h or --help, and the command
+// reached (whose flags are cmdFlags) does not define a flag of that name
+// itself.
+func asksForHelp(cmdFlags []cli.Flag, fl []string) bool {
+	for j := 0; j < len(fl); j++ {
+		a := fl[j]
+		if (a == "-h" || a == "--help") && !hasFlag(cmdFlags, strings.TrimLeft(a, "-")) {
+			return true
+		}
+		if !isBoolFlag(cmdFlags, a) && !strings.Contains(a, "=") {
+			j++ // a value-taking flag: skip its value
+		}
+	}
+	return false
 }
 
 func isBoolFlag(flags []cli.Flag, arg string) bool {

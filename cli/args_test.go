@@ -24,6 +24,10 @@ func TestInterspersedMovesFlagsWhereUrfaveLooksForThem(t *testing.T) {
 		{"global flag already first", "ffctl --queue q daemon worker", "ffctl --queue q daemon worker"},
 		{"a command's own --version takes a value", "ffctl run trigger wf --version 2", "ffctl run trigger --version 2 -- wf"},
 		{"double dash ends flags", "ffctl run show -- --odd", "ffctl run show -- --odd"},
+		{"help after a positional drops the positional", "ffctl run show ID --help", "ffctl run show --help"},
+		{"-h after a positional and a flag", "ffctl run trigger wf --param a=b -h", "ffctl run trigger --param a=b -h"},
+		{"a flag's value that reads --help is no help flag", "ffctl dead requeue ID --reason --help", "ffctl dead requeue --reason --help -- ID"},
+		{"--help after a double dash is an argument", "ffctl run show -- --help", "ffctl run show -- --help"},
 		{"a flag missing its value is left to the parser", "ffctl --queue", "ffctl --queue"},
 	}
 	for _, c := range cases {

@@ -63,6 +63,43 @@ func TestEveryCommandHasASummaryAndAnExample(t *testing.T) {
 	}
 }
 
+// TestHelpAfterAPositionalArgument walks the whole command tree and asks
+// for help after a positional argument, with --help and with -h (issue 23:
+// "ffctl run show ID --help" said "unknown command 'ID'"). Help wins
+// wherever it is asked for: exit 0, the command's own usage on stdout,
+// nothing on stderr. For a command with subcommands the argument stands
+// where a subcommand name would, and its help lists them.
+func TestHelpAfterAPositionalArgument(t *testing.T) {
+	t.Parallel()
+	app := ffcli.NewApp(&ffcli.Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}})
+	var walk func(path []string, cmds []*cli.Command)
+	seen := 0
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Name == "help" {
+				continue
+			}
+			p := append(append([]string(nil), path...), c.Name)
+			seen++
+			for _, h := range []string{"--help", "-h"} {
+				args := append(append([]string(nil), p...), "0b7c6d2e", h)
+				t.Run(strings.Join(args, " "), func(t *testing.T) {
+					r := ffNoDB(args...)
+					want := "ffctl " + strings.Join(p, " ") + " - " + c.Usage
+					if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, want) {
+						t.Fatalf("want exit 0 and %q on stdout:\n%s", want, r)
+					}
+				})
+			}
+			walk(p, c.Subcommands)
+		}
+	}
+	walk(nil, app.Commands)
+	if seen < 25 {
+		t.Fatalf("walked %d commands, expected the whole tree", seen)
+	}
+}
+
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	// A test binary has no linker stamp and no VCS stamp.

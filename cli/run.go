@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -143,8 +142,8 @@ func runShow(c *cli.Context, env *Env) error {
 	return printRun(env.Stdout, env.colours(), run, t.format)
 }
 
-// printRun writes a run with its task tree (in DAG order, indented by
-// depth).
+// printRun writes a run with its tasks drawn as a tree, each task once
+// (dagLayout: a join named with its upstreams).
 func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	if format == "json" {
 		return writeJSON(w, runJSON{Run: inDAGOrder(run)})
@@ -158,9 +157,8 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	printRerunLines(w, run)
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
-	ordered := core.DAGOrder(run.Tasks)
-	for _, o := range ordered {
-		t := o.Node
+	for _, l := range dagLayout(run.Tasks) {
+		t := l.Node
 		worker := "-"
 		if t.WorkerID != nil {
 			worker = *t.WorkerID
@@ -169,13 +167,13 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 		if t.WaitingForHandler != nil { // a worker handed it back: say what it waits for
 			errText = store.WaitingReasonPrefix + *t.WaitingForHandler
 		}
-		tw.row(strings.Repeat("  ", o.Depth)+t.Name, t.ID.String(), string(t.State),
+		tw.row(taskCell(l), t.ID.String(), string(t.State),
 			fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtTime(t.StartedAt), fmtTime(t.FinishedAt), errText)
 	}
 	if err := tw.flush(); err != nil {
 		return err
 	}
-	printReuses(w, ordered)
+	printReuses(w, core.DAGOrder(run.Tasks))
 	return nil
 }
 

@@ -28,6 +28,8 @@ func taskCommand(env *Env) *cli.Command {
 			UsageText: "ffctl task show TASK_RUN_ID [-o json]\n\n" +
 				"Attempts (worker, fencing token, start, end, outcome, error) are rebuilt from the\n" +
 				"task_events history, which is listed after them with every transition's actor and reason.\n" +
+				"A shell task's stdout and stderr (and an error of several lines) show their last 10 lines;\n" +
+				"-o json holds them whole.\n" +
 				"TASK_RUN_ID is the whole id or any unique prefix of at least 6 hex digits.\n\n" +
 				"Example:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 -o json",
 			Flags:  []cli.Flag{outputFlag()},
@@ -55,8 +57,10 @@ func taskShow(c *cli.Context, env *Env) error {
 	}
 	w := env.Stdout
 	p := env.colours()
-	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s\nATTEMPTS\n",
+	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s",
 		t.ID, core.TerminalText(t.Name), t.RunID, core.TerminalText(t.Workflow), core.TerminalText(t.Handler), p.state(string(t.State)), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun))
+	printTaskOutput(w, t)
+	fmt.Fprint(w, "\nATTEMPTS\n")
 	at := newTable(w, p, "ATTEMPT", "WORKER", "TOKEN", "STARTED", "FINISHED", "OUTCOME", "ERROR")
 	for _, a := range attempts {
 		worker := "-"

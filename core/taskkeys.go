@@ -7,30 +7,59 @@ import (
 	"slices"
 )
 
-// TaskIdempotencyKeys renders the task idempotency keys of one run of def
-// with params (a JSON object ValidateParams accepted; numbers render
-// verbatim), task by task in def.Tasks' order, each as stored
-// (StoredIdempotencyKey; "" for a task without an idempotency_key). It
-// returns nil, decoding nothing, when no task of def has a template.
-// Errors wrap ErrBadParams: params that do not decode, a template that
-// cannot be rendered (a missing param) or a key that cannot be stored.
-func TaskIdempotencyKeys(def *Definition, params json.RawMessage) ([]string, error) {
-	if !slices.ContainsFunc(def.Tasks, func(t TaskDef) bool { return t.IdempotencyKey != "" }) {
-		return nil, nil
+// RunTasks are the values one run of a definition stores in its task runs
+// beyond the definition's own, task by task in Definition.Tasks' order.
+type RunTasks struct {
+	// Keys are the tasks' idempotency keys as stored
+	// (StoredIdempotencyKey; "" for a task without an idempotency_key);
+	// nil when no task of the definition has one.
+	Keys []string
+	// Params are the tasks' params with their templates rendered (see
+	// renderTaskParams); a nil entry for a task whose params hold no
+	// template (the run stores the definition's params as they are); nil
+	// when no task's params hold one.
+	Params []json.RawMessage
+}
+
+// RenderRunTasks renders what each task run of one run of def stores from
+// the run's params (a JSON object ValidateParams accepted; numbers render
+// verbatim): the tasks' idempotency keys and their templated params. It is
+// the one place a trigger renders templates: run trigger, the bulk trigger
+// and a schedule's tick all create runs through it (and schedule create
+// checks a schedule's params with it). It returns the zero RunTasks,
+// decoding nothing, when no task of def has an idempotency_key or a
+// template in its params. Errors wrap ErrBadParams and name the task:
+// params that do not decode, a template that cannot be rendered (a missing
+// param), a key that cannot be stored, rendered params ValidateParams
+// refuses.
+func RenderRunTasks(def *Definition, params json.RawMessage) (RunTasks, error) {
+	keyed := slices.ContainsFunc(def.Tasks, func(t TaskDef) bool { return t.IdempotencyKey != "" })
+	templated := slices.ContainsFunc(def.Tasks, func(t TaskDef) bool { return hasParamTemplate(t.Params) })
+	if !keyed && !templated {
+		return RunTasks{}, nil
 	}
 	pmap, err := decodeKeyParams(params)
 	if err != nil {
-		return nil, err
+		return RunTasks{}, err
 	}
-	keys := make([]string, 0, len(def.Tasks))
+	var out RunTasks
 	for _, t := range def.Tasks {
-		key, err := taskIdempotencyKey(def.Name, t, pmap)
-		if err != nil {
-			return nil, err
+		if keyed {
+			key, err := taskIdempotencyKey(def.Name, t, pmap)
+			if err != nil {
+				return RunTasks{}, err
+			}
+			out.Keys = append(out.Keys, key)
 		}
-		keys = append(keys, key)
+		if templated {
+			p, err := renderTaskParams(t, KeyData{Params: pmap, Workflow: def.Name, Task: t.Name})
+			if err != nil {
+				return RunTasks{}, err
+			}
+			out.Params = append(out.Params, p)
+		}
 	}
-	return keys, nil
+	return out, nil
 }
 
 // decodeKeyParams decodes checked params for the tasks' idempotency keys

@@ -10,7 +10,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 )
 
-// TestTaskIdempotencyKeys: a run's task keys render task by task from its
+// TestTaskIdempotencyKeys (core.RenderRunTasks' Keys): a run's task keys render task by task from its
 // params (numbers verbatim, "" for a task without a template), none at all
 // when no task has a template (the params are not even decoded), and every
 // refusal wraps core.ErrBadParams.
@@ -38,7 +38,8 @@ func TestTaskIdempotencyKeys(t *testing.T) {
 		{"NUL in the key", keyed, `{"n": "x\u0000y"}`, nil, `task "a": idempotency key contains a NUL character`},
 		{"params not an object", keyed, `[1]`, nil, "invalid params: json: cannot unmarshal array"},
 	} {
-		keys, err := core.TaskIdempotencyKeys(def(t, tc.src), json.RawMessage(tc.params))
+		rt, err := core.RenderRunTasks(def(t, tc.src), json.RawMessage(tc.params))
+		keys := rt.Keys
 		if tc.err == "" {
 			if err != nil || !slices.Equal(keys, tc.want) || (tc.want == nil) != (keys == nil) {
 				t.Errorf("%s: %q, %v; want %q", tc.name, keys, err, tc.want)

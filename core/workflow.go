@@ -323,6 +323,9 @@ func (t TaskDef) validate() error {
 			return fmt.Errorf("params: %v", err)
 		}
 	}
+	if err := checkParamTemplates(t); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, d := range t.DependsOn {
 		if seen[d] {
@@ -378,7 +381,7 @@ func (d *Definition) Deps() map[string][]string {
 }
 
 func parseKeyTemplate(s string) (*template.Template, error) {
-	return template.New("idempotency_key").Option("missingkey=error").Parse(s)
+	return parseTemplate("idempotency_key", s)
 }
 
 // KeyData is what an idempotency_key template sees: {{ .Params.date }},

@@ -35,8 +35,8 @@ func FromFile(workflow string, defs []core.ScheduleDef) []Definition {
 // ValidateFile checks specs, the schedules of def's workflow file, without
 // the database: each is of def's workflow and owned by the file, passes
 // Validate (cron, zone, policies, durations, params), and every task
-// idempotency key of def renders from its params
-// (core.TaskIdempotencyKeys). It returns them as Validate returns them
+// idempotency key and params template of def renders from its params
+// (core.RenderRunTasks). It returns them as Validate returns them
 // (defaults filled in), in order. The error names the schedule:
 // `schedule "nightly": invalid schedule: ...`; it wraps ErrBadSchedule or
 // core.ErrBadParams.
@@ -53,7 +53,7 @@ func ValidateFile(def *core.Definition, specs []Definition) ([]Definition, error
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", spec.Name, err)
 		}
-		if _, err := core.TaskIdempotencyKeys(def, c.Params); err != nil {
+		if _, err := core.RenderRunTasks(def, c.Params); err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", spec.Name, err)
 		}
 		out = append(out, c)

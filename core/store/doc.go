@@ -14,10 +14,10 @@
 //
 // What is not SQL lives elsewhere: a schedule's fields and their checks in
 // core/schedule (schedule.Validate, schedule.ValidateFile), an id prefix,
-// a trigger's idempotency key, a pause mode and a run's task keys in core
-// (core.ParseIDPrefix, core.ValidateIdempotencyKey, core.ParsePauseMode,
-// core.TaskIdempotencyKeys). The tests of other packages build their
-// fixtures with package storetest.
+// a trigger's idempotency key, a pause mode and a run's task keys and
+// rendered task params in core (core.ParseIDPrefix,
+// core.ValidateIdempotencyKey, core.ParsePauseMode, core.RenderRunTasks).
+// The tests of other packages build their fixtures with package storetest.
 //
 // # Where things are
 //

@@ -75,14 +75,15 @@ type Tick struct {
 const ScheduleTicksShown = 10
 
 // checkScheduleWorkflow checks that c's workflow exists and that its
-// newest version's task idempotency keys render from c's params. Errors:
+// newest version's task idempotency keys and params templates render from
+// c's params (core.RenderRunTasks). Errors:
 // ErrNotFound, core.ErrBadParams.
 func (s *Store) checkScheduleWorkflow(ctx context.Context, c schedule.Definition) error {
 	wf, err := s.definition(ctx, c.Workflow, 0, true)
 	if err != nil {
 		return fmt.Errorf("schedule %q: %w", c.Name, err)
 	}
-	if _, err := core.TaskIdempotencyKeys(&wf.Definition, c.Params); err != nil {
+	if _, err := core.RenderRunTasks(&wf.Definition, c.Params); err != nil {
 		return fmt.Errorf("schedule %q: %w", c.Name, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -410,5 +411,52 @@ func TestATickHeldBackByAnEarlierTicksJitterIsNotMissed(t *testing.T) {
 	ticks := f.ticks("jit")
 	if len(ticks) < 2 || !ticks[0].ScheduledAt.Equal(from.Add(time.Minute)) || !ticks[1].ScheduledAt.Equal(from.Add(2*time.Minute)) {
 		t.Fatalf("ticks %+v, want the ones at %v and %v fired", ticks, from.Add(time.Minute), from.Add(2*time.Minute))
+	}
+}
+
+// TestATickRendersTheTemplatesInItsTasksParams: a schedule's tick creates
+// its run through the trigger, so the templates in the tasks' params render
+// from the schedule's params there too (core.RenderRunTasks); a schedule
+// whose params lack a param a template needs is refused at create, and a
+// newer version that needs one the schedule lacks fails its tick, creating
+// nothing.
+func TestATickRendersTheTemplatesInItsTasksParams(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(`
+name: greet
+tasks:
+  - {name: say, handler: shell, params: {command: [echo, "{{ .Params.date }}"]}}
+`)
+	if _, err := f.s.CreateSchedule(f.ctx, schedule.Definition{Name: "bare", Workflow: "greet", Cron: "@every 10s"}, "tester", ""); !errors.Is(err, core.ErrBadParams) ||
+		!strings.Contains(err.Error(), `map has no entry for key "date"`) {
+		t.Fatalf("create a schedule without the param: %v, want core.ErrBadParams naming it", err)
+	}
+	f.createSchedule(schedule.Definition{Name: "daily", Workflow: "greet", Cron: "@every 10s", Params: json.RawMessage(`{"date": "2026-11-30"}`)})
+	f.createSchedule(schedule.Definition{Name: "later", Workflow: "greet", Cron: "@every 10s", Params: json.RawMessage(`{"date": "2026-12-01"}`)})
+	f.backdateSchedule("daily", 15*time.Second)
+	f.fire()
+	daily := f.ticks("daily")
+	if len(daily) != 1 || daily[0].Outcome != store.TickFired || daily[0].RunID == nil {
+		t.Fatalf("ticks of daily %+v, want one fired", daily)
+	}
+	say := f.task(f.taskID(*daily[0].RunID, "say"))
+	if string(say.Params) != `{"command": ["echo", "2026-11-30"]}` {
+		t.Fatalf("the tick's task params %s, want the date rendered", say.Params)
+	}
+
+	f.apply(`
+name: greet
+tasks:
+  - {name: say, handler: shell, params: {command: [echo, "{{ .Params.date }} {{ .Params.zone }}"]}}
+`)
+	f.backdateSchedule("later", 15*time.Second)
+	f.fire()
+	later := f.ticks("later")
+	if len(later) != 1 || later[0].Outcome != store.TickFailed || !strings.Contains(later[0].Reason, `map has no entry for key "zone"`) {
+		t.Fatalf("ticks of later %+v, want one failed naming the missing param", later)
+	}
+	if n := f.count(`SELECT count(*) FROM workflow_runs WHERE workflow_version = 2`); n != 0 {
+		t.Fatalf("%d runs of the version the schedule cannot render", n)
 	}
 }

@@ -49,6 +49,8 @@ type TriggerResult struct {
 //	              empty when no task has a key template)
 //	$19 int       the definition's number of tasks
 //	$20 text      NOTIFY channel       $21 text    NOTIFY payload
+//	$22 jsonb[]   rendered task params, run by run, task by task (NULL: the
+//	              definition's; empty when no task's params hold a template)
 //
 // wf is the stale-definition check: a caller may hold a cached definition,
 // and unless it asked for that version ($8; versions are immutable, never
@@ -98,7 +100,8 @@ WITH wf AS (
   INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
                          initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
                          fencing_token, ready_at, idempotency_ttl_ms)
-  SELECT gen_random_uuid(), run.id, d.name, d.handler, d.params, d.deps,
+  SELECT gen_random_uuid(), run.id, d.name, d.handler,
+         COALESCE(($22::jsonb[])[(r.ord - 1) * $19::int + d.ord], d.params), d.deps,
          CASE WHEN d.root THEN 'READY' ELSE 'PENDING' END,
          d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms,
          NULLIF(($18::text[])[(r.ord - 1) * $19::int + d.ord], ''),
@@ -122,8 +125,8 @@ SELECT EXISTS (SELECT 1 FROM wf) AS current,
 // key is already taken. Errors: core.ErrBadParams for bad params,
 // ErrNotFound for an unknown workflow, ErrConflict for an idempotency key
 // reused with other params, core.ErrBadParams also when a task's
-// idempotency_key template cannot be rendered from the params (a missing
-// param), ErrWorkflowPaused when the workflow is paused with mode drop
+// idempotency_key template or a template in its params cannot be rendered
+// from the params (a missing param; core.RenderRunTasks), ErrWorkflowPaused when the workflow is paused with mode drop
 // (nothing created, the drop counted), ErrCommitOutcomeUnknown when the
 // statement got no answer (the run may exist).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
@@ -236,7 +239,7 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 		ids, wf.ID, wf.Name, wf.Version, params, ikeys, def.FailFast, pinned,
 		t.names, t.handlers, t.params, t.deps, t.maxAttempts, t.initial, t.maxBackoff, t.timeouts, t.ttls,
 		rk.keys, len(def.Tasks),
-		OutboxChannel, "",
+		OutboxChannel, "", rk.params,
 	}, nil
 }
 
@@ -299,22 +302,33 @@ func newTaskDefs(def *core.Definition) taskDefs {
 	return t
 }
 
-// runKeys are the task idempotency keys of new runs, run by run and task
-// by task ($18): empty while no task of the definition has a key template.
+// runKeys are what new runs' task runs render from their params, run by
+// run and task by task: the task idempotency keys ($18; empty while no task
+// of the definition has a key template) and the rendered task params ($22;
+// nil: the definition's; empty while no task's params hold a template).
 type runKeys struct {
-	keys []string // "": none
+	keys   []string  // "": none
+	params []*string // JSON objects
 }
 
-// add appends the task keys of a run of def with the checked params
-// (core.TaskIdempotencyKeys: none while no task has a key template).
-// Errors wrap core.ErrBadParams: a key template that cannot be rendered (a
-// missing param) or a key that cannot be stored.
+// add appends what the task runs of a run of def with the checked params
+// render (core.RenderRunTasks). Errors wrap core.ErrBadParams: a template
+// that cannot be rendered (a missing param), a key that cannot be stored,
+// rendered params that cannot.
 func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
-	keys, err := core.TaskIdempotencyKeys(def, params)
+	rt, err := core.RenderRunTasks(def, params)
 	if err != nil {
 		return err
 	}
-	rk.keys = append(rk.keys, keys...)
+	rk.keys = append(rk.keys, rt.Keys...)
+	for _, p := range rt.Params {
+		var ps *string
+		if p != nil {
+			s := string(p)
+			ps = &s
+		}
+		rk.params = append(rk.params, ps)
+	}
 	return nil
 }
 

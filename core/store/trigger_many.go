@@ -45,7 +45,7 @@ func TriggerManyBatch(want, tasks int) int {
 // ids in the order of req.Params. Errors: core.ErrBadParams (with the
 // 0-based index of the first bad params object, as a *BadRunError) before
 // anything is written, also for more than TriggerManyMax runs or a task
-// idempotency key that cannot be rendered; ErrNotFound for an unknown
+// idempotency key or params template that cannot be rendered; ErrNotFound for an unknown
 // workflow; ErrWorkflowPaused when the workflow is paused with mode drop
 // (no run created, all of them counted as dropped);
 // ErrCommitOutcomeUnknown when the statement got no answer (the runs may
@@ -93,7 +93,8 @@ func (e *BadRunError) Unwrap() error { return e.Err }
 
 // CheckRuns checks, writing nothing, that runs of version (0: the newest)
 // of workflow can be created with each of params: each is a params object
-// (core.ValidateParams) from which every task's idempotency key renders.
+// (core.ValidateParams) from which every task's idempotency key and params
+// templates render (core.RenderRunTasks).
 // It returns the workflow version it checked against, whose Version a
 // caller creating the runs in several TriggerMany calls passes to each so
 // that all are of one version (and whose tasks size its batches: see
