@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -76,7 +78,7 @@ type Location struct {
 
 // String is host:port/database, with the search path when one is set.
 func (l Location) String() string {
-	s := fmt.Sprintf("%s:%d/%s", l.Host, l.Port, l.Database)
+	s := net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))) + "/" + l.Database
 	if l.SearchPath != "" {
 		s += " (search_path " + l.SearchPath + ")"
 	}
@@ -85,13 +87,18 @@ func (l Location) String() string {
 
 // LocationOf parses url (a postgres:// URL or key=value DSN) as Open would,
 // the PG* environment and libpq's defaults included, and returns where it
-// points. Errors: a url that does not parse (pgx's error, which shows the
+// points (a URL naming no database points at the one named like its
+// user, as PostgreSQL's default is). Errors: a url that does not parse (pgx's error, which shows the
 // url with its password redacted).
 func LocationOf(url string) (Location, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return Location{}, fmt.Errorf("parse database url: %w", err)
 	}
-	return Location{Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, User: cfg.User,
+	db := cfg.Database
+	if db == "" {
+		db = cfg.User // PostgreSQL's default: the database named like the user
+	}
+	return Location{Host: cfg.Host, Port: cfg.Port, Database: db, User: cfg.User,
 		SearchPath: cfg.RuntimeParams["search_path"]}, nil
 }
