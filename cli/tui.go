@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -43,7 +45,9 @@ func tuiCommand(env *Env) *cli.Command {
 			defer s.Close()
 			// The header names the installation; one that cannot be read
 			// is shown as unknown (the screens say what fails).
-			in, _ := s.Installation(c.Context)
+			ictx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+			in, _ := s.Installation(ictx)
+			cancel()
 			src := tui.NewStoreSource(s, actor())
 			src.HorizonWarn = c.Duration("xmin-horizon-warn")
 			err = tui.Run(c.Context, src, tui.Options{
