@@ -375,6 +375,7 @@ func NewApp(env *Env) *cli.App {
 			brokerCommand(env),
 			tuiCommand(env),
 			versionCommand(env),
+			statusCommand(env),
 			completionCommand(env),
 			shellSupervisorCommand(env),
 		},

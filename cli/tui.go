@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,19 +34,29 @@ func tuiCommand(env *Env) *cli.Command {
 			if !isTerminal(env.Stdout) {
 				return usageError("tui: standard output is not a terminal")
 			}
+			info, err := configuredInstallation(c, env)
+			if err != nil {
+				return err
+			}
 			s, err := openStore(c)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			// The header names the installation; one that cannot be read
+			// is shown as unknown (the screens say what fails).
+			ictx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+			in, _ := s.Installation(ictx)
+			cancel()
 			src := tui.NewStoreSource(s, actor())
 			src.HorizonWarn = c.Duration("xmin-horizon-warn")
 			err = tui.Run(c.Context, src, tui.Options{
-				Refresh:  refresh,
-				ReadOnly: c.Bool("readonly"),
-				NoColor:  os.Getenv("NO_COLOR") != "",
-				Output:   env.Stdout,
-				Input:    env.Stdin,
+				Refresh:      refresh,
+				ReadOnly:     c.Bool("readonly"),
+				NoColor:      os.Getenv("NO_COLOR") != "",
+				Output:       env.Stdout,
+				Input:        env.Stdin,
+				Installation: dashboardInstallation(info, in),
 			})
 			return failure(err)
 		},

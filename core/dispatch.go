@@ -12,7 +12,7 @@ import (
 // DispatchVersion is the version of the dispatch message this binary
 // writes, its "v" field. See Dispatch for what a reader does with another
 // version.
-const DispatchVersion = 1
+const DispatchVersion = 2
 
 // Dispatch is the body of a dispatch message, the one definition of it: the
 // store writes it into outbox.payload (core/store's dispatchPayloadSQL
@@ -23,7 +23,16 @@ const DispatchVersion = 1
 //	 "task": name, "handler": name}
 //
 // The handler lets a worker that does not register it hand the delivery
-// back before claiming.
+// back before claiming. Version 2 adds
+//
+//	"installation": uuid
+//
+// the id of the installation (the database, see store.Store.Installation)
+// whose outbox wrote the message, so that a worker of another installation
+// sharing the queue sends it back to the queue instead of acking it as a
+// lost claim (e2e/FAILURE_MODEL.md, mode 89). It is optional: a message
+// without it (version 1, or a database whose installation row is missing)
+// is run as before.
 //
 // Versioning. A new version may only ADD fields: it never removes, renames
 // or changes the type or meaning of one that an earlier version has. So a
@@ -46,6 +55,18 @@ type Dispatch struct {
 	FencingToken int64     `json:"fencing_token"`
 	Task         string    `json:"task"`
 	Handler      string    `json:"handler,omitempty"`
+	// Installation is the writer's installation id (version 2); uuid.Nil
+	// when the message has none (an older writer), or null.
+	Installation uuid.UUID `json:"installation,omitzero"`
+}
+
+// Foreign reports whether d belongs to another installation than ours: it
+// names an installation and that is not ours. A message naming none (an
+// older binary's) is never foreign, and neither is any message while ours
+// is unknown (uuid.Nil): see the worker's foreignVerdict for what it does
+// then.
+func (d Dispatch) Foreign(ours uuid.UUID) bool {
+	return d.Installation != uuid.Nil && ours != uuid.Nil && d.Installation != ours
 }
 
 // ErrBadDispatch is matched by every decoding failure of DecodeDispatch.

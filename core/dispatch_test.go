@@ -15,6 +15,9 @@ import (
 const (
 	dispatchTaskRunID = "6f1c3e0e-6a63-4d3a-9a55-6f6b7cf1a001"
 	dispatchRunID     = "6f1c3e0e-6a63-4d3a-9a55-6f6b7cf1a002"
+	// dispatchInstallation and dispatchOther are two installations' ids.
+	dispatchInstallation = "6f1c3e0e-6a63-4d3a-9a55-6f6b7cf1a003"
+	dispatchOther        = "6f1c3e0e-6a63-4d3a-9a55-6f6b7cf1a004"
 )
 
 // dispatchBody is a well-formed version-less message with extra appended
@@ -119,7 +122,8 @@ func TestDecodeDispatchReadsAMissingVersionAsOneAndRunsANewerOne(t *testing.T) {
 // TestADispatchRoundTripsThroughJSON: what json.Marshal writes of a
 // Dispatch, DecodeDispatch reads back unchanged, v included.
 func TestADispatchRoundTripsThroughJSON(t *testing.T) {
-	want := core.Dispatch{V: core.DispatchVersion, TaskRunID: uuid.MustParse(dispatchTaskRunID), RunID: uuid.MustParse(dispatchRunID), FencingToken: 9, Task: "t", Handler: "h"}
+	want := core.Dispatch{V: core.DispatchVersion, TaskRunID: uuid.MustParse(dispatchTaskRunID), RunID: uuid.MustParse(dispatchRunID), FencingToken: 9, Task: "t", Handler: "h",
+		Installation: uuid.MustParse(dispatchInstallation)}
 	body, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
@@ -130,5 +134,81 @@ func TestADispatchRoundTripsThroughJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+}
+
+// TestDecodeDispatchReadsTheOptionalInstallation: version 2's installation
+// is read when present; a message without it (version 1, an older binary)
+// or with null has none; one that is not a uuid is ErrBadDispatch (a
+// known field of the wrong type).
+func TestDecodeDispatchReadsTheOptionalInstallation(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+		want uuid.UUID
+		ok   bool
+	}{
+		{"version 2 with its installation", dispatchBody(`"v": 2`, `"installation": "`+dispatchInstallation+`"`), uuid.MustParse(dispatchInstallation), true},
+		{"version 1 without one", dispatchBody(`"v": 1`), uuid.Nil, true},
+		{"no version, no installation", dispatchBody(), uuid.Nil, true},
+		{"installation null", dispatchBody(`"v": 2`, `"installation": null`), uuid.Nil, true},
+		{"installation not a uuid", dispatchBody(`"v": 2`, `"installation": "nope"`), uuid.Nil, false},
+		{"installation empty", dispatchBody(`"v": 2`, `"installation": ""`), uuid.Nil, false},
+		{"installation a number", dispatchBody(`"v": 2`, `"installation": 7`), uuid.Nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := core.DecodeDispatch([]byte(c.body))
+			if !c.ok {
+				if !errors.Is(err, core.ErrBadDispatch) {
+					t.Fatalf("DecodeDispatch = %+v, %v; want ErrBadDispatch", d, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeDispatch: %v", err)
+			}
+			if d.Installation != c.want {
+				t.Fatalf("installation %s, want %s", d.Installation, c.want)
+			}
+		})
+	}
+}
+
+// TestADispatchWithoutAnInstallationIsWrittenWithoutTheField: a Dispatch
+// with no installation marshals without the key, as version 1 did.
+func TestADispatchWithoutAnInstallationIsWrittenWithoutTheField(t *testing.T) {
+	body, err := json.Marshal(core.Dispatch{V: 1, TaskRunID: uuid.MustParse(dispatchTaskRunID), RunID: uuid.MustParse(dispatchRunID), FencingToken: 1, Task: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "installation") {
+		t.Fatalf("marshalled %s, want no installation", body)
+	}
+}
+
+// TestForeignIsAnotherNamedInstallation: only a message naming an
+// installation other than a known ours is foreign.
+func TestForeignIsAnotherNamedInstallation(t *testing.T) {
+	ours, other := uuid.MustParse(dispatchInstallation), uuid.MustParse(dispatchOther)
+	cases := []struct {
+		name      string
+		message   uuid.UUID
+		ours      uuid.UUID
+		isForeign bool
+	}{
+		{"ours", ours, ours, false},
+		{"another installation's", other, ours, true},
+		{"an older binary's, with none", uuid.Nil, ours, false},
+		{"ours not known yet", other, uuid.Nil, false},
+		{"neither known", uuid.Nil, uuid.Nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := core.Dispatch{Installation: c.message}
+			if got := d.Foreign(c.ours); got != c.isForeign {
+				t.Fatalf("Foreign = %v, want %v", got, c.isForeign)
+			}
+		})
 	}
 }

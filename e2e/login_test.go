@@ -46,7 +46,7 @@ func passwordPostgres(t *testing.T) string {
 	return pg.URL("postgres")
 }
 
-// TestDaemonsExitAtOnceOnARefusedLogin: mode 92. A login the server
+// TestDaemonsExitAtOnceOnARefusedLogin: mode 91. A login the server
 // refuses at start (a wrong password, an unknown role or database on
 // PostgreSQL; a wrong password or an unknown vhost on RabbitMQ) ends the
 // daemon with exit 1 and the server's reason within a few seconds, the
@@ -102,7 +102,7 @@ func TestDaemonsExitAtOnceOnARefusedLogin(t *testing.T) {
 	}
 }
 
-// TestDaemonsRetryADependencyThatDoesNotAnswerUntilItDoes: mode 92, the
+// TestDaemonsRetryADependencyThatDoesNotAnswerUntilItDoes: mode 91, the
 // other way round. A server that resets every connection is an outage,
 // not a refusal: the worker keeps retrying it (it never exits), and once
 // the server answers it connects and runs.

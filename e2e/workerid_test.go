@@ -11,7 +11,7 @@ import (
 	"github.com/flowforge/flowforge/e2e/harness"
 )
 
-// TestASecondWorkerUnderALiveIDExitsTwoNamingItsHolder: mode 91. While a
+// TestASecondWorkerUnderALiveIDExitsTwoNamingItsHolder: mode 90. While a
 // worker runs with --id dup-worker, a second `ffctl daemon worker --id
 // dup-worker` exits 2 within a few seconds, saying the id is in use and
 // naming the first's host, pid and last heartbeat; the first runs on and
@@ -50,7 +50,7 @@ func TestASecondWorkerUnderALiveIDExitsTwoNamingItsHolder(t *testing.T) {
 	}
 }
 
-// TestAWorkerRestartedAfterKill9UnderItsIDStartsWithinALease: mode 91. A
+// TestAWorkerRestartedAfterKill9UnderItsIDStartsWithinALease: mode 90. A
 // worker SIGKILLed leaves a fresh row that no heartbeat moves any more; the
 // same `ffctl daemon worker --id` started again at once (systemd's
 // Restart=) is not refused: it waits, saying why, and takes the id over

@@ -20,6 +20,7 @@ import (
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -55,6 +56,21 @@ type Options struct {
 	// Now is the wall clock used only to time refreshes (nil: time.Now);
 	// ages shown come from the database clock.
 	Now func() time.Time
+	// Installation is shown on the header's second line (zero: no such
+	// line).
+	Installation Installation
+}
+
+// Installation says which FlowForge installation the dashboard shows: its
+// id (from the database, see store.Store.Installation), where the database
+// is (host:port/name, never a password; DefaultDatabase when
+// FLOWFORGE_DATABASE_URL was unset and the default was used) and the
+// broker's vhost and dispatch queue that ffctl is configured with.
+type Installation struct {
+	ID              uuid.UUID
+	Database        string
+	DefaultDatabase bool
+	Vhost, Queue    string
 }
 
 type screenID int
@@ -81,6 +97,7 @@ type shared struct {
 	theme         *theme
 	readOnly      bool
 	nav           navKeys
+	installation  Installation
 }
 
 // fetchFunc reads one screen's data; it runs in a command's goroutine and
@@ -181,7 +198,7 @@ func New(src Source, opt Options) *Model {
 		opt.Now = time.Now
 	}
 	th := newTheme(newRenderer(opt.Output, opt.NoColor))
-	c := &shared{width: 80, height: 24, theme: th, readOnly: opt.ReadOnly, nav: newNavKeys()}
+	c := &shared{width: 80, height: 24, theme: th, readOnly: opt.ReadOnly, nav: newNavKeys(), installation: opt.Installation}
 	out := opt.Output
 	if out == nil {
 		out = os.Stdout

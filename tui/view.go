@@ -7,6 +7,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/google/uuid"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -21,7 +22,12 @@ func (m *Model) View() string {
 	if w < 20 || h < 6 {
 		return fit("terminal too small", max(w, 1))
 	}
+	header := m.tabsView(w)
 	bodyH := h - 3
+	if line := m.installationView(w); line != "" {
+		header += "\n" + line
+		bodyH--
+	}
 	var body string
 	if m.showHelp {
 		body = m.fullHelp(w, bodyH)
@@ -32,7 +38,36 @@ func (m *Model) View() string {
 	if n := strings.Count(body, "\n") + 1; n < bodyH {
 		body += strings.Repeat("\n", bodyH-n)
 	}
-	return m.tabsView(w) + "\n" + body + "\n" + m.statusView(w) + "\n" + m.shortHelp(w)
+	return header + "\n" + body + "\n" + m.statusView(w) + "\n" + m.shortHelp(w)
+}
+
+// installationView is the header's second line in w columns: which
+// installation this is (its id's first 8 hex digits, as ids are shown;
+// "unknown" when it could not be read), its database, queue and vhost; ""
+// when Options gave none. A default database is named so in full when the
+// line fits, else as "(default)"; what does not fit is clipped.
+func (m *Model) installationView(w int) string {
+	in := m.c.installation
+	if in == (Installation{}) {
+		return ""
+	}
+	th := m.c.theme
+	id := "unknown"
+	if in.ID != uuid.Nil {
+		id = in.ID.String()[:8]
+	}
+	line := func(defaultNote string) string {
+		db := in.Database
+		if in.DefaultDatabase {
+			db += " " + defaultNote
+		}
+		return th.header.Render("installation "+id) + th.dim.Render(" · db ") + core.TerminalText(db) +
+			th.dim.Render(" · queue ") + core.TerminalText(in.Queue) + th.dim.Render(" (vhost ") + core.TerminalText(in.Vhost) + th.dim.Render(")")
+	}
+	if s := line("(default: FLOWFORGE_DATABASE_URL is unset)"); lipgloss.Width(s) <= w {
+		return s
+	}
+	return clip(line("(default)"), w, 1)
 }
 
 // tabsView is the tabs line in w columns: spaced, or compact when that

@@ -15,7 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// TestIsLoginRefusedTellsARefusalFromAnOutage: mode 92. A 403 or a 530 for
+// TestIsLoginRefusedTellsARefusalFromAnOutage: mode 91. A 403 or a 530 for
 // the vhost is a refusal (definite only when the broker sent it); a 530 for
 // a connection limit or a vhost that is down, a network error and other
 // exceptions are not.
@@ -47,7 +47,7 @@ func TestIsLoginRefusedTellsARefusalFromAnOutage(t *testing.T) {
 	}
 }
 
-// TestCheckLoginReportsARefusalAndPassesAnOutage: mode 92, against the
+// TestCheckLoginReportsARefusalAndPassesAnOutage: mode 91, against the
 // broker. A wrong password or an unknown vhost comes back wrapping
 // ErrLoginRefused with the broker's reason, within a few seconds; a login
 // accepted, a closed port and a broker that drops the connection once

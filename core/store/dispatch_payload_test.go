@@ -21,6 +21,8 @@ type payloadRow struct {
 	Snapshot int64 // outbox.fencing_token_snapshot
 	Task     payloadTask
 	Token    int64 // the task row's fencing token now
+	// Installation is the database's (store.Store.Installation).
+	Installation uuid.UUID
 }
 
 // payloadTask is what a dispatch carries of its task row, and its state.
@@ -42,6 +44,10 @@ SELECT o.id, o.payload::text, o.fencing_token_snapshot, t.id, t.run_id, t.task_n
 		f.t.Fatalf("read outbox: %v", err)
 	}
 	defer rows.Close()
+	in, err := f.s.Installation(f.ctx)
+	if err != nil {
+		f.t.Fatalf("installation: %v", err)
+	}
 	var out []payloadRow
 	for rows.Next() {
 		var r payloadRow
@@ -50,6 +56,7 @@ SELECT o.id, o.payload::text, o.fencing_token_snapshot, t.id, t.run_id, t.task_n
 			f.t.Fatalf("read outbox: %v", err)
 		}
 		r.Task.State = core.TaskState(state)
+		r.Installation = in.ID
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -83,7 +90,8 @@ func checkPayload(t *testing.T, r payloadRow, token int64) {
 	if err != nil {
 		t.Fatalf("outbox row %d: %v\npayload %s", r.ID, err, r.Payload)
 	}
-	want := core.Dispatch{V: core.DispatchVersion, TaskRunID: r.Task.ID, RunID: r.Task.RunID, FencingToken: token, Task: r.Task.Name, Handler: r.Task.Handler}
+	want := core.Dispatch{V: core.DispatchVersion, TaskRunID: r.Task.ID, RunID: r.Task.RunID, FencingToken: token, Task: r.Task.Name, Handler: r.Task.Handler,
+		Installation: r.Installation}
 	if d != want {
 		t.Errorf("outbox row %d decodes to %+v, want %+v (its task row)", r.ID, d, want)
 	}

@@ -42,6 +42,7 @@
 //	horizon.go         | DBHealth: the xmin horizon and dead tuples of the hot tables    | horizon_test.go
 //	idempotency.go     | ClaimIdempotencyKey, ForgetIdempotencyKey, ReuseNote            | idempotency_test.go, idempotency_reuse_test.go
 //	idprefix.go        | ResolveID: an id prefix to one run or task id                   | idprefix_test.go, idprefix_export_test.go
+//	installation.go    | Installation (the database's id, in every dispatch), LocationOf | installation_test.go, dispatch_payload_test.go
 //	json.go            | JSON and StringList, the column types of reads                  | workers_test.go (StringList); every read
 //	jump.go            | FindByIDPrefix: the dashboard's jump to a run or task           | jump_test.go
 //	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go

@@ -11,7 +11,7 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// TestIsLoginRefusedTellsAMisconfigurationFromAnOutage: mode 92. A wrong
+// TestIsLoginRefusedTellsAMisconfigurationFromAnOutage: mode 91. A wrong
 // password, an unknown role or database (wrapped or not) is a refusal a
 // daemon exits on at start; no answer, a server starting or shutting
 // down, too many connections or any other answer is not.

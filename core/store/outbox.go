@@ -15,8 +15,9 @@ import (
 // TestEveryOutboxPayloadDecodesToItsTaskRow decodes what each of them
 // writes with core.DecodeDispatch. A new field is added here and to
 // core.Dispatch; v changes only with core.DispatchVersion (see core.Dispatch
-// for what a version may change).
-const dispatchPayloadSQL = `jsonb_build_object('v', 1, 'task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler)`
+// for what a version may change). Version 2 added the installation
+// (installationSQL: this database's installation id, mode 89).
+const dispatchPayloadSQL = `jsonb_build_object('v', 2, 'task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler, 'installation', ` + installationSQL + `)`
 
 // notPaused is true for an outbox row o whose task's workflow is not
 // paused. The uncorrelated first test is evaluated once per statement (an

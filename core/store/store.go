@@ -74,6 +74,8 @@ type Store struct {
 	defs *defCache
 	// oneShot: see Options.OneShot.
 	oneShot bool
+	// installation caches Installation's answer (it never changes).
+	installation installationCache
 }
 
 // Open connects to url (a postgres:// URL or key=value DSN) and pings it,

@@ -83,7 +83,7 @@ func TestAWorkerIDIsClaimedFreeOrLapsedAndRefusedWhileItsHolderIsLive(t *testing
 	}
 }
 
-// TestOfTwoConcurrentClaimsOfOneWorkerIDExactlyOneWins: mode 91. Two
+// TestOfTwoConcurrentClaimsOfOneWorkerIDExactlyOneWins: mode 90. Two
 // processes starting with one id at the same instant: both claims are
 // made to wait behind a held transaction (one that locks a lapsed row, or
 // one inserting the row), then released together. Exactly one claims the

@@ -40,7 +40,7 @@ type Metrics struct {
 	// Every state is exported from the start (at 0).
 	TasksFinished *prometheus.CounterVec
 	// HandedBack counts deliveries requeued without a claim, by reason
-	// (unknown_handler, no_slot).
+	// (unknown_handler, no_slot, installation_unknown).
 	HandedBack *prometheus.CounterVec
 	// ClaimsLost counts deliveries whose claim matched nothing, by reason
 	// (duplicate, stale, cancelled, paused, unknown_task, unknown).
@@ -112,6 +112,9 @@ type Metrics struct {
 	// error after the statement was sent) and were read back, by op
 	// (claim, finish) and what the row showed (committed, not_committed).
 	AmbiguousWrites *prometheus.CounterVec
+	// ForeignDispatches counts dispatches of another installation sent
+	// back to the queue, by outcome (see ForeignDispatchOutcomes).
+	ForeignDispatches *prometheus.CounterVec
 
 	outboxMu       sync.Mutex
 	outboxSrc      OutboxSource
@@ -229,7 +232,7 @@ func New() *Metrics {
 		Registry:      r,
 		TasksClaimed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_claimed_total", Help: "Tasks claimed (READY -> RUNNING)."}),
 		TasksFinished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_finished_total", Help: labelHelp("Attempt outcomes recorded, by resulting task state", "state", finishedStates())}, []string{"state"}),
-		HandedBack:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_deliveries_handed_back_total", Help: "Deliveries requeued without a claim, by reason (unknown_handler, no_slot)."}, []string{"reason"}),
+		HandedBack:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_deliveries_handed_back_total", Help: "Deliveries requeued without a claim, by reason (unknown_handler, no_slot, installation_unknown)."}, []string{"reason"}),
 		WriteBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flowforge_worker_batch_rows", Help: "Rows of each claim and finish statement of the worker.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}, []string{"statement"}),
 		ClaimsLost:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_claims_lost_total", Help: "Deliveries whose claim matched no READY row, by reason."}, []string{"reason"}),
@@ -262,6 +265,7 @@ func New() *Metrics {
 	m.AmbiguousWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_ambiguous_writes_total", Help: "Claims and finishes whose reply was lost and were read back, by op and outcome (committed, not_committed)."}, []string{"op", "outcome"})
 	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
 	m.ScheduleTicks = newScheduleTicks(r)
+	m.ForeignDispatches = newForeignDispatches(r)
 	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)
 	}

@@ -41,7 +41,7 @@ func schedulerConfig(dbURL, id string, lease time.Duration) supervisor.Config {
 	return supervisor.Config{Role: supervisor.RoleScheduler, ID: id, DatabaseURL: dbURL, IDLease: lease, NoPrune: true}
 }
 
-// TestASecondProcessUnderALiveIDIsRefused: mode 91. A process started with
+// TestASecondProcessUnderALiveIDIsRefused: mode 90. A process started with
 // the id of a live one (its heartbeat keeps coming) watches the row until
 // the holder is heard from, then Run returns an *IDInUseError naming the
 // id, the holder's host, pid and last heartbeat; it never starts, and the
@@ -87,7 +87,7 @@ func TestASecondProcessUnderALiveIDIsRefused(t *testing.T) {
 	}
 }
 
-// TestAProcessRestartedAfterACrashTakesOverItsIDWithinALease: mode 91. The
+// TestAProcessRestartedAfterACrashTakesOverItsIDWithinALease: mode 90. The
 // row of a process that died without a stop (kill -9) is fresh and no
 // heartbeat moves it: a process started again under its id waits, logging
 // why, and takes the id over once the row's last heartbeat is a lease old
@@ -118,7 +118,7 @@ func TestAProcessRestartedAfterACrashTakesOverItsIDWithinALease(t *testing.T) {
 	}
 }
 
-// TestAProcessWhoseIDIsTakenOverStops: mode 91. Another process takes the
+// TestAProcessWhoseIDIsTakenOverStops: mode 90. Another process takes the
 // id over (as it may once this one's heartbeat lapsed, its database out of
 // reach for longer than the lease): at its next heartbeat the process sees
 // the row is not its claim's any more and stops as on its first signal;

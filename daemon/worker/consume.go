@@ -55,8 +55,10 @@ func (w *Worker) consumeUntilStopped(ctx context.Context, cons *broker.Consumer,
 
 // consume decodes each delivery of cons and hands it to the claim loop
 // (pending) until ctx ends or the consumer closes. A delivery that is not
-// a dispatch is rejected here; one for a handler this worker lacks goes
-// through handBack in a goroutine of its own (it waits before it requeues).
+// a dispatch is rejected here; one that names an installation not known to
+// be ours goes through settleForeign, and one for a handler this worker
+// lacks through handBack, each in a goroutine of its own (they wait before
+// they requeue).
 func (w *Worker) consume(ctx context.Context, cons *broker.Consumer, pending chan<- pendingDelivery) {
 	for {
 		select {
@@ -71,19 +73,36 @@ func (w *Worker) consume(ctx context.Context, cons *broker.Consumer, pending cha
 				continue
 			}
 			w.signals.deliveryReceived(p.disp.TaskRunID)
-			if p.disp.Handler != "" && !w.cfg.Registry.Has(p.disp.Handler) {
+			if w.mayBeForeign(p) {
+				// Perhaps another installation's (mode 89): decided, and
+				// sent back unclaimed if so, off the consume loop.
 				w.handBacksWG.Add(1)
 				go func() {
 					defer w.handBacksWG.Done()
-					if !w.handBack(ctx, p.d, p.disp, p.log) {
-						w.enqueue(ctx, pending, p)
-					}
+					w.settleForeign(ctx, p, pending)
 				}()
 				continue
 			}
-			w.enqueue(ctx, pending, p)
+			w.ownDelivery(ctx, p, pending)
 		}
 	}
+}
+
+// ownDelivery hands p, a dispatch of this installation (or of none: an
+// older binary's), to the claim loop, or, for a handler this worker lacks,
+// to handBack in a goroutine of its own.
+func (w *Worker) ownDelivery(ctx context.Context, p pendingDelivery, pending chan<- pendingDelivery) {
+	if p.disp.Handler != "" && !w.cfg.Registry.Has(p.disp.Handler) {
+		w.handBacksWG.Add(1)
+		go func() {
+			defer w.handBacksWG.Done()
+			if !w.handBack(ctx, p.d, p.disp, p.log) {
+				w.enqueue(ctx, pending, p)
+			}
+		}()
+		return
+	}
+	w.enqueue(ctx, pending, p)
 }
 
 // enqueue hands p to the claim loop, or back to the queue when the worker

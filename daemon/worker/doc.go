@@ -2,6 +2,9 @@
 // dispatch queue:
 //
 //	decode        not a valid dispatch         -> log, count, Reject (dead-letter queue)
+//	installation  names another installation   -> a confirmed copy to the queue's tail, then
+//	              (mode 89, foreign.go)           Ack; no copy confirmed -> Requeue; never
+//	                                              claimed, Rejected or acked without a copy
 //	take a slot   none free within SlotWait    -> Requeue (another worker may take it)
 //	claim         READY+token -> RUNNING, new token, attempt+1, lease on the db clock,
 //	              in a batch with the deliveries that arrived meanwhile

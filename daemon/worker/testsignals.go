@@ -23,6 +23,18 @@ type testSignals struct {
 	// lost receives the task run id of every delivery whose claim lost
 	// (acked without running).
 	lost chan uuid.UUID
+	// foreign receives every dispatch of another installation sent back
+	// to the queue (forwarded or requeued).
+	foreign chan foreignSent
+}
+
+// foreignSent is one dispatch of another installation that the worker
+// sent back: its task, the x-delivery-count it arrived with, and what
+// became of it (a ForeignDispatchOutcomes label).
+type foreignSent struct {
+	ID            uuid.UUID
+	DeliveryCount int64
+	Outcome       string
 }
 
 // attemptFinished is what execute did with one attempt: the finish it
@@ -66,6 +78,15 @@ func (s *testSignals) deliveryReceived(id uuid.UUID) {
 	if s.received != nil {
 		select {
 		case s.received <- id:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) foreignSentBack(f foreignSent) {
+	if s.foreign != nil {
+		select {
+		case s.foreign <- f:
 		default:
 		}
 	}

@@ -32,6 +32,8 @@ type Store interface {
 	FinishRecorded(ctx context.Context, id uuid.UUID, token int64, workerID string) (core.TaskState, bool, error)
 	ClaimIdempotencyKey(ctx context.Context, key string, id uuid.UUID, token int64) (store.KeyClaim, error)
 	ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error)
+	// Installation is this database's installation (see foreign.go).
+	Installation(ctx context.Context) (store.Installation, error)
 }
 
 // Renewer renews leases. The worker renews through its own small pool so
@@ -67,6 +69,14 @@ type Worker struct {
 	current   atomic.Pointer[broker.Consumer] // the consumer of Run, nil between connections
 	handBacks handBackPacer
 
+	// ours is this worker's installation id once read; foreignPacer,
+	// foreignLog and forwarder send other installations' dispatches back
+	// to the queue (foreign.go).
+	ours         atomic.Pointer[uuid.UUID]
+	foreignPacer handBackPacer
+	foreignLog   foreignLogLimiter
+	forwarder    *forwarder
+
 	// running holds the heartbeats of the attempts in flight, by run id, so
 	// that a cancel notification can make them renew at once.
 	runningMu sync.Mutex
@@ -93,6 +103,9 @@ func New(cfg Config) (*Worker, error) {
 		abortCtx:           ctx,
 		abort:              cancel,
 	}
+	fwd := cfg.Broker
+	fwd.Cursor = &broker.Cursor{} // the forwarder's connection fails over on its own
+	w.forwarder = &forwarder{cfg: fwd}
 	cfg.Metrics.SetDeadLetterSource(w.deadLetterDepth)
 	return w, nil
 }
@@ -191,6 +204,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Deliveries not yet claimed are requeued by the claim loop, which
 	// ends once pending is drained; the runners end with their attempts.
 	w.handBacksWG.Wait()
+	w.forwarder.close()
 	close(pending)
 	loops.Wait()
 	if cons != nil {
