@@ -116,7 +116,10 @@ SELECT w.id, w.role, w.hostname, w.pid, w.started_at, w.last_seen_at,
 // LiveHandlers returns the handler sets of worker processes seen within
 // the last `within` (database clock), keyed by handler name, each with the
 // sorted queues whose workers register it; workers is how many worker
-// processes were seen.
+// processes were seen. A process that has claimed its id but not yet
+// reported its handler set (handlers NULL: between the claim at start and
+// its first heartbeat) counts as not seen, so that an apply in that window
+// is not refused for a handler set nobody has reported.
 func (s *Store) LiveHandlers(ctx context.Context, within time.Duration) (handlers map[string][]string, workers int, err error) {
 	var rows []struct {
 		Handler *string    `db:"handler"`
@@ -125,14 +128,14 @@ func (s *Store) LiveHandlers(ctx context.Context, within time.Duration) (handler
 	err = s.db.SelectContext(ctx, &rows, `
 SELECT h AS handler, to_jsonb(array_agg(DISTINCT coalesce(w.queue, ''))) AS queues
   FROM workers w LEFT JOIN LATERAL unnest(w.handlers) h ON true
- WHERE w.role IN ('worker', 'all') AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
+ WHERE w.role IN ('worker', 'all') AND w.handlers IS NOT NULL AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
  GROUP BY h`, within.Milliseconds())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list live handlers: %w", err)
 	}
 	if err := s.db.GetContext(ctx, &workers, `
 SELECT count(*) FROM workers w
- WHERE w.role IN ('worker', 'all') AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'`, within.Milliseconds()); err != nil {
+ WHERE w.role IN ('worker', 'all') AND w.handlers IS NOT NULL AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'`, within.Milliseconds()); err != nil {
 		return nil, 0, fmt.Errorf("count live workers: %w", err)
 	}
 	handlers = map[string][]string{}

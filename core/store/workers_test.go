@@ -147,7 +147,9 @@ func TestLiveHandlersAreTheRecentWorkersHandlerSets(t *testing.T) {
 	f.record(store.Presence{ID: "a", Role: "worker", Hostname: "h", PID: 1, Handlers: []string{"http", "noop"}, Queue: "q2"})
 	f.record(store.Presence{ID: "b", Role: "all", Hostname: "h", PID: 2, Handlers: []string{"noop", "shell"}, Queue: "q1"})
 	f.record(store.Presence{ID: "c", Role: "worker", Hostname: "h", PID: 3, Handlers: []string{"noop"}})
-	f.record(store.Presence{ID: "d", Role: "worker", Hostname: "h", PID: 4}) // registers nothing
+	f.record(store.Presence{ID: "d", Role: "worker", Hostname: "h", PID: 4, Handlers: []string{}}) // registers nothing
+	// Claimed its id at start, handler set not reported yet: not seen.
+	f.record(store.Presence{ID: "u", Role: "worker", Hostname: "h", PID: 7})
 	f.record(store.Presence{ID: "e", Role: "worker", Hostname: "h", PID: 5, Handlers: []string{"stale"}, Queue: "q9"})
 	f.seenAgo("e", time.Hour)
 	f.record(store.Presence{ID: "s", Role: "scheduler", Hostname: "h", PID: 6, Handlers: []string{"sched-only"}})
