@@ -36,17 +36,8 @@ type KeySource struct {
 
 // Scan implements sql.Scanner for a jsonb {"task_run_id", "run_id"}.
 func (k *KeySource) Scan(src any) error {
-	var b []byte
-	switch v := src.(type) {
-	case []byte:
-		b = v
-	case string:
-		b = []byte(v)
-	default:
-		return fmt.Errorf("scan reused_from: unsupported type %T", src)
-	}
-	if err := json.Unmarshal(b, k); err != nil {
-		return fmt.Errorf("scan reused_from: %w", err)
+	if err := scanJSONObject(src, "reused_from", k); err != nil {
+		return err
 	}
 	return nil
 }

@@ -47,6 +47,25 @@ func (j *JSON) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// scanJSONObject decodes a jsonb column's value src (text or bytes, as the
+// driver gives it) into v, for the Scan of a type read as one jsonb object;
+// what names the column in errors.
+func scanJSONObject(src any, what string, v any) error {
+	var b []byte
+	switch t := src.(type) {
+	case []byte:
+		b = t
+	case string:
+		b = []byte(t)
+	default:
+		return fmt.Errorf("scan %s: unsupported type %T", what, src)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("scan %s: %w", what, err)
+	}
+	return nil
+}
+
 // StringList holds a text[] column read as to_jsonb(column): SQL NULL scans
 // as nil (and marshals as JSON null), a JSON array of strings as its
 // elements.

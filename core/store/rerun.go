@@ -39,17 +39,8 @@ type RerunLink struct {
 
 // Scan implements sql.Scanner for the jsonb object rerunOfColumn builds.
 func (l *RerunLink) Scan(src any) error {
-	var b []byte
-	switch v := src.(type) {
-	case []byte:
-		b = v
-	case string:
-		b = []byte(v)
-	default:
-		return fmt.Errorf("scan rerun_of: unsupported type %T", src)
-	}
-	if err := json.Unmarshal(b, l); err != nil {
-		return fmt.Errorf("scan rerun_of: %w", err)
+	if err := scanJSONObject(src, "rerun_of", l); err != nil {
+		return err
 	}
 	l.Deleted = l.State == nil
 	return nil
