@@ -121,9 +121,19 @@ tasks:
 		{sched, "flowforge_dependency_up", `dependency="postgres"`, 1},
 		{sched, "flowforge_tasks_promoted_total", ``, 1},
 	}
-	harness.Eventually(t, 10*time.Second, "the dependency gauges to be set", func() (bool, error) {
-		v := harness.Metric(t, sched.Health, "flowforge_dependency_up", `dependency="postgres"`)
-		return v == 1, nil
+	// The gauges are set by each daemon's dependency watcher, every
+	// DependencyWatchInterval: a check made before the worker's consumer
+	// was up reads 0 until the next one, however soon the run settled.
+	harness.Eventually(t, 30*time.Second, "the dependency gauges to be set", func() (bool, error) {
+		for _, x := range wants {
+			if x.name != "flowforge_dependency_up" {
+				continue
+			}
+			if v, ok, err := harness.Scrape(x.d.Health, x.name, x.label); err != nil || !ok || v < x.min {
+				return false, fmt.Errorf("%s: %s{%s} = %v (%v, %v)", x.d.Name, x.name, x.label, v, ok, err)
+			}
+		}
+		return true, nil
 	})
 	for _, x := range wants {
 		v, ok, err := harness.Scrape(x.d.Health, x.name, x.label)
