@@ -16,7 +16,7 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
-.PHONY: help build install docker up down status test mutate demo bench bench-quick lint clean distclean
+.PHONY: help build install docker up down status test fuzz-short mutate demo bench bench-quick lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
@@ -80,7 +80,15 @@ test: ## start services, then go test -race over all packages
 	scripts/up
 	eval "$$(scripts/env)"; \
 	echo "go test: FLOWFORGE_TEST_DATABASE_URL=$$FLOWFORGE_TEST_DATABASE_URL FLOWFORGE_TEST_AMQP_URL=$$FLOWFORGE_TEST_AMQP_URL"; \
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+	$(GO) test $(TEST_FLAGS) $(PKGS); \
+	$(MAKE) --no-print-directory fuzz-short
+
+# The API's request decoding, fuzzed a few seconds beyond its seed corpus
+# (daemon/api/testdata/fuzz, which every go test runs): about 10 s with
+# the build. A failing input is written under that testdata directory.
+FUZZTIME ?= 5s
+fuzz-short: ## fuzz the HTTP API's request decoding for FUZZTIME (default 5s)
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./daemon/api
 
 # Each mutant of e2e/MUTANTS.yaml takes one mechanism of the failure model
 # away (through go test -overlay; the tree is never written) and must be

@@ -6,17 +6,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 )
 
 // idTarget is what a command on one run or task shares (run show, run
 // wait, task show, and the audited actions of idAction): the output
-// format, an open store and the id, resolved from a full id or a unique
-// prefix. The caller closes s.
+// format, an open store with the client over it, and the id, resolved
+// from a full id or a unique prefix. The caller closes s.
 type idTarget struct {
 	format string
 	id     uuid.UUID
 	s      *store.Store
+	cl     *client.Client
 }
 
 // openIDTarget reads -o and the one id argument of kind, runs check (the
@@ -41,6 +43,7 @@ func openIDTarget(c *cli.Context, kind store.IDKind, check func() error) (idTarg
 	if t.s, err = openStore(c); err != nil {
 		return t, err
 	}
+	t.cl = newClient(t.s)
 	if t.id, err = resolveID(c.Context, t.s, kind, p); err != nil {
 		t.s.Close()
 		return t, err

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/user"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -71,22 +71,32 @@ func openStore(c *cli.Context) (*store.Store, error) {
 	return s, nil
 }
 
+// newClient is the client over s (ffctl's commands use it for what it
+// offers: one path with every other program's triggers and reads), acting
+// as actor().
+func newClient(s *store.Store) *client.Client {
+	return client.FromStore(s, client.Options{Actor: actor()})
+}
+
 // actor names the person or process behind a CLI action in the audit trail:
-// the OS user (from the user database, else $USER, else the uid), and the
-// host.
-func actor() string {
-	name := ""
-	if u, err := user.Current(); err == nil {
-		name = u.Username
+// "cli:USER@HOST" (core.OSActor).
+func actor() string { return core.OSActor("cli") }
+
+// withClient opens the store, runs q with a client on it (opts) and closes
+// it. An error from q goes through clientFailure (exit 2 for bad input,
+// else 1).
+func withClient[T any](c *cli.Context, opts client.Options, q func(ctx context.Context, cl *client.Client) (T, error)) (T, error) {
+	var zero T
+	s, err := openStore(c)
+	if err != nil {
+		return zero, err
 	}
-	if name == "" {
-		name = os.Getenv("USER")
+	defer s.Close()
+	v, err := q(c.Context, client.FromStore(s, opts))
+	if err != nil {
+		return zero, clientFailure(err)
 	}
-	if name == "" {
-		name = fmt.Sprintf("uid:%d", os.Getuid())
-	}
-	host, _ := os.Hostname()
-	return "cli:" + name + "@" + host
+	return v, nil
 }
 
 // query opens the store for one read, runs q with it and closes it. An

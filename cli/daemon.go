@@ -39,12 +39,13 @@ func daemonCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "daemon",
 		Usage:     "run a FlowForge daemon: scheduler, publisher, worker, or all three in one process",
-		UsageText: "ffctl daemon all|scheduler|publisher|worker [command options]\n\nEach role takes its own flags and the common ones; all takes every role's.\n\nExample:\n  ffctl daemon all --allow-shell\n  ffctl daemon worker --concurrency 32 --health-addr 127.0.0.1:9093",
+		UsageText: "ffctl daemon all|scheduler|publisher|worker|api [command options]\n\nEach role takes its own flags and the common ones; all takes every role's.\n\nExample:\n  ffctl daemon all --allow-shell\n  ffctl daemon worker --concurrency 32 --health-addr 127.0.0.1:9093\n  ffctl daemon api --listen 127.0.0.1:8090",
 		Subcommands: []*cli.Command{
 			sub(supervisor.RoleAll, "run scheduler, publisher and worker in one process (development default)"),
 			sub(supervisor.RoleScheduler, "promote ready tasks into the outbox, retry, reap expired leases, derive run states"),
 			sub(supervisor.RolePublisher, "publish outbox rows to RabbitMQ with publisher confirms"),
 			sub(supervisor.RoleWorker, "consume dispatches and run task handlers"),
+			sub(supervisor.RoleAPI, "serve the HTTP API (/v1: trigger, read, wait, cancel, requeue, apply) to holders of tokens (ffctl token create)"),
 		},
 	}
 }
@@ -63,7 +64,10 @@ func daemonFlags(role supervisor.Role) []cli.Flag {
 	if role.Runs(supervisor.RoleWorker) {
 		flags = append(flags, workerFlags()...)
 	}
-	if role != supervisor.RolePublisher {
+	if role == supervisor.RoleAPI || role == supervisor.RoleAll {
+		flags = append(flags, apiFlags(role)...)
+	}
+	if role.Runs(supervisor.RoleScheduler) || role.Runs(supervisor.RoleWorker) {
 		flags = append(flags, &cli.StringFlag{Name: "debug-clock-skew", Hidden: true, Usage: "testing aid: shift every wall-clock reading of the scheduler and worker by this much (+3h, -3h)", EnvVars: []string{"FLOWFORGE_DEBUG_CLOCK_SKEW"}})
 	}
 	return flags
@@ -72,7 +76,7 @@ func daemonFlags(role supervisor.Role) []cli.Flag {
 func commonDaemonFlags(role supervisor.Role) []cli.Flag {
 	maxConns := "default 10"
 	if role.Runs(supervisor.RoleWorker) {
-		maxConns = "default 10 plus --concurrency"
+		maxConns = "default 10 plus --concurrency, at most 20"
 	}
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "health-addr", Usage: "host:port of /health/live, /health/ready and /metrics; empty disables (default " + role.HealthAddrDefault() + ", or a free port when another process has it, logged as 'daemon: health server listening'; an address given here is used or the daemon exits 1)", EnvVars: []string{"FLOWFORGE_HEALTH_ADDR"}},
@@ -103,6 +107,7 @@ func workerFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "concurrency", Usage: "worker: handlers run at once (also the prefetch)", Value: worker.ConcurrencyDefault, EnvVars: []string{"FLOWFORGE_CONCURRENCY"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "worker: enable the shell handler (runs commands as this user)", EnvVars: []string{"FLOWFORGE_ALLOW_SHELL"}},
+		&cli.IntFlag{Name: "shell-concurrency", Usage: "worker: shell commands run at once, at most (a shell task waits for a turn inside its attempt: its lease renewed, its timeout running); 0: twice the CPUs", EnvVars: []string{"FLOWFORGE_SHELL_CONCURRENCY"}},
 		&cli.StringSliceFlag{Name: "shell-env-pass", Usage: "worker: pass this variable of the worker's environment to shell commands, beyond PATH, HOME, USER, LOGNAME, TMPDIR, TZ, LANG, LANGUAGE and LC_* (repeatable; FLOWFORGE_* and PG* are refused)", EnvVars: []string{"FLOWFORGE_SHELL_ENV_PASS"}},
 		&cli.BoolFlag{Name: "http-deny-private", Usage: "worker: the http handler refuses loopback, private, link-local, CGNAT, multicast and reserved addresses (checked on every address dialled, redirects included; no proxy)", EnvVars: []string{"FLOWFORGE_HTTP_DENY_PRIVATE"}},
 		&cli.DurationFlag{Name: "lease", Usage: "worker: lease duration (at least " + worker.LeaseMin.String() + "); heartbeats every lease/3", Value: worker.LeaseDefault, EnvVars: []string{"FLOWFORGE_LEASE"}},
@@ -129,7 +134,7 @@ func daemonUsageError(role supervisor.Role) cli.OnUsageErrorFunc {
 // rolesWithFlag lists the `daemon ROLE` commands that have the flag name.
 func rolesWithFlag(name string) []string {
 	var roles []string
-	for _, r := range []supervisor.Role{supervisor.RoleScheduler, supervisor.RolePublisher, supervisor.RoleWorker, supervisor.RoleAll} {
+	for _, r := range []supervisor.Role{supervisor.RoleScheduler, supervisor.RolePublisher, supervisor.RoleWorker, supervisor.RoleAPI, supervisor.RoleAll} {
 		if slices.ContainsFunc(daemonFlags(r), func(f cli.Flag) bool { return slices.Contains(f.Names(), name) }) {
 			roles = append(roles, "daemon "+string(r))
 		}
@@ -216,10 +221,16 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if role.Runs(supervisor.RoleWorker) {
 		cfg.Worker = worker.Config{Registry: env.Registry, Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"),
 			SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"), Failpoints: fps}
+		if n := c.Int("shell-concurrency"); n < 0 || n > worker.ConcurrencyMax {
+			return cfg, usageError("--shell-concurrency %d: want 0 (twice the CPUs) to %d", n, worker.ConcurrencyMax)
+		}
 		cfg.Handlers = handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"),
-			ShellSupervisor: shellSupervisor(), HTTPDenyPrivate: c.Bool("http-deny-private")}
+			ShellSupervisor: shellSupervisor(), ShellConcurrency: c.Int("shell-concurrency"), HTTPDenyPrivate: c.Bool("http-deny-private")}
 	}
-	if role != supervisor.RolePublisher {
+	if role == supervisor.RoleAPI || role == supervisor.RoleAll {
+		cfg.API = apiConfig(c, role)
+	}
+	if role.Runs(supervisor.RoleScheduler) || role.Runs(supervisor.RoleWorker) {
 		skew, err := clock.ParseSkew(c.String("debug-clock-skew"))
 		if err != nil {
 			return cfg, usageError("--debug-clock-skew: %v", err)

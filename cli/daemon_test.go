@@ -54,7 +54,7 @@ func roleFlags(t *testing.T) map[string][]string {
 			}
 		}
 	}
-	if len(flags) != 4 {
+	if len(flags) != 5 {
 		t.Fatalf("daemon roles: %v", flags)
 	}
 	return flags
@@ -99,7 +99,7 @@ func TestDaemonRolesRefuseAnotherRolesFlag(t *testing.T) {
 	// And every flag of `daemon all` that a role lacks, so a flag added
 	// to one role later is covered too.
 	flags := roleFlags(t)
-	for _, role := range []string{"scheduler", "publisher", "worker"} {
+	for _, role := range []string{"scheduler", "publisher", "worker", "api"} {
 		for _, f := range flags["all"] {
 			if slices.Contains(flags[role], f) {
 				continue
@@ -114,15 +114,19 @@ func TestDaemonRolesRefuseAnotherRolesFlag(t *testing.T) {
 }
 
 // TestDaemonAllTakesTheUnionOfTheRolesFlags: `daemon all` runs every
-// daemon, so it takes every role's flags, and each role takes its own:
+// daemon, so it takes every role's flags (the API's --listen as
+// --api-listen), and each role takes its own:
 // given all of them at once, each gets past its flags and their bounds to
 // the database (which refuses it here), and stops cleanly when cancelled.
 func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 	t.Parallel()
 	flags := roleFlags(t)
 	var union []string
-	for _, role := range []string{"scheduler", "publisher", "worker"} {
+	for _, role := range []string{"scheduler", "publisher", "worker", "api"} {
 		for _, f := range flags[role] {
+			if f == "listen" {
+				f = "api-listen"
+			}
 			if !slices.Contains(union, f) {
 				union = append(union, f)
 			}
@@ -140,14 +144,16 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"db-idle-in-transaction-timeout": {"--db-idle-in-transaction-timeout", "40s"}, "xmin-horizon-warn": {"--xmin-horizon-warn", "1m"},
 		"db-health-interval": {"--db-health-interval", "5s"}, "redispatch-after": {"--redispatch-after", "1m"},
 		"sweep-interval": {"--sweep-interval", "500ms"}, "full-sweep-interval": {"--full-sweep-interval", "1m"}, "poll-interval": {"--poll-interval", "500ms"},
-		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"},
+		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"}, "shell-concurrency": {"--shell-concurrency", "3"},
 		"shell-env-pass": {"--shell-env-pass", "HTTPS_PROXY"}, "http-deny-private": {"--http-deny-private"}, "lease": {"--lease", "2s"},
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
 		"prune": {"--prune"}, "prune-interval": {"--prune-interval", "30s"}, "retain-succeeded": {"--retain-succeeded", "3d"},
 		"retain-cancelled": {"--retain-cancelled", "1d12h"}, "retain-dead": {"--retain-dead", "30d"}, "retain-outbox": {"--retain-outbox", "6h"},
 		"misfire-grace": {"--misfire-grace", "2m"}, "stop-timeout": {"--stop-timeout", "45s"},
+		"listen": {"--listen", "127.0.0.1:0"}, "api-listen": {"--api-listen", "127.0.0.1:0"}, "tls-cert": {"--tls-cert", "cert.pem"},
+		"tls-key": {"--tls-key", "key.pem"}, "insecure-no-auth": {"--insecure-no-auth"},
 	}
-	for _, role := range []string{"all", "scheduler", "publisher", "worker"} {
+	for _, role := range []string{"all", "scheduler", "publisher", "worker", "api"} {
 		t.Run(role, func(t *testing.T) {
 			t.Parallel()
 			args := []string{"ffctl", "--database-url", storetest.RefusedURL(t), "daemon", role}

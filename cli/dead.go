@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -162,19 +163,6 @@ func deadList(c *cli.Context, env *Env) error {
 	return tw.flush()
 }
 
-// requeueResult is one element of `dead requeue -o json`.
-type requeueResult struct {
-	ID       uuid.UUID `json:"id"`
-	Requeued bool      `json:"requeued"`
-	Error    string    `json:"error,omitempty"`
-	// Also lists the other tasks of its run this requeue moved to PENDING:
-	// its UPSTREAM_FAILED descendants, and in a fail_fast run its other
-	// DEAD tasks and the ones fail_fast cancelled.
-	Also []uuid.UUID `json:"also_requeued,omitempty"`
-	// With is the task whose requeue already moved this one.
-	With *uuid.UUID `json:"requeued_with,omitempty"`
-}
-
 func deadRequeue(c *cli.Context, env *Env) error {
 	format, err := outputFormat(c)
 	if err != nil {
@@ -271,7 +259,7 @@ func allDeadIDs(c *cli.Context, env *Env, s *store.Store, in *bufio.Reader, f de
 	}
 	if len(tasks) == 0 {
 		if format == "json" {
-			return nil, writeJSON(env.Stdout, []requeueResult{})
+			return nil, writeJSON(env.Stdout, []client.RequeueReport{})
 		}
 		fmt.Fprintln(env.Stderr, "no DEAD tasks to requeue")
 		return nil, nil
@@ -296,25 +284,13 @@ func allDeadIDs(c *cli.Context, env *Env, s *store.Store, in *bufio.Reader, f de
 // requeued (see resolveID), dropping repeats; unknown ones are refused
 // together, and nothing is requeued.
 func resolveTaskIDs(ctx context.Context, s *store.Store, args []core.IDPrefix) ([]uuid.UUID, error) {
-	seen := map[uuid.UUID]bool{}
-	var ids []uuid.UUID
-	var missing []string
-	for _, p := range args {
-		id, err := resolveID(ctx, s, store.IDTask, p)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			missing = append(missing, p.Text)
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("%w (nothing was requeued)", err)
-		}
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
+	texts := make([]string, len(args))
+	for i, p := range args {
+		texts[i] = p.Text
 	}
-	if len(missing) > 0 {
-		return nil, failure(fmt.Errorf("task %s: %w (nothing was requeued)", strings.Join(missing, ", "), store.ErrNotFound))
+	ids, err := client.FromStore(s, client.Options{}).ResolveIDs(ctx, store.IDTask, texts)
+	if err != nil {
+		return nil, clientFailure(fmt.Errorf("%w (nothing was requeued)", err))
 	}
 	return ids, nil
 }
@@ -324,15 +300,11 @@ func resolveTaskIDs(ctx context.Context, s *store.Store, args []core.IDPrefix) (
 // a single refused task is one line, its refusal.
 func reportRequeue(env *Env, format string, res []store.RequeueResult) error {
 	failed := 0
-	out := make([]requeueResult, len(res))
+	out := make([]client.RequeueReport, len(res))
 	for i, r := range res {
-		out[i] = requeueResult{ID: r.ID, Requeued: r.Requeued(), Also: r.Also}
-		if err := r.Err(); err != nil {
+		out[i] = client.RequeueResult{RequeueResult: r}.Report()
+		if !out[i].Requeued {
 			failed++
-			out[i].Error = err.Error()
-		}
-		if r.Outcome == store.RequeueMovedWith {
-			out[i].With = &res[i].With
 		}
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -18,32 +19,29 @@ import (
 // nothing and must never stand for "any"), are usage errors. resolveID
 // turns the result into an id.
 func parseID(what store.IDKind, s string) (core.IDPrefix, error) {
-	p, err := core.ParseIDPrefix(s)
+	p, err := client.ParseID(what, s)
 	if err != nil {
-		return core.IDPrefix{}, usageError("malformed %s id %q: want a UUID such as 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10, or a unique prefix of at least %d hex digits such as 0b7c6d2e",
-			what, s, core.IDPrefixMinDefault)
-	}
-	if p.Whole() && p.Lo == uuid.Nil {
-		return core.IDPrefix{}, usageError("%s id %q is the nil UUID, which names no %s", what, s, what)
+		return core.IDPrefix{}, &ExitError{Code: ExitBadUsage, Err: err}
 	}
 	return p, nil
 }
 
 // resolveID returns the one id of kind what that p names (see
-// store.ResolveID). Errors: a prefix matching two or more ids, or naming
-// an id of the other kind (a run id given to `task show`), is bad input
-// (exit 2); an id that names nothing is not found (exit 1).
+// client.Client.ResolveID). Errors: a prefix matching two or more ids, or
+// naming an id of the other kind (a run id given to `task show`), is bad
+// input (exit 2); an id that names nothing is not found (exit 1).
 func resolveID(ctx context.Context, s *store.Store, what store.IDKind, p core.IDPrefix) (uuid.UUID, error) {
-	id, err := s.ResolveID(ctx, what, p)
-	var amb *store.AmbiguousIDError
-	var wrong *store.WrongKindError
-	switch {
-	case err == nil:
-		return id, nil
-	case errors.As(err, &amb), errors.As(err, &wrong):
-		return uuid.Nil, &ExitError{Code: ExitBadUsage, Err: err}
+	id, err := client.FromStore(s, client.Options{}).ResolveID(ctx, what, p.Text)
+	return id, clientFailure(err)
+}
+
+// clientFailure gives an error of the client its exit code: bad input
+// (client.ErrInvalidInput) 2, and any other failure 1.
+func clientFailure(err error) error {
+	if errors.Is(err, client.ErrInvalidInput) {
+		return &ExitError{Code: ExitBadUsage, Err: err}
 	}
-	return uuid.Nil, failure(err)
+	return failure(err)
 }
 
 // oneID checks that c has exactly one argument, an id of kind what (see

@@ -6,13 +6,14 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"github.com/flowforge/flowforge/core"
 	"io"
 	"os"
 )
 
 // maxWorkflowFileBytes bounds a file readInput reads (a workflow file, a
-// params file): 4 MiB.
-const maxWorkflowFileBytes = 4 << 20
+// params file): core.MaxWorkflowFileBytes.
+const maxWorkflowFileBytes = core.MaxWorkflowFileBytes
 
 // openInput opens path for reading, "-" meaning standard input; close
 // releases it. The error is os.Open's reason (unwrapped from its

@@ -371,6 +371,7 @@ func NewApp(env *Env) *cli.App {
 			scheduleCommand(env),
 			taskCommand(env),
 			deadCommand(env),
+			tokenCommand(env),
 			outboxCommand(env),
 			brokerCommand(env),
 			tuiCommand(env),

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -135,9 +136,9 @@ func runShow(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer t.s.Close()
-	run, err := t.s.GetRun(c.Context, t.id)
+	run, err := t.cl.Run(c.Context, t.id.String())
 	if err != nil {
-		return failure(err)
+		return clientFailure(err)
 	}
 	return printRun(env.Stdout, env.colours(), run, t.format)
 }
@@ -146,7 +147,7 @@ func runShow(c *cli.Context, env *Env) error {
 // (dagLayout: a join named with its upstreams).
 func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	if format == "json" {
-		return writeJSON(w, runJSON{Run: inDAGOrder(run)})
+		return writeJSON(w, runJSON{Run: run.InDAGOrder()})
 	}
 	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  tasks     %d/%d done\n  created   %s\n  finished  %s\n",
 		run.ID, core.TerminalText(run.Workflow), run.WorkflowVersion, p.state(string(run.State)), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
@@ -177,20 +178,6 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	return nil
 }
 
-// inDAGOrder returns run with its tasks in core.DAGOrder, the order the
-// table shows them in.
-func inDAGOrder(run store.Run) store.Run {
-	ordered := core.DAGOrder(run.Tasks)
-	tasks := make([]store.TaskRun, len(ordered))
-	for i, o := range ordered {
-		tasks[i] = o.Node
-	}
-	if run.Tasks != nil {
-		run.Tasks = tasks
-	}
-	return run
-}
-
 func runCancel(c *cli.Context, env *Env) error {
 	a, err := newIDAction(c, env, store.IDRun, "cancel", "why the run is cancelled")
 	if err != nil {
@@ -198,9 +185,9 @@ func runCancel(c *cli.Context, env *Env) error {
 	}
 	defer a.s.Close()
 	id, format := a.id, a.format
-	res, err := a.s.CancelRun(c.Context, id, actor(), a.reason)
+	res, err := a.cl.Cancel(c.Context, id.String(), client.ActionOptions{Reason: a.reason})
 	if err != nil {
-		return failure(err)
+		return clientFailure(err)
 	}
 	if format == "json" {
 		return writeJSON(env.Stdout, map[string]any{"run_id": id, "cancelled": true, "tasks_cancelled": res.TasksCancelled})

@@ -61,7 +61,7 @@ func TestRunListFiltersAndPages(t *testing.T) {
 	table := h.must("run", "list", "--workflow", "other").stdout
 	lines := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "RUN ID                                WORKFLOW  STATE    TASKS  CREATED") ||
-		!strings.Contains(lines[1], "  other     PENDING  0/1    ") {
+		!strings.Contains(lines[1], "  other     RUNNING  0/1    ") {
 		t.Fatalf("run list table:\n%s", table)
 	}
 }

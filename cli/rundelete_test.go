@@ -62,7 +62,7 @@ func TestRunDeleteBadInputIsRefusedAndDeletesNothing(t *testing.T) {
 		{"nil id", del(uuid.Nil.String(), "--reason", "r"), 2, []string{"nil UUID"}},
 		{"bad output format", del(failed.String(), "--reason", "r", "-o", "yaml"), 2, []string{"yaml"}},
 		{"unknown id beside a good one", del(failed.String(), unknown, "--reason", "r"), 1, []string{"run " + unknown + ": not found (nothing was deleted)"}},
-		{"open run beside a settled one", del(failed.String(), open.String(), "--reason", "r"), 1, []string{"run " + open.String() + " (PENDING): run is not settled", "(nothing was deleted)"}},
+		{"open run beside a settled one", del(failed.String(), open.String(), "--reason", "r"), 1, []string{"run " + open.String() + " (RUNNING): run is not settled", "(nothing was deleted)"}},
 		{"open run, dry run", del(open.String(), "--dry-run"), 1, []string{"run is not settled"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,7 +68,7 @@ func TestRunListFiltersByParamsAndTime(t *testing.T) {
 		{"a window of ages", []string{"--since", "3h30m", "--until", "90m"}, []string{oth, d2}},
 		{"a window of times", []string{"--since", at(d2), "--until", at(oth)}, []string{oth, d2}},
 		{"a time and an age", []string{"--since", at(d1), "--until", "150m"}, []string{d2, d1}},
-		{"window, param, state, limit", []string{"--since", "5h", "--param", "date=2026-11-30", "--state", "pending", "--limit", "2"}, []string{now, oth}},
+		{"window, param, state, limit", []string{"--since", "5h", "--param", "date=2026-11-30", "--state", "running", "--limit", "2"}, []string{now, oth}},
 		{"window and before", []string{"--since", "5h", "--before", at(oth)}, []string{d2, d1}},
 	}
 	for _, tc := range cases {

@@ -54,7 +54,7 @@ func runRerun(c *cli.Context, env *Env) error {
 		if err != nil {
 			return failure(err)
 		}
-		return writeJSON(env.Stdout, runJSON{Run: inDAGOrder(run)})
+		return writeJSON(env.Stdout, runJSON{Run: run.InDAGOrder()})
 	}
 	fmt.Fprintf(env.Stdout, "%s\n", newID)
 	return nil

@@ -64,7 +64,7 @@ func TestRunRerunPrintsTheNewRunAndRunShowLinksTheTwo(t *testing.T) {
 		t.Fatalf("run show of the rerun:\n%s", show)
 	}
 	show = h.must("run", "show", old).stdout
-	if !regexp.MustCompile(`(?m)^  reruns   ` + newID + ` ` + by + `upstream fixed\), PENDING$`).MatchString(show) {
+	if !regexp.MustCompile(`(?m)^  reruns   ` + newID + ` ` + by + `upstream fixed\), RUNNING$`).MatchString(show) {
 		t.Fatalf("run show of the old run:\n%s", show)
 	}
 
@@ -89,7 +89,7 @@ func TestARerunOfARunThatHasNotEndedNeedsForce(t *testing.T) {
 	open := h.trigger("twostep")
 	before := h.snapshot()
 	r := h.ff("run", "rerun", open.String(), "--reason", "r")
-	expect(t, r, 1, "run "+open.String()+" is PENDING: run has not ended: a rerun would run alongside it", "--force")
+	expect(t, r, 1, "run "+open.String()+" is RUNNING: run has not ended: a rerun would run alongside it", "--force")
 	if r.stdout != "" {
 		t.Fatalf("stdout %q", r.stdout)
 	}
@@ -177,7 +177,7 @@ func TestARerunWhoseRunWasDeletedStillSaysWhatItReruns(t *testing.T) {
 	if got.RerunOf == nil || got.RerunOf.RunID != old.String() || !got.RerunOf.Deleted || got.RerunOf.State != nil {
 		t.Fatalf("rerun_of of a deleted run: %+v", got.RerunOf)
 	}
-	if st := h.run(uuid.MustParse(newID)).State; st != core.RunPending {
-		t.Fatalf("the rerun is %s, want PENDING", st)
+	if st := h.run(uuid.MustParse(newID)).State; st != core.RunRunning {
+		t.Fatalf("the rerun is %s, want RUNNING", st)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/client"
 )
 
 // runTriggerCommand is `ffctl run trigger`: one run, or one per line of a
@@ -85,13 +85,14 @@ func runTrigger(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer s.Close()
-	res, err := s.Trigger(c.Context, store.TriggerRequest{Workflow: name, Version: version, Params: params, IdempotencyKey: c.String("idempotency-key"), Actor: actor()})
+	cl := newClient(s)
+	res, err := cl.Trigger(c.Context, name, params, client.TriggerOptions{Version: version, IdempotencyKey: c.String("idempotency-key")})
 	switch {
-	case errors.Is(err, core.ErrBadParams):
+	case errors.Is(err, client.ErrInvalidParams):
 		return usageError("%v", err)
-	case errors.Is(err, store.ErrCommitOutcomeUnknown) && c.String("idempotency-key") != "":
+	case errors.Is(err, client.ErrOutcomeUnknown) && c.String("idempotency-key") != "":
 		return failure(fmt.Errorf("%w: the run may have been created; trigger again with the same --idempotency-key, which returns the run if it exists", err))
-	case errors.Is(err, store.ErrCommitOutcomeUnknown):
+	case errors.Is(err, client.ErrOutcomeUnknown):
 		return failure(fmt.Errorf("%w: the run may have been created; check with `ffctl run list --workflow %s` before triggering again (an --idempotency-key makes a retry safe)", err, name))
 	case err != nil:
 		return failure(err)
@@ -101,16 +102,16 @@ func runTrigger(c *cli.Context, env *Env) error {
 	}
 	if !c.Bool("wait") {
 		if format == "json" {
-			run, err := s.GetRun(c.Context, res.RunID)
+			run, err := cl.Run(c.Context, res.RunID.String())
 			if err != nil {
 				return failure(err)
 			}
-			return writeJSON(env.Stdout, runJSON{Run: inDAGOrder(run), Existing: res.Existing})
+			return writeJSON(env.Stdout, runJSON{Run: run, Existing: res.Existing})
 		}
 		fmt.Fprintf(env.Stdout, "%s\n", res.RunID)
 		return nil
 	}
 	// The id first: whoever stops the wait still knows which run to follow.
 	fmt.Fprintf(env.Stderr, "run %s triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n", res.RunID)
-	return waitAndReport(c, env, s, res.RunID, format)
+	return waitAndReport(c, env, cl, res.RunID, format)
 }

@@ -21,7 +21,7 @@ func TestTriggerPrintsTheRunIDOrItsJSON(t *testing.T) {
 	}
 	// Flags may follow the positional name; --param overrides the file.
 	run := decode[runOut](t, h.must("run", "trigger", "twostep", "--params-file", pf, "--param", "who=flag", "--param", "x=a=b", "-o", "json").stdout)
-	if run.Workflow != "twostep" || run.WorkflowVersion != 1 || run.State != "PENDING" || run.TasksTotal != 2 || len(run.Tasks) != 2 || run.Existing {
+	if run.Workflow != "twostep" || run.WorkflowVersion != 1 || run.State != "RUNNING" || run.TasksTotal != 2 || len(run.Tasks) != 2 || run.Existing {
 		t.Fatalf("trigger JSON: %+v", run)
 	}
 	if run.Params["date"] != "2026-11-30" || run.Params["n"] != float64(3) || run.Params["who"] != "flag" || run.Params["x"] != "a=b" {

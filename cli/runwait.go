@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 )
 
@@ -52,25 +53,34 @@ func runWaitCmd(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer t.s.Close()
-	return waitAndReport(c, env, t.s, t.id, t.format)
+	return waitAndReport(c, env, t.cl, t.id, t.format)
 }
 
-// waitAndReport polls the run until it has ended (see store.Run.Ended) or
-// --timeout passes, showing progress on a terminal, then prints it. Exit 0
-// only when it SUCCEEDED. It only reads: a timeout leaves the run alone.
-func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, format string) error {
+// waitAndReport waits for the run until it has ended (client.Client.Wait)
+// or --timeout passes, showing progress on a terminal, then prints it.
+// Exit 0 only when it SUCCEEDED. It only reads: a timeout leaves the run
+// alone.
+func waitAndReport(c *cli.Context, env *Env, cl *client.Client, id uuid.UUID, format string) error {
 	ctx := c.Context
 	if t := c.Duration("timeout"); t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	run, err := pollRun(ctx, env, s, id)
-	if err != nil {
-		return err
+	live := env.isTTY(env.Stderr)
+	run, err := cl.Wait(ctx, id.String(), client.WaitOptions{OnRead: func(r client.Run) {
+		if live {
+			fmt.Fprintf(env.Stderr, "\r\033[K%s", progressLine(r))
+		}
+	}})
+	if err != nil && ctx.Err() == nil {
+		return failure(err) // the run is not found (deleted while waited for)
+	}
+	if live {
+		fmt.Fprint(env.Stderr, "\r\033[K")
 	}
 	if !run.Ended() {
-		return waitCutShort(c, s, id, run)
+		return waitCutShort(c, cl, id, run)
 	}
 	if err := printRun(env.Stdout, env.colours(), run, format); err != nil {
 		return err
@@ -81,55 +91,10 @@ func waitAndReport(c *cli.Context, env *Env, s *store.Store, id uuid.UUID, forma
 	return nil
 }
 
-// pollRun reads run id until it has ended or ctx ends, and returns the
-// last read (the zero Run when none answered), with a progress line on
-// standard error when it is a terminal. Polls start 50ms apart and slow
-// to 500ms; a transient database error is read again, a run that is not
-// found is a failure.
-func pollRun(ctx context.Context, env *Env, s *store.Store, id uuid.UUID) (store.Run, error) {
-	live := env.isTTY(env.Stderr)
-	interval := 50 * time.Millisecond
-	var run store.Run
-	for {
-		r, err := s.GetRun(ctx, id)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, store.ErrNotFound) {
-				return run, failure(err)
-			}
-			// A transient database error: keep waiting.
-		} else {
-			run = r
-			if live {
-				fmt.Fprintf(env.Stderr, "\r\033[K%s", progressLine(run))
-			}
-			if run.Ended() {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(interval):
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		if interval < 500*time.Millisecond {
-			interval += 25 * time.Millisecond
-		}
-	}
-	if live {
-		fmt.Fprint(env.Stderr, "\r\033[K")
-	}
-	return run, nil
-}
-
 // waitCutShort is the error of a wait for run id that ended before the run
 // (last read as run): interrupted (exit 128+signal), or timed out, saying
 // the run's state and that it was not touched.
-func waitCutShort(c *cli.Context, s *store.Store, id uuid.UUID, run store.Run) error {
+func waitCutShort(c *cli.Context, cl *client.Client, id uuid.UUID, run client.Run) error {
 	if c.Context.Err() != nil {
 		// Only the wait ends: the run goes on, and can be waited for again.
 		err := fmt.Errorf("interrupted; run %s continues (ffctl run wait %s)", id, id)
@@ -142,9 +107,9 @@ func waitCutShort(c *cli.Context, s *store.Store, id uuid.UUID, run store.Run) e
 		// The timeout fired before the first read answered: read once
 		// more, so the message says what the run is (or that it is not).
 		rctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
-		r, err := s.GetRun(rctx, id)
+		r, err := cl.Run(rctx, id.String())
 		cancel()
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, client.ErrNotFound) {
 			return failure(err)
 		}
 		if err == nil {
@@ -165,7 +130,7 @@ func waitCutShort(c *cli.Context, s *store.Store, id uuid.UUID, run store.Run) e
 
 // progressLine is the one-line progress of a wait on a terminal: the
 // run's short id, state, tasks done and the count in each task state.
-func progressLine(r store.Run) string {
+func progressLine(r client.Run) string {
 	counts := core.TaskCounts{}
 	for _, t := range r.Tasks {
 		counts[t.State]++

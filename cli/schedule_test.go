@@ -73,7 +73,7 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("trigger-now: %v %s", err, r.stdout)
 	}
 	r = h.must("schedule", "show", "nightly")
-	if !strings.Contains(r.stdout, tick.RunID) || !strings.Contains(r.stdout, "PENDING") {
+	if !strings.Contains(r.stdout, tick.RunID) || !strings.Contains(r.stdout, "RUNNING") {
 		t.Fatalf("show does not list the manual tick's run:\n%s", r.stdout)
 	}
 
@@ -247,7 +247,7 @@ func TestScheduleNextFireOfAnEveryScheduleCountsFromItsLastFiredPoint(t *testing
 
 // TestScheduleTriggerNowReportsItsRunsState: the tick trigger-now prints
 // carries the state of the run it created as it stands after the trigger
-// (PENDING), as `schedule show` and `run list` give it; "" would say the
+// (RUNNING: the trigger writes it so), as `schedule show` and `run list` give it; "" would say the
 // run was pruned.
 func TestScheduleTriggerNowReportsItsRunsState(t *testing.T) {
 	t.Parallel()
@@ -263,7 +263,7 @@ func TestScheduleTriggerNowReportsItsRunsState(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &tick); err != nil || tick.Outcome != "fired" || tick.RunID == nil {
 		t.Fatalf("trigger-now -o json: %v\n%s", err, r.stdout)
 	}
-	if got := h.run(*tick.RunID).State; tick.RunState != "PENDING" || tick.RunState != string(got) {
-		t.Fatalf("trigger-now: run_state %q, want PENDING (the run is %s)\n%s", tick.RunState, got, r.stdout)
+	if got := h.run(*tick.RunID).State; tick.RunState != "RUNNING" || tick.RunState != string(got) {
+		t.Fatalf("trigger-now: run_state %q, want RUNNING (the run is %s)\n%s", tick.RunState, got, r.stdout)
 	}
 }

@@ -10,13 +10,6 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// taskJSON is `task show -o json`: the task, its history ("events") and
-// the attempts rebuilt from that history.
-type taskJSON struct {
-	store.TaskDetail
-	Attempts []core.Attempt `json:"attempts"`
-}
-
 func taskCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "task",
@@ -44,22 +37,19 @@ func taskShow(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer target.s.Close()
-	t, err := target.s.GetTask(c.Context, target.id)
+	t, err := target.cl.Task(c.Context, target.id.String())
 	if err != nil {
-		return failure(err)
+		return clientFailure(err)
 	}
-	if t.Events == nil {
-		t.Events = []core.TaskEvent{}
-	}
-	attempts := core.Attempts(t.Events)
+	attempts := t.Attempts
 	if target.format == "json" {
-		return writeJSON(env.Stdout, taskJSON{TaskDetail: t, Attempts: attempts})
+		return writeJSON(env.Stdout, t)
 	}
 	w := env.Stdout
 	p := env.colours()
 	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s",
 		t.ID, core.TerminalText(t.Name), t.RunID, core.TerminalText(t.Workflow), core.TerminalText(t.Handler), p.state(string(t.State)), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun))
-	printTaskOutput(w, t)
+	printTaskOutput(w, t.TaskDetail)
 	fmt.Fprint(w, "\nATTEMPTS\n")
 	at := newTable(w, p, "ATTEMPT", "WORKER", "TOKEN", "STARTED", "FINISHED", "OUTCOME", "ERROR")
 	for _, a := range attempts {

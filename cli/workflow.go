@@ -2,15 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/flowforge/flowforge/core"
-	"github.com/flowforge/flowforge/core/schedule"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/handlers"
 )
@@ -87,89 +84,35 @@ func workflowApply(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	file, err := core.ParseWorkflowFile(data)
-	if err != nil {
-		return usageError("%s: %v", path, err)
-	}
-	def := file.Definition
-	scheds := schedule.FromFile(def.Name, file.Schedules)
-	if _, err := schedule.ValidateFile(def, scheds); err != nil {
-		return usageError("%s: %v", path, err)
-	}
-	for _, t := range def.Tasks {
-		if err := handlers.ValidateParams(t.Handler, t.Params); err != nil {
-			return usageError("%s: task %s: %v", path, t.Name, err)
-		}
-	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	warnings, err := handlerGate(c, s, def, path)
+	res, err := client.FromStore(s, client.Options{}).ApplyWorkflow(c.Context, data, client.ApplyOptions{
+		Source:      path,
+		CheckParams: handlers.ValidateParams,
+		Handlers:    handlerPolicy(c),
+		Actor:       actor(),
+	})
 	if err != nil {
-		return err
+		return clientFailure(err)
 	}
-	for _, w := range warnings {
+	for _, w := range res.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
-	wf, created, changes, err := s.ApplyWorkflowFile(c.Context, def, scheds, actor())
-	if err != nil {
-		return failure(err)
-	}
-	if created {
-		broken, err := unfitSchedules(c.Context, s, wf)
-		if err != nil {
-			return failure(fmt.Errorf("workflow %s: stored version %d, but its schedules could not be checked: %w", wf.Name, wf.Version, err))
-		}
-		for _, w := range broken {
-			fmt.Fprintf(env.Stderr, "warning: %s\n", w)
-		}
-		warnings = append(warnings, broken...)
-	}
 	if format == "json" {
-		if warnings == nil {
-			warnings = []string{}
-		}
-		return writeJSON(env.Stdout, map[string]any{"name": wf.Name, "version": wf.Version, "created": created, "tasks": len(wf.Definition.Tasks), "warnings": warnings, "schedules": changes})
+		return writeJSON(env.Stdout, res)
 	}
-	if created {
-		fmt.Fprintf(env.Stdout, "workflow %s: stored version %d (%d tasks)\n", wf.Name, wf.Version, len(wf.Definition.Tasks))
+	if res.Created {
+		fmt.Fprintf(env.Stdout, "workflow %s: stored version %d (%d tasks)\n", res.Name, res.Version, res.Tasks)
 	} else {
-		fmt.Fprintf(env.Stdout, "workflow %s: unchanged (version %d)\n", wf.Name, wf.Version)
+		fmt.Fprintf(env.Stdout, "workflow %s: unchanged (version %d)\n", res.Name, res.Version)
 	}
-	for _, ch := range changes {
+	for _, ch := range res.Schedules {
 		fmt.Fprintf(env.Stdout, "schedule %s: %s\n", ch.Name, ch.Action)
 	}
 	return nil
-}
-
-// unfitSchedules returns one warning per schedule created with `ffctl
-// schedule create` whose params the new version wf refuses (a task's
-// idempotency key needs a param the schedule does not pass): each of its
-// ticks would record failed. A workflow file's own schedules were checked
-// against the file before anything was stored.
-func unfitSchedules(ctx context.Context, s *store.Store, wf store.Workflow) ([]string, error) {
-	scheds, err := s.ListSchedules(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, sc := range scheds {
-		if sc.Workflow != wf.Name || sc.Owner == schedule.OwnerFile {
-			continue
-		}
-		_, err := s.CheckRuns(ctx, wf.Name, wf.Version, []json.RawMessage{sc.Params})
-		var bad *store.BadRunError
-		switch {
-		case errors.As(err, &bad):
-			out = append(out, fmt.Sprintf("schedule %s: its params do not fit version %d: %v; every tick will record failed until the schedule's params (delete and create it again) or the workflow change",
-				core.TerminalText(sc.Name), wf.Version, bad.Err))
-		case err != nil:
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 func workflowList(c *cli.Context, env *Env) error {

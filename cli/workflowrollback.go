@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/handlers"
 )
@@ -94,7 +95,7 @@ func workflowRollback(c *cli.Context, env *Env) error {
 	case err != nil:
 		return failure(err)
 	}
-	broken, err := unfitSchedules(c.Context, s, wf)
+	broken, err := client.FromStore(s, client.Options{}).UnfitSchedules(c.Context, wf)
 	if err != nil {
 		return failure(fmt.Errorf("workflow %s: stored version %d, but its schedules could not be checked: %w", wf.Name, wf.Version, err))
 	}
@@ -117,7 +118,7 @@ func workflowRollback(c *cli.Context, env *Env) error {
 
 // rollbackChecks checks, before anything is written, that version to of
 // workflow name exists and is not the newest, that its built-in handlers'
-// params still validate, and runs the handler check (handlerGate); it
+// params still validate, and runs the handler check (client.CheckHandlers); it
 // returns the warnings to print. RollbackWorkflow checks the versions
 // again under the workflow's lock. Errors: an unknown workflow or version
 // (exit 1), to the newest or a bad old definition (exit 2), the handler
@@ -143,5 +144,9 @@ func rollbackChecks(c *cli.Context, s *store.Store, name string, to int) ([]stri
 			return nil, usageError("%s: task %s: %v (nothing stored)", what, t.Name, err)
 		}
 	}
-	return handlerGate(c, s, &old.Definition, what)
+	warnings, err := client.FromStore(s, client.Options{}).CheckHandlers(c.Context, &old.Definition, what, handlerPolicy(c))
+	if err != nil {
+		return nil, clientFailure(err)
+	}
+	return warnings, nil
 }

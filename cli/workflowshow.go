@@ -80,6 +80,11 @@ func writeWorkflowTable(env *Env, shown shownWorkflow) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "Retry n waits a random time in [0, min(max, initial × 2^(n-1))] (full jitter); (default): not set in the file.\n")
+	for _, t := range wf.Definition.Tasks {
+		for _, l := range languageLines(t) {
+			fmt.Fprintf(env.Stdout, "%s: %s\n", t.Name, core.TerminalText(l))
+		}
+	}
 	for _, ev := range shown.events {
 		fmt.Fprintf(env.Stdout, "%s\n", rollbackLine(ev))
 	}
@@ -123,13 +128,49 @@ type effectiveJSON struct {
 	// Defaulted names the fields above the file does not set (their
 	// values are the defaults, or follow from the other backoff bound).
 	Defaulted []string `json:"defaulted"`
+	// Kind is who runs the task: "task" (a worker) or "for_each" (the
+	// scheduler expands it into one task run per element).
+	Kind core.TaskKind `json:"kind"`
+	// TriggerRule is the task's trigger rule (all_success by default).
+	TriggerRule core.TriggerRule `json:"trigger_rule"`
+	// When and ForEach are the task's expressions ("" for none); MaxItems
+	// bounds ForEach's list (null without ForEach).
+	When      string `json:"when"`
+	ForEach   string `json:"for_each"`
+	MaxItems  *int   `json:"max_items"`
+	OnFailure bool   `json:"on_failure"`
+}
+
+// languageLines are what `workflow show` says under its table of a task's
+// when, trigger rule, on_failure and for_each: one line each, none for a
+// plain task.
+func languageLines(t core.TaskDef) []string {
+	var out []string
+	if t.ForEach != "" {
+		out = append(out, fmt.Sprintf("for_each %s (at most %d elements)", t.ForEach, t.MaxItemsOrDefault()))
+	}
+	if t.When != "" {
+		out = append(out, "when "+t.When)
+	}
+	if t.TriggerRule != "" {
+		out = append(out, "trigger_rule "+t.TriggerRule)
+	}
+	if t.OnFailure {
+		out = append(out, "on_failure: runs only when the run fails")
+	}
+	return out
 }
 
 // effectiveOf returns t's effective retry policy and timeout.
 func effectiveOf(t core.TaskDef) effectiveJSON {
 	p := t.Policy()
 	e := effectiveJSON{Task: t.Name, MaxAttempts: p.MaxAttempts, InitialBackoff: core.Duration(p.InitialBackoff),
-		MaxBackoff: core.Duration(p.MaxBackoff), Jitter: "full", Timeout: t.Timeout, Defaulted: []string{}}
+		MaxBackoff: core.Duration(p.MaxBackoff), Jitter: "full", Timeout: t.Timeout, Defaulted: []string{},
+		Kind: t.Kind(), TriggerRule: t.Rule(), When: t.When, ForEach: t.ForEach, OnFailure: t.OnFailure}
+	if t.ForEach != "" {
+		n := t.MaxItemsOrDefault()
+		e.MaxItems = &n
+	}
 	r := t.Retry
 	if r == nil {
 		r = &core.RetrySpec{}
@@ -196,10 +237,12 @@ type workflowJSON struct {
 }
 
 type definitionJSON struct {
-	Name        string        `json:"name"`
-	Description *string       `json:"description"`
-	FailFast    bool          `json:"fail_fast"`
-	Tasks       []taskDefJSON `json:"tasks"`
+	Name        string  `json:"name"`
+	Description *string `json:"description"`
+	FailFast    bool    `json:"fail_fast"`
+	// Defaults is the file's defaults block, already merged into Tasks.
+	Defaults *core.TaskDefaults `json:"defaults"`
+	Tasks    []taskDefJSON      `json:"tasks"`
 }
 
 type taskDefJSON struct {
@@ -211,6 +254,11 @@ type taskDefJSON struct {
 	Timeout        *core.Duration  `json:"timeout"`
 	IdempotencyKey *string         `json:"idempotency_key"`
 	IdempotencyTTL *core.Duration  `json:"idempotency_ttl"`
+	When           *string         `json:"when"`
+	TriggerRule    *string         `json:"trigger_rule"`
+	OnFailure      bool            `json:"on_failure"`
+	ForEach        *string         `json:"for_each"`
+	MaxItems       *int            `json:"max_items"`
 }
 
 type retrySpecJSON struct {
@@ -222,14 +270,15 @@ type retrySpecJSON struct {
 func newWorkflowJSON(wf store.Workflow, events []store.WorkflowEvent) workflowJSON {
 	d := wf.Definition
 	out := workflowJSON{Name: wf.Name, Version: wf.Version, CreatedAt: wf.CreatedAt, Events: events,
-		Definition: definitionJSON{Name: d.Name, Description: nonEmpty(d.Description), FailFast: d.FailFast, Tasks: make([]taskDefJSON, 0, len(d.Tasks))},
+		Definition: definitionJSON{Name: d.Name, Description: nonEmpty(d.Description), FailFast: d.FailFast, Defaults: d.Defaults, Tasks: make([]taskDefJSON, 0, len(d.Tasks))},
 		Effective:  make([]effectiveJSON, 0, len(d.Tasks))}
 	if out.Events == nil {
 		out.Events = []store.WorkflowEvent{}
 	}
 	for _, t := range d.Tasks {
 		tj := taskDefJSON{Name: t.Name, Handler: t.Handler, Params: t.Params, DependsOn: t.DependsOn, Timeout: t.Timeout, IdempotencyKey: nonEmpty(t.IdempotencyKey),
-			IdempotencyTTL: t.IdempotencyTTL}
+			IdempotencyTTL: t.IdempotencyTTL, When: nonEmpty(t.When), TriggerRule: nonEmpty(t.TriggerRule), OnFailure: t.OnFailure,
+			ForEach: nonEmpty(t.ForEach), MaxItems: t.MaxItems}
 		if len(tj.Params) == 0 {
 			tj.Params = json.RawMessage("null")
 		}

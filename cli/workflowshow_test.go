@@ -52,6 +52,9 @@ tasks:
 			"defaulted": []any{"max_attempts", "max_backoff", "timeout"}},
 	}
 	for i := range want {
+		for k, v := range map[string]any{"kind": "task", "trigger_rule": "all_success", "when": "", "for_each": "", "max_items": nil, "on_failure": false} {
+			want[i][k] = v
+		}
 		if !reflect.DeepEqual(v.Effective[i], want[i]) {
 			t.Errorf("effective[%d] = %v, want %v", i, v.Effective[i], want[i])
 		}

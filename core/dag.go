@@ -155,3 +155,25 @@ func DAGOrder[T DAGNode](nodes []T) []Layered[T] {
 	})
 	return out
 }
+
+// Ancestors returns the tasks name depends on in deps, directly or
+// transitively, sorted. deps must be a DAG (ValidateDAG).
+func Ancestors(deps map[string][]string, name string) []string {
+	seen := map[string]bool{}
+	var walk func(n string)
+	walk = func(n string) {
+		for _, d := range deps[n] {
+			if !seen[d] {
+				seen[d] = true
+				walk(d)
+			}
+		}
+	}
+	walk(name)
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -27,6 +27,9 @@ type Task struct {
 	Upstream map[string]json.RawMessage
 	// IdempotencyKey is the rendered key, "" when the task has none.
 	IdempotencyKey string
+	// Item is the element this task run was made for, when it is one of a
+	// for_each task's (JSON); nil otherwise.
+	Item json.RawMessage
 }
 
 // Handler runs one attempt of a task. It returns a JSON result (nil means

@@ -72,6 +72,9 @@ func checkParamTemplates(t TaskDef) error {
 		if err != nil && strings.Contains(err.Error(), "KeyData") {
 			return "", fmt.Errorf("%s: %v (the template sees .Params.<name>, .Workflow and .Task)", path, err)
 		}
+		if err := t.checkItemUse(path, tmpl); err != nil {
+			return "", err
+		}
 		return s, nil
 	})
 	return err

@@ -20,7 +20,8 @@ func (c TaskCounts) Total() int {
 //     still run (an UPSTREAM_FAILED task without a DEAD one only exists
 //     between an older binary's requeue and the next scheduler pass, which
 //     returns it to PENDING);
-//  3. SUCCEEDED when every task SUCCEEDED (and there is at least one);
+//  3. SUCCEEDED when every task SUCCEEDED or was SKIPPED (and there is at
+//     least one);
 //  4. PENDING when nothing has started: every task PENDING (an empty run too);
 //  5. CANCELLED when nothing can run any more (RunSettled) and some task was
 //     CANCELLED without a cancel request (a run settled so by an older
@@ -37,7 +38,7 @@ func DeriveRunState(counts TaskCounts, cancelRequested bool) RunState {
 		return RunCancelled
 	case counts[TaskDead] > 0 || counts[TaskUpstreamFailed] > 0:
 		return RunFailed
-	case total > 0 && counts[TaskSucceeded] == total:
+	case total > 0 && counts[TaskSucceeded]+counts[TaskSkipped] == total:
 		return RunSucceeded
 	case counts[TaskPending] == total:
 		return RunPending

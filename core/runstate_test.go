@@ -9,8 +9,8 @@ import (
 
 // oracleRunState is DESIGN.md's precedence, written independently of
 // core.DeriveRunState.
-func oracleRunState(counts [8]int, cancelRequested bool) core.RunState {
-	pending, succeeded, dead, upstreamFailed, total := counts[0], counts[3], counts[5], counts[7], 0
+func oracleRunState(counts [9]int, cancelRequested bool) core.RunState {
+	pending, succeeded, dead, upstreamFailed, skipped, total := counts[0], counts[3], counts[5], counts[7], counts[8], 0
 	for _, n := range counts {
 		total += n
 	}
@@ -20,7 +20,7 @@ func oracleRunState(counts [8]int, cancelRequested bool) core.RunState {
 	if dead > 0 || upstreamFailed > 0 {
 		return core.RunFailed
 	}
-	if total > 0 && succeeded == total {
+	if total > 0 && succeeded+skipped == total {
 		return core.RunSucceeded
 	}
 	if pending == total {
@@ -33,20 +33,20 @@ func oracleRunState(counts [8]int, cancelRequested bool) core.RunState {
 }
 
 // oracleSettled: nothing READY, RUNNING or RETRYING.
-func oracleSettled(counts [8]int) bool {
+func oracleSettled(counts [9]int) bool {
 	return counts[1] == 0 && counts[2] == 0 && counts[4] == 0
 }
 
 func TestDeriveRunStateExhaustive(t *testing.T) {
 	// core.TaskStates is in lifecycle order; the oracle indexes by it.
-	want := []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled, core.TaskUpstreamFailed}
+	want := []core.TaskState{core.TaskPending, core.TaskReady, core.TaskRunning, core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled, core.TaskUpstreamFailed, core.TaskSkipped}
 	for i, s := range want {
 		if core.TaskStates[i] != s {
 			t.Fatalf("TaskStates[%d] = %s, want %s", i, core.TaskStates[i], s)
 		}
 	}
 	cases := 0
-	var counts [8]int
+	var counts [9]int
 	var rec func(i int)
 	rec = func(i int) {
 		if i == len(counts) {
@@ -73,8 +73,8 @@ func TestDeriveRunStateExhaustive(t *testing.T) {
 		}
 	}
 	rec(0)
-	if cases != 13122 {
-		t.Fatalf("checked %d cases, want 3^8*2 = 13122", cases)
+	if cases != 39366 {
+		t.Fatalf("checked %d cases, want 3^9*2 = 39366", cases)
 	}
 }
 
@@ -105,6 +105,10 @@ func TestDeriveRunStateNamedCases(t *testing.T) {
 		{"upstream failed while a sibling runs is failed, not settled", core.TaskCounts{core.TaskDead: 1, core.TaskUpstreamFailed: 1, core.TaskRunning: 1}, false, core.RunFailed, false},
 		{"fail_fast: upstream failed and cancelled siblings settle failed", core.TaskCounts{core.TaskDead: 1, core.TaskUpstreamFailed: 1, core.TaskCancelled: 2}, false, core.RunFailed, true},
 		{"upstream failed left by an older requeue is failed until revived", core.TaskCounts{core.TaskSucceeded: 1, core.TaskUpstreamFailed: 1}, false, core.RunFailed, true},
+		{"succeeded and skipped is succeeded", core.TaskCounts{core.TaskSucceeded: 2, core.TaskSkipped: 1}, false, core.RunSucceeded, true},
+		{"all skipped is succeeded", core.TaskCounts{core.TaskSkipped: 2}, false, core.RunSucceeded, true},
+		{"skipped while a sibling runs is running", core.TaskCounts{core.TaskSkipped: 1, core.TaskRunning: 1}, false, core.RunRunning, false},
+		{"skipped beside a dead task is failed", core.TaskCounts{core.TaskSkipped: 1, core.TaskDead: 1}, false, core.RunFailed, true},
 		{"cancel wins over upstream failed", core.TaskCounts{core.TaskDead: 1, core.TaskUpstreamFailed: 1}, true, core.RunCancelled, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

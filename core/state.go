@@ -18,7 +18,11 @@ type TaskState string
 // returns the tasks fail_fast CANCELLED to PENDING). UPSTREAM_FAILED is a
 // PENDING task with a DEAD task among its transitive dependencies: it is set
 // in the statement that writes the DEAD state and returns to PENDING when a
-// requeue leaves none of its ancestors DEAD.
+// requeue leaves none of its ancestors DEAD. SKIPPED is a task the
+// scheduler decided not to run (its `when` was false, or its trigger_rule
+// skips it: an all_success task below a SKIPPED one, an on_failure task of
+// a run that did not fail); it is terminal and final, and a run whose tasks
+// all ended SUCCEEDED or SKIPPED is SUCCEEDED.
 const (
 	TaskPending        TaskState = "PENDING"
 	TaskReady          TaskState = "READY"
@@ -28,10 +32,11 @@ const (
 	TaskDead           TaskState = "DEAD"
 	TaskCancelled      TaskState = "CANCELLED"
 	TaskUpstreamFailed TaskState = "UPSTREAM_FAILED"
+	TaskSkipped        TaskState = "SKIPPED"
 )
 
 // TaskStates lists every task state in lifecycle order.
-var TaskStates = []TaskState{TaskPending, TaskReady, TaskRunning, TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled, TaskUpstreamFailed}
+var TaskStates = []TaskState{TaskPending, TaskReady, TaskRunning, TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled, TaskUpstreamFailed, TaskSkipped}
 
 // Valid reports whether s is one of the task states.
 func (s TaskState) Valid() bool {
@@ -43,7 +48,7 @@ func (s TaskState) Valid() bool {
 // even though an operator may requeue it, and UPSTREAM_FAILED even though a
 // requeue of its DEAD ancestor returns it to PENDING.
 func (s TaskState) Terminal() bool {
-	return s == TaskSucceeded || s == TaskDead || s == TaskCancelled || s == TaskUpstreamFailed
+	return s == TaskSucceeded || s == TaskDead || s == TaskCancelled || s == TaskUpstreamFailed || s == TaskSkipped
 }
 
 // Active reports whether a task in state s is queued, running or waiting to
@@ -54,9 +59,14 @@ func (s TaskState) Active() bool {
 
 // legalTransitions is the state machine of DESIGN.md, as data. Every store
 // method that changes a task's state checks its edge here before any SQL
-// runs.
+// runs. The scheduler's decision over a PENDING task (its when, trigger
+// rule, on_failure or for_each) takes it to READY, SKIPPED, UPSTREAM_FAILED
+// (its rule refuses a failed upstream), DEAD (an expression failed, or a
+// for_each gave more than max_items), RUNNING (a for_each expanded: it runs
+// through its elements, with no worker of its own) or SUCCEEDED (a for_each
+// over an empty list).
 var legalTransitions = map[TaskState][]TaskState{
-	TaskPending:        {TaskReady, TaskCancelled, TaskUpstreamFailed},
+	TaskPending:        {TaskReady, TaskCancelled, TaskUpstreamFailed, TaskSkipped, TaskRunning, TaskDead, TaskSucceeded},
 	TaskReady:          {TaskRunning, TaskDead, TaskCancelled},
 	TaskRunning:        {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled},
 	TaskRetrying:       {TaskReady, TaskCancelled},
@@ -64,6 +74,7 @@ var legalTransitions = map[TaskState][]TaskState{
 	TaskSucceeded:      nil,
 	TaskCancelled:      {TaskPending},
 	TaskUpstreamFailed: {TaskPending},
+	TaskSkipped:        nil,
 }
 
 // ErrIllegalTransition is returned (wrapped in a *TransitionError) when code

@@ -28,11 +28,17 @@ var legalEdges = map[[2]core.TaskState]bool{
 	// returns it
 	{core.TaskPending, core.TaskUpstreamFailed}: true,
 	{core.TaskUpstreamFailed, core.TaskPending}: true,
+	// the scheduler's decision over a task with when, a trigger rule,
+	// on_failure or for_each
+	{core.TaskPending, core.TaskSkipped}:   true,
+	{core.TaskPending, core.TaskRunning}:   true, // a for_each expanded
+	{core.TaskPending, core.TaskDead}:      true, // an expression failed
+	{core.TaskPending, core.TaskSucceeded}: true, // a for_each over []
 }
 
 func TestTransitionTableIsExhaustive(t *testing.T) {
-	if got := len(core.TaskStates); got != 8 {
-		t.Fatalf("len(TaskStates) = %d, want 8", got)
+	if got := len(core.TaskStates); got != 9 {
+		t.Fatalf("len(TaskStates) = %d, want 9", got)
 	}
 	checked, legal := 0, 0
 	for _, from := range core.TaskStates {
@@ -49,8 +55,8 @@ func TestTransitionTableIsExhaustive(t *testing.T) {
 			assertIllegal(t, from, to, err)
 		}
 	}
-	if checked != 64 || legal != len(legalEdges) {
-		t.Fatalf("checked %d pairs (%d legal), want 64 (%d legal)", checked, legal, len(legalEdges))
+	if checked != 81 || legal != len(legalEdges) {
+		t.Fatalf("checked %d pairs (%d legal), want 81 (%d legal)", checked, legal, len(legalEdges))
 	}
 }
 
@@ -97,7 +103,7 @@ func assertIllegal(t *testing.T, from, to core.TaskState, err error) {
 }
 
 func TestTaskStateClassification(t *testing.T) {
-	terminal := map[core.TaskState]bool{core.TaskSucceeded: true, core.TaskDead: true, core.TaskCancelled: true, core.TaskUpstreamFailed: true}
+	terminal := map[core.TaskState]bool{core.TaskSucceeded: true, core.TaskDead: true, core.TaskCancelled: true, core.TaskUpstreamFailed: true, core.TaskSkipped: true}
 	active := map[core.TaskState]bool{core.TaskReady: true, core.TaskRunning: true, core.TaskRetrying: true}
 	for _, s := range core.TaskStates {
 		if s.Terminal() != terminal[s] {

@@ -44,22 +44,62 @@ func RenderRunTasks(def *Definition, params json.RawMessage) (RunTasks, error) {
 	}
 	var out RunTasks
 	for _, t := range def.Tasks {
+		// A for_each task's runs are its elements', rendered with each
+		// element when the scheduler expands it (RenderElement): here its
+		// templates are rendered with an empty .Item only to refuse a
+		// missing param now, and the task's own run keeps no key and the
+		// definition's params.
+		each := t.Kind() == KindForEach
 		if keyed {
-			key, err := taskIdempotencyKey(def.Name, t, pmap)
+			key, err := taskIdempotencyKey(KeyData{Params: pmap, Workflow: def.Name, Task: t.Name, Item: ""}, t)
 			if err != nil {
 				return RunTasks{}, err
+			}
+			if each {
+				key = ""
 			}
 			out.Keys = append(out.Keys, key)
 		}
 		if templated {
-			p, err := renderTaskParams(t, KeyData{Params: pmap, Workflow: def.Name, Task: t.Name})
+			p, err := renderTaskParams(t, KeyData{Params: pmap, Workflow: def.Name, Task: t.Name, Item: ""})
 			if err != nil {
 				return RunTasks{}, err
+			}
+			if each {
+				p = nil
 			}
 			out.Params = append(out.Params, p)
 		}
 	}
 	return out, nil
+}
+
+// RenderElement renders what the task run of one element of for_each task
+// t stores, over the run's params (a JSON object) and item (the element,
+// JSON): its params (nil: t's own, which hold no template) and its
+// idempotency key as stored ("" for none). Errors wrap ErrBadParams and
+// name the task.
+func RenderElement(workflow string, t TaskDef, params, item json.RawMessage) (json.RawMessage, string, error) {
+	pmap, err := decodeKeyParams(params)
+	if err != nil {
+		return nil, "", err
+	}
+	var it any
+	dec := json.NewDecoder(bytes.NewReader(item))
+	dec.UseNumber()
+	if err := dec.Decode(&it); err != nil {
+		return nil, "", fmt.Errorf("%w: task %q: element: %v", ErrBadParams, t.Name, err)
+	}
+	data := KeyData{Params: pmap, Workflow: workflow, Task: t.Name, Item: it}
+	p, err := renderTaskParams(t, data)
+	if err != nil {
+		return nil, "", err
+	}
+	key, err := taskIdempotencyKey(data, t)
+	if err != nil {
+		return nil, "", err
+	}
+	return p, key, nil
 }
 
 // decodeKeyParams decodes checked params for the tasks' idempotency keys
@@ -74,11 +114,11 @@ func decodeKeyParams(params json.RawMessage) (map[string]any, error) {
 	return pmap, nil
 }
 
-// taskIdempotencyKey renders the idempotency key template of task t of
-// workflow from the run's params pmap and returns it as stored ("" when t
-// has none). Errors wrap ErrBadParams.
-func taskIdempotencyKey(workflow string, t TaskDef, pmap map[string]any) (string, error) {
-	key, err := RenderIdempotencyKey(t.IdempotencyKey, KeyData{Params: pmap, Workflow: workflow, Task: t.Name})
+// taskIdempotencyKey renders the idempotency key template of task t over
+// data and returns it as stored ("" when t has none). Errors wrap
+// ErrBadParams.
+func taskIdempotencyKey(data KeyData, t TaskDef) (string, error) {
+	key, err := RenderIdempotencyKey(t.IdempotencyKey, data)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadParams, err)
 	}

@@ -66,10 +66,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Definition is a workflow as written in a workflow file (YAML or JSON) and
 // stored in workflows.definition.
 type Definition struct {
-	Name        string    `json:"name"`
-	Description string    `json:"description,omitempty"`
-	FailFast    bool      `json:"fail_fast,omitempty"`
-	Tasks       []TaskDef `json:"tasks"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	FailFast    bool   `json:"fail_fast,omitempty"`
+	// Defaults are merged into every task when the file is parsed (a
+	// task's own fields win, field by field at the top level): the stored
+	// tasks are the effective ones, and Defaults is kept for the record.
+	Defaults *TaskDefaults `json:"defaults,omitempty"`
+	Tasks    []TaskDef     `json:"tasks"`
 }
 
 // TaskDef is one task of a Definition.
@@ -87,6 +91,22 @@ type TaskDef struct {
 	// again. Nil means a recorded result is reused for ever. Only with
 	// IdempotencyKey; positive, at most MaxIdempotencyTTL.
 	IdempotencyTTL *Duration `json:"idempotency_ttl,omitempty"`
+	// When is a CEL condition (core/expr) over params and upstream
+	// results: false makes the task SKIPPED. "" means always.
+	When string `json:"when,omitempty"`
+	// TriggerRule says which outcomes of the upstream tasks let it run
+	// (TriggerRule; "" is all_success). Only with DependsOn.
+	TriggerRule string `json:"trigger_rule,omitempty"`
+	// OnFailure: the task runs only when its run is failing, after the
+	// failing task settled, and is SKIPPED when the run does not fail. It
+	// takes no DependsOn and no task depends on it.
+	OnFailure bool `json:"on_failure,omitempty"`
+	// ForEach is a CEL expression giving a list: the task runs once per
+	// element (see Kind). "" means once.
+	ForEach string `json:"for_each,omitempty"`
+	// MaxItems bounds ForEach's list (nil: MaxItemsDefault; 1 to
+	// MaxItemsLimit); a longer list fails the task. Only with ForEach.
+	MaxItems *int `json:"max_items,omitempty"`
 }
 
 // RetrySpec is the retry block of a task; absent fields take the defaults of
@@ -232,8 +252,9 @@ func definitionOf(doc map[string]any) (*Definition, error) {
 	jd.DisallowUnknownFields()
 	var def Definition
 	if err := jd.Decode(&def); err != nil {
-		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, failingTask(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: "))
+		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, failingPart(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: "))
 	}
+	def.applyDefaults()
 	if err := def.Validate(); err != nil {
 		return nil, err
 	}
@@ -308,7 +329,7 @@ func (d *Definition) Validate() error {
 	if err := ValidateDAG(deps); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadWorkflow, err)
 	}
-	return nil
+	return d.checkLanguage(deps)
 }
 
 func (t TaskDef) validate() error {
@@ -324,6 +345,9 @@ func (t TaskDef) validate() error {
 		}
 	}
 	if err := checkParamTemplates(t); err != nil {
+		return err
+	}
+	if err := t.validateLanguage(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -367,6 +391,9 @@ func (t TaskDef) validate() error {
 		if err != nil && strings.Contains(err.Error(), "KeyData") {
 			return fmt.Errorf("idempotency_key: %v (the template sees .Params.<name>, .Workflow and .Task)", err)
 		}
+		if err := t.checkItemUse("idempotency_key", tmpl); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -385,11 +412,14 @@ func parseKeyTemplate(s string) (*template.Template, error) {
 }
 
 // KeyData is what an idempotency_key template sees: {{ .Params.date }},
-// {{ .Workflow }}, {{ .Task }}.
+// {{ .Workflow }}, {{ .Task }}, and in a for_each task {{ .Item }}, the
+// element its task run was made for (decoded JSON: {{ .Item.file }} for
+// an object's field).
 type KeyData struct {
 	Params   map[string]any
 	Workflow string
 	Task     string
+	Item     any
 }
 
 // RenderIdempotencyKey expands a task's idempotency_key template over the

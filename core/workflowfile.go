@@ -47,6 +47,10 @@ type WorkflowFile struct {
 	Schedules []ScheduleDef
 }
 
+// MaxWorkflowFileBytes bounds a workflow file: the file `ffctl workflow
+// apply` reads, the body the HTTP API takes (4 MiB).
+const MaxWorkflowFileBytes = 4 << 20
+
 // ParseWorkflowFile decodes a workflow file as ParseDefinition does, with
 // an optional top-level `schedules:` list of ScheduleDef. An entry's error
 // names it: `schedule "nightly": unknown field "cronn"` (or `schedules[2]: `

@@ -103,18 +103,35 @@ func TestDaemonsExitAtOnceOnARefusedLogin(t *testing.T) {
 }
 
 // TestDaemonsRetryADependencyThatDoesNotAnswerUntilItDoes: mode 91, the
-// other way round. A server that resets every connection is an outage,
-// not a refusal: the worker keeps retrying it (it never exits), and once
-// the server answers it connects and runs.
+// other way round. A server that does not answer is an outage, not a
+// refusal: the worker keeps retrying it (it never exits), and once the
+// server answers it connects and runs. PostgreSQL is behind a proxy that
+// resets every connection: however a reset lands, its error carries no
+// SQLSTATE. The broker is behind a proxy that refuses every connection
+// (nothing listens, as when RabbitMQ is down), so the start's login check
+// (broker.CheckLogin, the first dial, before the worker's own; it logs
+// nothing) meets a refused connect, a network error amqp091 does not wrap
+// in an *amqp.Error, on every run, and the worker must go past it to
+// "daemon: started". Behind a resetting proxy the check met such an error
+// only in some runs: most dials have written the protocol header when the
+// reset lands, and amqp091 reports the reset on its read as 501
+// FRAME_ERROR, an *amqp.Error that is no refusal.
 func TestDaemonsRetryADependencyThatDoesNotAnswerUntilItDoes(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	for _, tc := range []struct {
 		name, env, raw string
+		mode           harness.ProxyMode
 		retrying, up   string // log messages
+		// For the broker: the error every dial meets, and the line that
+		// shows the worker went past its login check meanwhile ("": not
+		// checked).
+		refusal, passed string
 	}{
-		{"postgres", "FLOWFORGE_DATABASE_URL", s.DatabaseURL, "daemon: database not available; retrying", "daemon: started"},
-		{"rabbitmq", "FLOWFORGE_AMQP_URL", s.AMQPURLs[0], "broker: dial failed", "broker: connected"},
+		{"postgres", "FLOWFORGE_DATABASE_URL", s.DatabaseURL, harness.ProxyReset,
+			"daemon: database not available; retrying", "daemon: started", "", ""},
+		{"rabbitmq", "FLOWFORGE_AMQP_URL", s.AMQPURLs[0], harness.ProxyRefuse,
+			"broker: dial failed", "broker: connected", "connect: connection refused", "daemon: started"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -123,11 +140,19 @@ func TestDaemonsRetryADependencyThatDoesNotAnswerUntilItDoes(t *testing.T) {
 				t.Fatal(err)
 			}
 			proxy := harness.StartProxy(t, u.Host)
-			proxy.SetMode(harness.ProxyReset)
+			proxy.SetMode(tc.mode)
 			p := s.DaemonEnv(t, "worker", "worker", []string{tc.env + "=" + proxy.URL(tc.raw)})
 			recoveryWaitLogCount(t, p, 30*time.Second, 3, tc.retrying)
 			if n := recoveryCountLogs(p, tc.up); n != 0 {
-				t.Fatalf("%q logged through a proxy that resets every connection\n%s", tc.up, p.Logs())
+				t.Fatalf("%q logged through a proxy in mode %s\n%s", tc.up, tc.mode, p.Logs())
+			}
+			if tc.refusal != "" {
+				if err := recoveryLogs(p, tc.retrying)[0].str("error"); !strings.Contains(err, tc.refusal) {
+					t.Fatalf("the first dial failed with %q, want %q\n%s", err, tc.refusal, p.Logs())
+				}
+				if recoveryCountLogs(p, tc.passed) != 1 {
+					t.Fatalf("%q not logged while the broker refused every connection\n%s", tc.passed, p.Logs())
+				}
 			}
 			proxy.SetMode(harness.ProxyPass)
 			recoveryWaitLogCount(t, p, 30*time.Second, 1, tc.up)

@@ -1,6 +1,8 @@
 package house
 
 import (
+	"fmt"
+	"go/ast"
 	"strings"
 	"testing"
 )
@@ -49,6 +51,25 @@ func prefixed(prefixes ...string) func(string) bool {
 	}
 }
 
+// clientPgxTypes are the packages whose types core/client's API names: a
+// caller's transaction (pgx.Tx) and pool (pgxpool.Pool).
+var clientPgxTypes = anyOf(
+	func(imp string) bool { return imp == "github.com/jackc/pgx/v5" },
+	func(imp string) bool { return imp == "github.com/jackc/pgx/v5/pgxpool" },
+)
+
+// allOf reports whether every one of preds holds.
+func allOf(preds ...func(string) bool) func(string) bool {
+	return func(s string) bool {
+		for _, p := range preds {
+			if !p(s) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // The test rigs: packages that exist to build tests, which may reach past
 // an arrow (a rig starts real servers and speaks their protocols).
 var testRigs = anyOf(modulePkg("core/store/storetest"), modulePkg("core/broker/brokertest"), modulePkg("e2e/harness"))
@@ -82,8 +103,14 @@ var importRules = []importRule{
 	},
 	{
 		name:    "only core/store (and the test rigs) speak SQL: pgx and sqlx",
-		from:    not(anyOf(modulePkg("core/store"), testRigs)),
+		from:    not(anyOf(modulePkg("core/store"), modulePkg("core/client"), testRigs)),
 		forbids: prefixed("github.com/jackc/pgx", "github.com/jmoiron/sqlx", "github.com/lib/pq"),
+	},
+	{
+		name: "core/client names a caller's pgx pool and transaction (pgx, pgxpool) in its API, and imports nothing else of pgx or sqlx: " +
+			"the store speaks SQL for it (TestTheClientSendsNoStatement)",
+		from:    modulePkg("core/client"),
+		forbids: allOf(prefixed("github.com/jackc/pgx", "github.com/jmoiron/sqlx", "github.com/lib/pq"), not(clientPgxTypes)),
 	},
 	{
 		name:    "only core/broker (and the test rigs) speak AMQP: amqp091-go",
@@ -130,6 +157,11 @@ func TestTheImportRulesCatchAnOffender(t *testing.T) {
 		{modulePath + "/daemon/worker", "github.com/rabbitmq/amqp091-go", true},
 		{modulePath + "/e2e/harness", "github.com/rabbitmq/amqp091-go", false},
 		{modulePath + "/cli", modulePath + "/tui", false},
+		{modulePath + "/core/client", "github.com/jackc/pgx/v5", false},
+		{modulePath + "/core/client", "github.com/jackc/pgx/v5/pgxpool", false},
+		{modulePath + "/core/client", "github.com/jackc/pgx/v5/stdlib", true},
+		{modulePath + "/core/client", "github.com/jackc/pgx/v5/pgconn", true},
+		{modulePath + "/core/client", "github.com/jmoiron/sqlx", true},
 	}
 	for _, c := range cases {
 		got := false
@@ -142,4 +174,34 @@ func TestTheImportRulesCatchAnOffender(t *testing.T) {
 			t.Errorf("%s importing %s: forbidden=%v, want %v", c.from, c.imp, got, c.want)
 		}
 	}
+}
+
+// queryMethods are the methods through which Go code sends SQL: pgx's,
+// database/sql's and sqlx's.
+var queryMethods = map[string]bool{
+	"Query": true, "QueryRow": true, "Exec": true, "SendBatch": true, "CopyFrom": true, "Prepare": true,
+	"QueryContext": true, "QueryRowContext": true, "ExecContext": true, "PrepareContext": true,
+	"Begin": true, "BeginTx": true, "Select": true, "Get": true, "SelectContext": true, "GetContext": true,
+	"QueryxContext": true, "QueryRowxContext": true, "NamedExecContext": true,
+}
+
+// TestTheClientSendsNoStatement: core/client may name pgx's types (a
+// caller's pool and transaction) but calls none of their query methods:
+// every statement is the store's, which the client hands the caller's
+// transaction to.
+func TestTheClientSendsNoStatement(t *testing.T) {
+	offences := map[string]string{}
+	for _, f := range production(moduleFiles(t)) {
+		if !under(f.pkg, "core/client") {
+			continue
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && queryMethods[sel.Sel.Name] {
+				pos := f.fset.Position(sel.Pos())
+				offences[fmt.Sprintf("%s:%d", f.rel, pos.Line)] = fmt.Sprintf("%s:%d: calls %s", f.rel, pos.Line, sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	report(t, "core/client sends no statement of its own (core/store does)", offences)
 }

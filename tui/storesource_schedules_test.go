@@ -50,7 +50,7 @@ func TestStoreSourceSchedules(t *testing.T) {
 	m := newSchedulesModel(&shared{width: 120, height: 30, theme: newTheme(newRenderer(nil, true)), nav: newNavKeys()})
 	m.setData(list)
 	v := m.view(120, 27)
-	for _, want := range []string{"by-hand", "Asia/Tokyo", "cli", "etl-minutely", "* * * * *", "fired", "PENDING", "file"} {
+	for _, want := range []string{"by-hand", "Asia/Tokyo", "cli", "etl-minutely", "* * * * *", "fired", "RUNNING", "file"} {
 		if !strings.Contains(v, want) {
 			t.Fatalf("list view lacks %q:\n%s", want, v)
 		}
@@ -97,7 +97,7 @@ func TestStoreSourceSchedules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Schedule.Ticks) != 2 || !d.Schedule.Ticks[0].Manual || d.Schedule.Ticks[0].RunID == nil || d.Schedule.Ticks[0].RunState != "PENDING" || d.Schedule.Ticks[1].Manual {
+	if len(d.Schedule.Ticks) != 2 || !d.Schedule.Ticks[0].Manual || d.Schedule.Ticks[0].RunID == nil || d.Schedule.Ticks[0].RunState != "RUNNING" || d.Schedule.Ticks[1].Manual {
 		t.Fatalf("ticks: %+v", d.Schedule.Ticks)
 	}
 	m.name = "etl-minutely"

@@ -17,8 +17,9 @@ import (
 
 // TestIsLoginRefusedTellsARefusalFromAnOutage: mode 91. A 403 or a 530 for
 // the vhost is a refusal (definite only when the broker sent it); a 530 for
-// a connection limit or a vhost that is down, a network error and other
-// exceptions are not.
+// a connection limit or a vhost that is down, a network error (also the
+// 501 FRAME_ERROR amqp091 makes of a connection reset once the protocol
+// header is written) and other exceptions are not.
 func TestIsLoginRefusedTellsARefusalFromAnOutage(t *testing.T) {
 	t.Parallel()
 	server := func(code int, reason string) error {
@@ -38,6 +39,7 @@ func TestIsLoginRefusedTellsARefusalFromAnOutage(t *testing.T) {
 		{"connection limit", server(amqp.NotAllowed, "NOT_ALLOWED - access to vhost '/' refused for user 'guest': connection limit (1) is reached"), false, false},
 		{"vhost down", server(amqp.NotAllowed, "NOT_ALLOWED - vhost / is down"), false, false},
 		{"connection refused", &net.OpError{Op: "dial", Err: errors.New("connection refused")}, false, false},
+		{"connection reset after the protocol header", &amqp.Error{Code: amqp.FrameError, Reason: "read tcp 127.0.0.1:40000->127.0.0.1:5672: read: connection reset by peer"}, false, false},
 		{"forced close", server(amqp.ConnectionForced, "CONNECTION_FORCED - broker forced connection closure"), false, false},
 	} {
 		refused, definite := IsLoginRefused(tc.err)

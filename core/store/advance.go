@@ -27,6 +27,9 @@ type AdvanceResult struct {
 	FailFastStopped   int // fail_fast runs that failed in this pass with tasks running (workers told on CancelChannel)
 	UpstreamFailed    int // PENDING -> UPSTREAM_FAILED: a DEAD ancestor no statement had buried them for
 	UpstreamRevived   int // UPSTREAM_FAILED -> PENDING: no ancestor DEAD any more (an older binary's requeue)
+	Skipped           int // PENDING -> SKIPPED: a when was false, a trigger rule or on_failure skipped it
+	Expanded          int // task runs inserted by the for_each tasks expanded (READY with their outbox rows)
+	ForEachEnded      int // for_each tasks ended with their elements (RUNNING -> SUCCEEDED, DEAD or CANCELLED)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
 	// Held, of a targeted pass (AdvanceRuns), are the open runs named that
@@ -58,7 +61,7 @@ SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requeste
 const qFailFast = `
 WITH cand AS (
     SELECT t.id, t.state FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
-     WHERE t.run_id = ANY ($1::uuid[]) AND r.fail_fast AND t.state IN ('PENDING', 'READY', 'RETRYING')
+     WHERE t.run_id = ANY ($1::uuid[]) AND r.fail_fast AND t.state IN ('PENDING', 'READY', 'RETRYING') AND NOT t.on_failure
        AND EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = t.run_id AND d.state = 'DEAD')
 ), c AS (
     UPDATE task_runs t SET state = 'CANCELLED', finished_at = now(), next_attempt_at = NULL
@@ -92,14 +95,14 @@ WITH cand AS (
 SELECT count(*) FROM c`
 
 // qPromote makes eligible tasks READY and writes their outbox rows in one
-// statement: PENDING tasks whose dependencies all SUCCEEDED, and RETRYING
-// tasks whose backoff elapsed (database clock), of the locked, uncancelled
-// runs. Each promotion bumps the fencing token: the outbox row is unique per
+// statement: plain PENDING tasks whose dependencies all SUCCEEDED (the
+// others are decided by decideTasks), and RETRYING tasks whose backoff
+// elapsed (database clock), of the locked, uncancelled runs. Each promotion bumps the fencing token: the outbox row is unique per
 // (task run, token), and only a message carrying that token can claim.
 const qPromote = `
 WITH cand AS (
     SELECT t.id, t.state FROM task_runs t
-     WHERE t.run_id = ANY ($1::uuid[]) AND t.state = 'PENDING'
+     WHERE t.run_id = ANY ($1::uuid[]) AND t.state = 'PENDING' AND ` + plainTaskSQL + `
        AND NOT EXISTS (SELECT 1 FROM task_runs p
                         WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on) AND p.state <> 'SUCCEEDED')
     UNION ALL
@@ -128,16 +131,16 @@ SELECT count(*) FILTER (WHERE from_state = 'PENDING') AS promoted,
   FROM promoted`
 
 // qRunCounts counts each run's tasks by state, in one snapshot, and also
-// counts PENDING tasks whose dependencies all SUCCEEDED ("eligible"): the
-// promotion statement ran on an earlier snapshot, so a parent that finished
-// in between leaves an eligible child that the next pass (woken by that
-// finish's NOTIFY) promotes. Such a run must not be settled now.
+// counts the PENDING tasks a pass would promote or decide now
+// ("eligible", decidableSQL: every upstream task ended, or on_failure):
+// the promotion and the decisions ran on earlier snapshots, so a parent
+// that finished in between leaves an eligible child that the next pass
+// (woken by that finish's NOTIFY) takes. Such a run must not be settled
+// now.
 const qRunCounts = `
 SELECT t.run_id, t.state,
        count(*) AS n,
-       count(*) FILTER (WHERE t.state = 'PENDING' AND NOT EXISTS (
-           SELECT 1 FROM task_runs p
-            WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on) AND p.state <> 'SUCCEEDED')) AS eligible
+       count(*) FILTER (WHERE t.state = 'PENDING' AND ` + decidableSQL + `) AS eligible
   FROM task_runs t WHERE t.run_id = ANY ($1::uuid[]) GROUP BY t.run_id, t.state`
 
 const qUpdateRuns = `
@@ -168,7 +171,7 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 		if err != nil || len(runs) == 0 {
 			return err
 		}
-		return advanceLocked(ctx, tx, runs, actor, &res)
+		return s.advanceLocked(ctx, tx, runs, actor, &res)
 	})
 	if err != nil {
 		return AdvanceResult{}, err
@@ -182,15 +185,23 @@ func (s *Store) Advance(ctx context.Context, after *Cursor, limit int, actor str
 // (both catch writes of older binaries), cancels the other unstarted tasks
 // of failed fail_fast runs, returns to PENDING the tasks fail_fast
 // cancelled in fail_fast runs an operator requeued (no task DEAD any
-// more), promotes eligible tasks with their outbox rows, derives each
-// run's state with core.DeriveRunState, and settles runs with no active
-// task. It notifies, in one statement, publishers (OutboxChannel) when it
-// wrote outbox rows and workers (CancelChannel) when a fail_fast run
-// failed while some of its tasks run, so that they stop at once rather
-// than at their next heartbeat.
-func advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor string, res *AdvanceResult) error {
+// more), ends the for_each tasks whose elements have ended, decides the
+// tasks that are not plain (decideTasks: when, trigger rules, on_failure,
+// for_each and their expansion), promotes eligible plain tasks with their
+// outbox rows, derives each run's state with core.DeriveRunState, and
+// settles runs with no active task. It notifies, in one statement,
+// publishers (OutboxChannel) when it wrote outbox rows and workers
+// (CancelChannel) when a fail_fast run failed while some of its tasks
+// run, so that they stop at once rather than at their next heartbeat.
+func (s *Store) advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor string, res *AdvanceResult) error {
 	ids, live, cancelled := splitRuns(runs)
 	if err := reconcileTasks(ctx, tx, runs, live, cancelled, actor, res); err != nil {
+		return err
+	}
+	if err := joinForEach(ctx, tx, ids, actor, res); err != nil {
+		return err
+	}
+	if err := s.decideTasks(ctx, tx, live, actor, res); err != nil {
 		return err
 	}
 	if err := promoteTasks(ctx, tx, live, actor, res); err != nil {
@@ -202,7 +213,7 @@ func advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor strin
 	}
 	res.FailFastStopped = len(stop)
 	var notices []notice
-	if res.Promoted+res.RetriesDue > 0 {
+	if res.Promoted+res.RetriesDue+res.Expanded > 0 {
 		notices = append(notices, outboxNotice())
 	}
 	if len(stop) > 0 {
@@ -220,6 +231,15 @@ func advanceEdges() error {
 		{core.TaskCancelled, core.TaskPending},
 		{core.TaskPending, core.TaskUpstreamFailed},
 		{core.TaskUpstreamFailed, core.TaskPending},
+		// decideTasks, expandForEach, joinForEach
+		{core.TaskPending, core.TaskSkipped},
+		{core.TaskPending, core.TaskDead},
+		{core.TaskPending, core.TaskRunning},
+		{core.TaskPending, core.TaskSucceeded},
+		{core.TaskDead, core.TaskPending},
+		{core.TaskRunning, core.TaskSucceeded},
+		{core.TaskRunning, core.TaskDead},
+		{core.TaskRunning, core.TaskCancelled},
 	}
 	for _, e := range edges {
 		if err := mustEdge(e[0], e[1]); err != nil {
@@ -326,7 +346,8 @@ func promoteTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, actor stri
 	if err := tx.GetContext(ctx, &pr, qPromote, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("promote tasks: %w", err)
 	}
-	res.Promoted, res.RetriesDue = pr.Promoted, pr.Retries
+	res.Promoted += pr.Promoted
+	res.RetriesDue = pr.Retries
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -34,6 +34,9 @@ type ClaimedTask struct {
 	FencingToken   int64          `db:"fencing_token"`
 	IdempotencyKey sql.NullString `db:"idempotency_key"`
 	LeaseExpiresAt time.Time      `db:"lease_expires_at"`
+	// Item is the element a for_each task's task run was made for (JSON);
+	// empty for any other task run.
+	Item JSON `db:"item"`
 }
 
 // Policy returns the claimed task's retry policy.
@@ -57,46 +60,51 @@ func (c ClaimedTask) UpstreamResults() map[string]json.RawMessage {
 	return out
 }
 
-// qClaim is READY -> RUNNING for a batch of tasks in one statement: $1 and
-// $2 are parallel arrays of task ids and the fencing tokens their
-// dispatches carry ($1[i] is claimed only with $2[i], so a message of an
-// older generation can never claim a newer one), $3 the worker, $4 the
-// lease in milliseconds. Each row is fenced by its own token and state
-// READY, by its run (not cancelled, not a failed fail_fast run), and by
-// its workflow (not paused: the pause's fence, see PauseWorkflow); it
-// bumps the token, counts the attempt, and sets the lease on the database
-// clock, each row with its history row in the same statement. The rows are
-// locked in id order first (lk), so two workers' batches that share rows
-// wait for each other instead of deadlocking. The lease is measured
-// from clock_timestamp(), the moment the row is written (after any lock
-// wait), not from now(), the start of the transaction: a claim that waited
-// behind a lock must not commit a lease already partly or wholly spent.
+// The claim: READY -> RUNNING in one conditional statement, for one task
+// (qClaimOne) or a batch (qClaim). Both are built from the same fragments,
+// so that one row and many keep the same rules: each row is fenced by its
+// own request's token (each form says so itself), and by state READY, its
+// run (not cancelled, not a failed fail_fast run) and its workflow (not
+// paused: the pause's fence, see PauseWorkflow) — claimFence; it bumps the token, counts the
+// attempt, and sets the lease on the database clock — claimSet; each row
+// gets its history row in the same statement and returns what the worker
+// runs — claimTail. $3 is the worker, $4 the lease in milliseconds. The
+// lease is measured from clock_timestamp(), the moment the row is written
+// (after any lock wait), not from now(), the start of the statement: a
+// claim that waited behind a lock must not commit a lease already partly
+// or wholly spent.
 //
-// The rules this batch keeps (each with its test and mutant, see
-// e2e/FAILURE_MODEL.md modes 50, 54 and 86):
+// The state a row must be in comes with the request (q.from_state, always
+// READY: ClaimMany sends it), not as a literal: a literal 'READY' lets the
+// planner read the task through the partial index of READY tasks, which
+// statistics taken when few tasks were READY make look cheapest and which
+// a backlog makes as long as the backlog (a claim that scanned it whole);
+// compared with a request's column it can only look the task up by its
+// primary key. The same holds for every statement on the hot path (see
+// finishFence).
+//
+// The rules (each with its test and mutant, see e2e/FAILURE_MODEL.md modes
+// 50, 54 and 86):
 //   - a row is claimed only with its own request's token and state READY:
 //     one row never stands for another (mode 50);
 //   - one request per (task, token): ClaimMany drops an exact repeat, and
 //     two requests for one task with different tokens can both be sent,
 //     since at most one of them matches the row's token (mode 86);
-//   - the rows are locked in id order before any is written (mode 54);
-//   - a held row delays the whole batch at most LockWaitFor(lease), then
-//     the batch fails with ErrLockTimeout having written nothing.
-const qClaim = `
-WITH claimed AS (
-    UPDATE task_runs t
-       SET state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
+//   - a batch's rows are locked in id order before any is written (lk,
+//     mode 54); one row needs no order;
+//   - a held row delays the statement at most LockWaitFor(lease), then it
+//     fails with ErrLockTimeout having written nothing.
+const (
+	claimSet = `state = 'RUNNING', fencing_token = t.fencing_token + 1, attempt = t.attempt + 1,
            lease_expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond', heartbeat_at = clock_timestamp(),
-           worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL
-      FROM unnest($1::uuid[], $2::bigint[]) AS q(id, tok),
-           (SELECT l.id FROM task_runs l WHERE l.id = ANY ($1::uuid[]) ORDER BY l.id FOR UPDATE) lk,
-           workflow_runs r
-     WHERE t.id = q.id AND lk.id = q.id AND t.state = 'READY' AND t.fencing_token = q.tok AND r.id = t.run_id
-       AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED')
-       AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_name = r.workflow_name)
+           worker_id = $3, started_at = now(), finished_at = NULL, next_attempt_at = NULL`
+	claimFence = `t.id = q.id AND t.state = q.from_state AND r.id = t.run_id
+       AND r.cancel_requested_at IS NULL AND NOT (r.fail_fast AND r.state = 'FAILED' AND NOT t.on_failure)
+       AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_name = r.workflow_name)`
+	claimTail = `
  RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
            t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
-           t.fencing_token, t.idempotency_key, t.lease_expires_at
+           t.fencing_token, t.idempotency_key, t.lease_expires_at, t.item
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'READY', 'RUNNING', attempt, fencing_token, $3, $3, 'claimed' FROM claimed
@@ -105,8 +113,35 @@ SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_
        coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
                    FROM task_runs p WHERE p.run_id = c.run_id AND p.task_name = ANY (c.depends_on)), '{}'::jsonb) AS upstream,
        c.attempt, c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.timeout_ms, c.fencing_token,
-       c.idempotency_key, c.lease_expires_at
+       c.idempotency_key, c.lease_expires_at, c.item
   FROM claimed c`
+)
+
+// qClaim claims a batch: $1, $2 and $5 are parallel arrays of task ids,
+// the fencing tokens their dispatches carry ($1[i] is claimed only with
+// $2[i], so a message of an older generation can never claim a newer
+// one) and the state each must be in. The rows are locked in id order first (lk), so two workers'
+// batches that share rows wait for each other instead of deadlocking.
+const qClaim = `
+WITH claimed AS (
+    UPDATE task_runs t
+       SET ` + claimSet + `
+      FROM unnest($1::uuid[], $2::bigint[], $5::text[]) AS q(id, tok, from_state),
+           (SELECT l.id FROM task_runs l WHERE l.id = ANY ($1::uuid[]) ORDER BY l.id FOR UPDATE) lk,
+           workflow_runs r
+     WHERE lk.id = q.id AND t.fencing_token = q.tok AND ` + claimFence + claimTail
+
+// qClaimOne claims one task: $1 its id, $2 the token its dispatch
+// carried, $5 the state it must be in. Its plan is a primary-key lookup whatever the statistics say,
+// so the plan cached for the prepared statement stays right (the batch's
+// array parameters make PostgreSQL plan it afresh on every call: about a
+// millisecond of planning, more than the claim itself).
+const qClaimOne = `
+WITH claimed AS (
+    UPDATE task_runs t
+       SET ` + claimSet + `
+      FROM (SELECT $1::uuid AS id, $2::bigint AS tok, $5::text AS from_state) q, workflow_runs r
+     WHERE t.fencing_token = q.tok AND ` + claimFence + claimTail
 
 // ClaimRequest asks for one task of a ClaimMany batch: its id and the
 // fencing token its dispatch carried.
@@ -130,8 +165,10 @@ type ClaimResult struct {
 // one statement's arrays, and the rows it locks at once.
 const ClaimMaxBatch = 1000
 
-// ClaimMany claims a batch of tasks for workerID in one transaction of one
-// conditional statement (qClaim), each request fenced by its own token:
+// ClaimMany claims a batch of tasks for workerID in one conditional
+// statement (qClaim, or qClaimOne for one request) that commits on its
+// own, sent in one round trip (inOneTrip), each request fenced by its own
+// token:
 // the result has one entry per request, in order, OK for the winners only.
 // The batch keeps one request per (task, token): a request that repeats an
 // earlier one's id AND token loses (a duplicate delivery), while requests
@@ -171,15 +208,23 @@ func (s *Store) claimMany(ctx context.Context, reqs []ClaimRequest, workerID str
 		ids = append(ids, r.ID)
 		toks = append(toks, r.Token)
 	}
+	from := make([]string, len(ids))
+	for i := range from {
+		from[i] = string(core.TaskReady)
+	}
+	query, args := qClaim, []any{ids, toks, workerID, lease.Milliseconds(), from}
+	set := tripSettings{LockWait: LockWaitFor(lease), KeyPlan: true}
+	if len(ids) == 1 {
+		query, args = qClaimOne, []any{ids[0], toks[0], workerID, lease.Milliseconds(), from[0]}
+	}
 	var rows []ClaimedTask
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := setLockTimeout(ctx, tx, LockWaitFor(lease)); err != nil {
-			return err
-		}
-		return tx.SelectContext(ctx, &rows, qClaim, ids, toks, workerID, lease.Milliseconds())
+	err := s.inOneTrip(ctx, set, query, args, func(r pgx.Rows) error {
+		var err error
+		rows, err = pgx.CollectRows(r, pgx.RowToStructByName[ClaimedTask])
+		return err
 	})
 	if err != nil {
-		return nil, asLockTimeout(err)
+		return nil, unanswered("claim", asLockTimeout(err))
 	}
 	out := make([]ClaimResult, len(reqs))
 	for _, c := range rows {
@@ -199,7 +244,7 @@ SELECT t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.para
        coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
                    FROM task_runs p WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on)), '{}'::jsonb) AS upstream,
        t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms, t.fencing_token,
-       t.idempotency_key, t.lease_expires_at
+       t.idempotency_key, t.lease_expires_at, t.item
   FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
  WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND t.worker_id = $3`
 

@@ -27,7 +27,8 @@ SELECT md5('run' || g)::uuid, (SELECT id FROM workflows LIMIT 1), 'w', 1,
 SELECT md5('task' || g)::uuid, md5('run' || g)::uuid, 't', 'noop', 'SUCCEEDED', 3 FROM generate_series(1, 20000) g`,
 		`INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload, published_at)
 SELECT id, 1, '{}', CASE WHEN random() < 0.999 THEN now() END FROM task_runs`,
-		`ANALYZE workflows, workflow_runs, task_runs, outbox`, // this schema's tables only: other tests' schemas come and go
+		`INSERT INTO workflow_pauses (workflow_name, mode, actor, reason) VALUES ('other', 'queue', 'test', 'a pause of another workflow')`,
+		`ANALYZE workflows, workflow_runs, task_runs, outbox, workflow_pauses`, // this schema's tables only: other tests' schemas come and go
 	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Fatalf("seed: %v", err)

@@ -33,11 +33,14 @@
 //	claim.go           | ClaimMany (READY -> RUNNING, fenced), ClaimedBy read-back       | claim_test.go, claim_duplicates_test.go, batch_test.go
 //	dashboard.go       | the dashboard's bounded counts and oldest pending dispatches    | dashboard_test.go, dashboard_export_test.go
 //	dead.go            | ListDeadTasks (`dead list`, the DEAD screen)                    | dead_test.go
+//	decide.go          | the pass's decision over tasks that are not plain (rules, when)  | language_test.go
 //	doc.go             | this package doc and its map                                    | doc_test.go
 //	finalstates.go     | the final run states' SQL literal, checked against core's list  | finalstates_test.go, finalstates_export_test.go
 //	finish.go          | FinishMany: an attempt's outcome, the burial of descendants     | finish_test.go, batch_test.go, lease_test.go
+//	finish_done.go     | a success's counter join and solo settle (finishPlain)          | join_test.go
 //	finish_failed.go   | FinishMany's FAILED rows behind their run locks                 | finish_lock_test.go
 //	finish_readback.go | FinishRecorded: a finish whose reply was lost, read back        | finish_readback_test.go, finish_readback_export_test.go
+//	foreach.go         | a for_each's expansion, its elements' join, expression inputs   | foreach_test.go
 //	handback.go        | NoteWaitingForHandler, ReadyFor (a dispatch handed back)        | pause_test.go (ReadyFor); the hand-back in daemon/worker
 //	horizon.go         | DBHealth: the xmin horizon and dead tuples of the hot tables    | horizon_test.go
 //	idempotency.go     | ClaimIdempotencyKey, ForgetIdempotencyKey, ReuseNote            | idempotency_test.go, idempotency_reuse_test.go
@@ -45,7 +48,9 @@
 //	installation.go    | Installation (the database's id, in every dispatch), LocationOf | installation_test.go, dispatch_payload_test.go
 //	json.go            | JSON and StringList, the column types of reads                  | workers_test.go (StringList); every read
 //	jump.go            | FindByIDPrefix: the dashboard's jump to a run or task           | jump_test.go
+//	language_floor.go  | the compat floor a version using the language raises             | language_test.go
 //	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go
+//	locktrip.go        | one statement, its local settings, one round trip (inOneTrip)  | lease_test.go, claim_test.go, hotpath_plan_test.go, hotpath_export_test.go
 //	login.go           | IsLoginRefused: a refused login told from an outage             | login_test.go
 //	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go
 //	migrate_retry.go   | MigrateRetrying: a migration that waits out a held lock         | migrate_retry_test.go
@@ -73,8 +78,10 @@
 //	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go
 //	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
+//	token.go           | CreateToken, ListTokens, RevokeToken, TokenByKeyID: API tokens   | token_test.go
 //	trigger.go         | Trigger: a run and its task runs in one statement               | trigger_test.go, trigger_cache_test.go, idempotency_test.go
 //	trigger_many.go    | TriggerMany, CheckRuns (a bulk trigger's batches)               | trigger_many_test.go
+//	trigger_tx.go      | Querier, TriggerTx, TriggerManyTx: a trigger in a caller's tx   | trigger_tx_test.go; core/client's tests
 //	upstream.go        | the SQL that buries and revives a DEAD task's descendants       | upstream_test.go
 //	uuidarray.go       | uuidArray, the uuid[] parameter                                 | uuidarray_test.go
 //	version.go         | SchemaWindow, CheckSchema: which binaries a schema admits       | version_test.go

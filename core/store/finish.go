@@ -60,35 +60,36 @@ type FinishResult struct {
 	Err   error
 }
 
-// qFinish records a batch of outcomes in one statement: $1..$12 are
-// parallel arrays, one entry per attempt (id, token, outcome, result text,
-// error, permanent, retry delay in ms, idempotency key, worker, reused
-// task run, reused run, reuse note); $13 and $14 are runWakeBounds. The
-// rules it keeps:
-//   - One entry per (task, token) (FinishMany drops repeats). Each row is
-//     fenced by its own entry's token and state RUNNING, so of the entries
-//     for one task with different tokens only the one holding the task's
-//     token matches; the result names each row by id and token.
-//   - The task rows are locked in id order first (lk): two batches over the
-//     same rows queue instead of deadlocking.
-//   - It takes no run lock. A row's outcome never waits on another row's
-//     run lock: FinishMany runs it for the SUCCEEDED and CANCELLED rows on
-//     their own, and for the FAILED rows (which may bury descendants) only
-//     once their runs are locked, in a transaction whose lock waits are
-//     bounded (finishTx). A task row another transaction holds delays the
-//     statement (lk) up to that transaction's lock_timeout.
-//   - Each row's history, the results of the keys the attempts own and the
-//     burial of the descendants of the tasks it makes DEAD (buryDownstream)
-//     are written by the same statement.
-//   - It notifies in one statement, itself (n): the schedulers, on
-//     TasksChannel only, naming every run it changed in the payloads
-//     RunWake.Encode would send for them (runWakeSQL: a batch of
+// The finish: one conditional statement records an attempt's outcome,
+// built from fragments shared by its three forms (qFinish for a batch's
+// FAILED rows, qFinishDone and qFinishDoneOne for its SUCCEEDED and
+// CANCELLED rows, many or one), so that each form keeps the same rules:
+//   - Each row is fenced by its own request's token (each form says so
+//     itself) and state RUNNING (finishFence), so of the requests for one
+//     task with different tokens
+//     only the one holding the task's token matches; the result names each
+//     row by id and token. One request per (task, token): FinishMany drops
+//     repeats.
+//   - A batch's task rows are locked in id order first (lk): two batches
+//     over the same rows queue instead of deadlocking.
+//   - Each row's history and the result of the idempotency key its attempt
+//     owns are written by the same statement (finishRecords).
+//   - The statement notifies, itself, in one statement: the schedulers, on
+//     TasksChannel only, naming the runs it leaves them to advance in the
+//     payloads RunWake.Encode would send for them (runWakeSQL: a batch of
 //     ClaimMaxBatch rows over as many runs needs five, so it never sends
 //     AnyRun); nothing when it changed no row.
-const qFinish = `
-WITH RECURSIVE fin AS (
-    UPDATE task_runs t
-       SET state = CASE WHEN q.outcome = 'SUCCEEDED' THEN 'SUCCEEDED'
+//
+// The request's columns q, by number in the batch's arrays and the single
+// row's parameters alike: $1 id, $2 token, $3 outcome, $4 result text, $5
+// error, $6 permanent, $7 retry delay in ms, $8 idempotency key, $9
+// worker, $10 reused task run, $11 reused run, $12 reuse note, $15 the
+// state the task must be in (RUNNING: a request's column rather than a
+// literal, for the reason claimFence gives), $16 the state a child must be
+// in to be counted (PENDING; qFinishDone and qFinishDoneOne only, likewise
+// a parameter); $13 and $14 are runWakeBounds.
+const (
+	finishSet = `state = CASE WHEN q.outcome = 'SUCCEEDED' THEN 'SUCCEEDED'
                         WHEN q.outcome = 'CANCELLED' THEN 'CANCELLED'
                         WHEN q.permanent OR t.attempt >= t.max_attempts THEN 'DEAD'
                         ELSE 'RETRYING' END,
@@ -99,14 +100,26 @@ WITH RECURSIVE fin AS (
            lease_expires_at = NULL,
            finished_at = CASE WHEN q.outcome <> 'FAILED' OR q.permanent OR t.attempt >= t.max_attempts THEN now() END,
            next_attempt_at = CASE WHEN q.outcome = 'FAILED' AND NOT q.permanent AND t.attempt < t.max_attempts
-                                  THEN now() + q.delay_ms * interval '1 millisecond' END
-      FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[],
-                  $8::text[], $9::text[], $10::uuid[], $11::uuid[], $12::text[])
-               AS q(id, tok, outcome, result, error, permanent, delay_ms, key, worker, reused_from, reused_run, note),
+                                  THEN now() + q.delay_ms * interval '1 millisecond' END`
+	finishFence = `t.id = q.id AND t.state = q.from_state`
+	// finishBatchFrom: the batch's requests, as parallel arrays, and its
+	// rows locked in id order.
+	finishBatchFrom = `unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::bigint[],
+                  $8::text[], $9::text[], $10::uuid[], $11::uuid[], $12::text[], $15::text[])
+               AS q(id, tok, outcome, result, error, permanent, delay_ms, key, worker, reused_from, reused_run, note, from_state),
            (SELECT l.id FROM task_runs l WHERE l.id = ANY ($1::uuid[]) ORDER BY l.id FOR UPDATE) lk
-     WHERE t.id = q.id AND lk.id = q.id AND t.state = 'RUNNING' AND t.fencing_token = q.tok
- RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.result, q.key, q.worker, q.error, q.reused_from, q.note
-), ik AS (
+     WHERE lk.id = q.id AND t.fencing_token = q.tok AND `
+	// finishOneFrom: one request; its plan is a primary-key lookup whatever
+	// the statistics say, so the plan cached for it stays right.
+	finishOneFrom = `(SELECT $1::uuid AS id, $2::bigint AS tok, $3::text AS outcome, $4::text AS result, $5::text AS error,
+                 $6::bool AS permanent, $7::bigint AS delay_ms, $8::text AS key, $9::text AS worker,
+                 $10::uuid AS reused_from, $11::uuid AS reused_run, $12::text AS note, $15::text AS from_state) q
+     WHERE t.fencing_token = q.tok AND `
+	finishReturning = `
+ RETURNING t.id, t.run_id, t.task_name, t.state, t.attempt, t.fencing_token, t.result, t.started_at,
+           q.key, q.worker, q.error, q.reused_from, q.note
+)`
+	finishRecords = `, ik AS (
     UPDATE idempotency_keys k SET result = fin.result, completed_at = now()
       FROM fin
      WHERE fin.state = 'SUCCEEDED' AND fin.key <> '' AND k.key = fin.key
@@ -115,16 +128,31 @@ WITH RECURSIVE fin AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker, worker,
            CASE WHEN state = 'SUCCEEDED' AND reused_from IS NOT NULL THEN note ELSE error END FROM fin
-), buried (id, actor) AS (
-    SELECT id, worker FROM fin WHERE state = 'DEAD'
-), ` + buryDownstream + `, woken AS (
-    SELECT run_id FROM fin
-), wake_bounds (per_payload, payloads_max) AS (
+)`
+	finishNotify = `, wake_bounds (per_payload, payloads_max) AS (
     SELECT $13::bigint, $14::bigint
 ), ` + runWakeSQL + `, n AS (
     SELECT pg_notify('` + TasksChannel + `', payload) FROM run_wake
+)`
 )
-SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified FROM fin`
+
+// qFinish records a batch of FAILED outcomes (and serves FinishMany's
+// row-by-row retry of any outcome): a task it makes DEAD takes its
+// PENDING descendants to UPSTREAM_FAILED in the same statement
+// (buryDownstream). It takes no run lock itself: FinishMany runs it for
+// the FAILED rows only once their runs are locked, in a transaction whose
+// lock waits are bounded (finishTx). It names every run it changed to the
+// schedulers.
+const qFinish = `
+WITH RECURSIVE fin AS (
+    UPDATE task_runs t
+       SET ` + finishSet + `
+      FROM ` + finishBatchFrom + finishFence + finishReturning + finishRecords + `, buried (id, actor) AS (
+    SELECT id, worker FROM fin WHERE state = 'DEAD'
+), ` + buryDownstream + `, woken AS (
+    SELECT run_id FROM fin
+)` + finishNotify + `
+SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified, 0 AS promoted FROM fin`
 
 // FinishMany records a batch of attempts' outcomes, each row only if its
 // task is still RUNNING with its request's token; a task it makes DEAD
@@ -190,6 +218,9 @@ type finishRow struct {
 	Token    int64          `db:"token"`
 	State    core.TaskState `db:"state"`
 	Notified int            `db:"notified"`
+	// Promoted is 1 when the statement promoted a child and woke the
+	// publishers (qFinishDone), else 0.
+	Promoted int `db:"promoted"`
 }
 
 // byKey maps each finished row to its new state.
@@ -285,22 +316,6 @@ func (s *Store) settle(ctx context.Context, b *finishBatch, idx []int, rows map[
 	}
 }
 
-// finishPlain records the SUCCEEDED and CANCELLED requests idx in one
-// statement that commits on its own and takes no run lock: a held run
-// never delays them (a success buries nothing).
-func (s *Store) finishPlain(ctx context.Context, b *finishBatch, idx []int) {
-	if len(idx) == 0 {
-		return
-	}
-	b.tried += len(idx)
-	var rows []finishRow
-	err := s.db.SelectContext(ctx, &rows, qFinish, finishArgs(b.reqs, idx)...)
-	if err != nil {
-		err = unanswered("finish", err)
-	}
-	s.settle(ctx, b, idx, byKey(rows), err)
-}
-
 // taskIDs returns the task ids of the requests idx.
 func taskIDs(reqs []FinishRequest, idx []int) [][16]byte {
 	ids := make([][16]byte, len(idx))
@@ -310,8 +325,51 @@ func taskIDs(reqs []FinishRequest, idx []int) [][16]byte {
 	return ids
 }
 
-// finishArgs returns qFinish's arrays for the requests idx, and the
-// bounds of its notification (runWakeBounds).
+// finishValue is one request's values as the finish statements take them
+// (its request columns q; see finishSet).
+type finishValue struct {
+	result  *string // the result's text on success, else NULL
+	reusedT *[16]byte
+	reusedR *[16]byte
+	note    string
+	delayMS int64
+	outcome string
+}
+
+// valuesOf returns req's values for the finish statements.
+func valuesOf(req FinishRequest) finishValue {
+	v := finishValue{outcome: string(req.Outcome), delayMS: req.RetryDelay.Milliseconds()}
+	if req.Outcome == OutcomeSucceeded {
+		r := "null"
+		if len(req.Result) > 0 {
+			r = string(req.Result)
+		}
+		v.result = &r
+		if req.ReusedFrom != nil {
+			t := [16]byte(req.ReusedFrom.TaskRunID)
+			v.reusedT = &t
+			if req.ReusedFrom.RunID != uuid.Nil {
+				r := [16]byte(req.ReusedFrom.RunID)
+				v.reusedR = &r
+			}
+			v.note = ReuseNote(*req.ReusedFrom, req.IdempotencyKey)
+		}
+	}
+	return v
+}
+
+// finishOneArgs returns qFinishDoneOne's parameters for req: its values,
+// the bounds of its notification (runWakeBounds) and the state it must be
+// in.
+func finishOneArgs(req FinishRequest) []any {
+	v := valuesOf(req)
+	return append([]any{[16]byte(req.ID), req.Token, v.outcome, v.result, req.Error, req.Permanent, v.delayMS,
+		req.IdempotencyKey, req.WorkerID, v.reusedT, v.reusedR, v.note}, append(runWakeBounds(), string(core.TaskRunning), string(core.TaskPending))...)
+}
+
+// finishArgs returns the batch statements' arrays (qFinish, qFinishDone)
+// for the requests idx, the bounds of their notification (runWakeBounds)
+// and the state each must be in.
 func finishArgs(reqs []FinishRequest, idx []int) []any {
 	n := len(idx)
 	var (
@@ -323,32 +381,17 @@ func finishArgs(reqs []FinishRequest, idx []int) []any {
 		keys, workers    = make([]string, 0, n), make([]string, 0, n)
 		reusedT, reusedR = make([]*[16]byte, 0, n), make([]*[16]byte, 0, n)
 		notes            = make([]string, 0, n)
+		from             = make([]string, 0, n)
 	)
 	for _, i := range idx {
 		req := reqs[i]
-		var result *string
-		if req.Outcome == OutcomeSucceeded {
-			r := "null"
-			if len(req.Result) > 0 {
-				r = string(req.Result)
-			}
-			result = &r
-		}
-		var rt, rr *[16]byte
-		note := ""
-		if req.ReusedFrom != nil && req.Outcome == OutcomeSucceeded {
-			t := [16]byte(req.ReusedFrom.TaskRunID)
-			rt = &t
-			if req.ReusedFrom.RunID != uuid.Nil {
-				r := [16]byte(req.ReusedFrom.RunID)
-				rr = &r
-			}
-			note = ReuseNote(*req.ReusedFrom, req.IdempotencyKey)
-		}
-		ids, toks, outcomes = append(ids, req.ID), append(toks, req.Token), append(outcomes, string(req.Outcome))
-		results, errs, perm = append(results, result), append(errs, req.Error), append(perm, req.Permanent)
-		delays, keys, workers = append(delays, req.RetryDelay.Milliseconds()), append(keys, req.IdempotencyKey), append(workers, req.WorkerID)
-		reusedT, reusedR, notes = append(reusedT, rt), append(reusedR, rr), append(notes, note)
+		v := valuesOf(req)
+		ids, toks, outcomes = append(ids, req.ID), append(toks, req.Token), append(outcomes, v.outcome)
+		results, errs, perm = append(results, v.result), append(errs, req.Error), append(perm, req.Permanent)
+		delays, keys, workers = append(delays, v.delayMS), append(keys, req.IdempotencyKey), append(workers, req.WorkerID)
+		reusedT, reusedR, notes = append(reusedT, v.reusedT), append(reusedR, v.reusedR), append(notes, v.note)
+		from = append(from, string(core.TaskRunning))
 	}
-	return append([]any{ids, toks, outcomes, results, errs, perm, delays, keys, workers, reusedT, reusedR, notes}, runWakeBounds()...)
+	return append([]any{ids, toks, outcomes, results, errs, perm, delays, keys, workers, reusedT, reusedR, notes},
+		append(runWakeBounds(), from)...)
 }

@@ -179,20 +179,20 @@ func TestAFinishBatchKeepsTheLiveAttemptBehindAStaleOne(t *testing.T) {
 }
 
 // TestAFinishBatchOverThreeRunsNamesThemAll: mode 56. One FinishMany over
-// tasks of three runs sends one notification naming exactly those three
-// runs, for successes and (in the transaction that locks their runs) for
-// failures alike.
+// tasks of three runs (each with a task still to run) sends one
+// notification naming exactly those three runs, for successes and (in the
+// transaction that locks their runs) for failures alike.
 func TestAFinishBatchOverThreeRunsNamesThemAll(t *testing.T) {
 	// Not parallel: the package's tests share a database, whose
 	// notifications every listener of a channel receives.
 	f, url := notifyFixture(t)
-	f.apply(oneTask)
+	f.apply(twoRoots)
 	l := listenOn(t, url, store.TasksChannel)
 	for _, o := range []store.Outcome{store.OutcomeSucceeded, store.OutcomeFailed} {
 		var runs []string
 		var reqs []store.FinishRequest
 		for range 3 {
-			run := f.trigger("one", "")
+			run := f.trigger("two", "")
 			c := f.claim(f.taskID(run, "a"), "w1", time.Minute)
 			runs = append(runs, run.String())
 			reqs = append(reqs, store.FinishRequest{ID: c.ID, Token: c.FencingToken, Outcome: o, Error: "boom", WorkerID: "w1"})

@@ -131,6 +131,43 @@ func (f *fixture) runTask(id uuid.UUID) {
 	f.succeed(f.claim(id, "w1", 30*time.Second))
 }
 
+// runTaskUncounted claims a READY task and records its success as a
+// binary older than migration 00014 did (and as a finish whose count fell
+// short leaves it): SUCCEEDED with its history row, counted by none of its
+// children, so that promoting them is the scheduler's pass's. The tests of
+// the pass's own mechanisms (run locks, state re-checks, joins) use it; a
+// finish that counts promotes the children itself (the counter join, see
+// TestAFinishPromotesAChildOnlyWhenItsLastParentSucceeds).
+func (f *fixture) runTaskUncounted(id uuid.UUID) {
+	f.t.Helper()
+	f.succeedUncounted(f.claim(id, "w1", 30*time.Second))
+}
+
+// succeedUncounted records the success of the claimed attempt c as
+// runTaskUncounted does.
+func (f *fixture) succeedUncounted(c store.ClaimedTask) {
+	f.t.Helper()
+	if _, err := f.db.ExecContext(f.ctx, `
+WITH fin AS (
+    UPDATE task_runs SET state = 'SUCCEEDED', result = '{"ok":true}', lease_expires_at = NULL, finished_at = now()
+     WHERE id = $1 AND fencing_token = $2 AND state = 'RUNNING'
+ RETURNING id, run_id, attempt, fencing_token
+)
+INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor)
+SELECT id, run_id, 'RUNNING', 'SUCCEEDED', attempt, fencing_token, 'w1', 'w1' FROM fin`, c.ID, c.FencingToken); err != nil {
+		f.t.Fatalf("finish %s uncounted: %v", c.ID, err)
+	}
+}
+
+// pendingAsOfOld makes the run PENDING and unstarted, as a binary older
+// than issue 24 triggered it (the trigger now writes a run RUNNING).
+func (f *fixture) pendingAsOfOld(run uuid.UUID) {
+	f.t.Helper()
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'PENDING', started_at = NULL WHERE id = $1`, run); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func (f *fixture) advance() store.AdvanceResult {
 	f.t.Helper()
 	res, err := f.s.Advance(f.ctx, nil, 1000, "test-scheduler")
@@ -225,6 +262,17 @@ const oneTask = `
 name: one
 tasks:
   - {name: a, handler: noop}
+`
+
+// twoRoots is a workflow of two independent tasks: a finish of one of them
+// leaves the run open (the other is still to run), so the finish names
+// the run to the schedulers, where a single-task run's success settles
+// the run in the finish itself.
+const twoRoots = `
+name: two
+tasks:
+  - {name: a, handler: noop}
+  - {name: b, handler: noop}
 `
 
 const oneShot = `

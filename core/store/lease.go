@@ -2,13 +2,15 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 // ErrLockTimeout wraps the error of a claim or renewal that waited longer
@@ -40,7 +42,7 @@ func LockWaitFor(lease time.Duration) time.Duration {
 // setLockTimeout bounds the lock waits of the rest of tx (SET LOCAL: the
 // setting ends with the transaction, the pooled session keeps its own).
 func setLockTimeout(ctx context.Context, tx *sqlx.Tx, d time.Duration) error {
-	if _, err := tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", d.Milliseconds())); err != nil {
+	if _, err := tx.ExecContext(ctx, qLocalLockTimeout, lockTimeoutSetting(d)); err != nil {
 		return fmt.Errorf("set lock_timeout: %w", err)
 	}
 	return nil
@@ -61,33 +63,34 @@ type RenewResult struct {
 // row is written, after any lock wait: a renewal that waited behind a lock
 // does not commit a lease already spent), and never backwards: of two
 // renewals queued behind one lock, the one computed earlier may commit
-// last, and GREATEST keeps the later expiry.
+// last, and GREATEST keeps the later expiry. $4 is the state the task must
+// be in (RUNNING; a parameter rather than a literal: see claimFence).
 const qRenew = `
 UPDATE task_runs t
    SET lease_expires_at = GREATEST(t.lease_expires_at, clock_timestamp() + $3::bigint * interval '1 millisecond'),
        heartbeat_at = GREATEST(t.heartbeat_at, clock_timestamp())
   FROM workflow_runs r
- WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND r.id = t.run_id
-RETURNING (r.cancel_requested_at IS NOT NULL OR (r.fail_fast AND r.state = 'FAILED')) AS stop`
+ WHERE t.id = $1 AND t.state = $4::text AND t.fencing_token = $2 AND r.id = t.run_id
+RETURNING (r.cancel_requested_at IS NOT NULL OR (r.fail_fast AND r.state = 'FAILED' AND NOT t.on_failure)) AS stop`
 
 // Renew extends the lease of a RUNNING task held with token to lease past
 // the database's clock_timestamp() at the write (never moving it
-// backwards). It waits at most LockWaitFor(lease) for a lock, then fails
-// with an error rather than commit late; an error may also mean the renewal
+// backwards), in one round trip (inOneTrip). It waits at most
+// LockWaitFor(lease) for a lock, then fails with an error rather than
+// commit late; an error may also mean the renewal
 // committed and its reply was lost, which the next renewal makes harmless.
 func (s *Store) Renew(ctx context.Context, id uuid.UUID, token int64, lease time.Duration) (RenewResult, error) {
-	var stop bool
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := setLockTimeout(ctx, tx, LockWaitFor(lease)); err != nil {
-			return err
-		}
-		return tx.GetContext(ctx, &stop, qRenew, id, token, lease.Milliseconds())
+	var stops []bool
+	err := s.inOneTrip(ctx, tripSettings{LockWait: LockWaitFor(lease), KeyPlan: true}, qRenew, []any{id, token, lease.Milliseconds(), string(core.TaskRunning)}, func(r pgx.Rows) error {
+		var err error
+		stops, err = pgx.CollectRows(r, pgx.RowTo[bool])
+		return err
 	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return RenewResult{}, nil
-	}
 	if err != nil {
 		return RenewResult{}, fmt.Errorf("renew lease of task %s: %w", id, asLockTimeout(err))
 	}
-	return RenewResult{OK: true, Stop: stop}, nil
+	if len(stops) == 0 {
+		return RenewResult{}, nil
+	}
+	return RenewResult{OK: true, Stop: stops[0]}, nil
 }

@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS schema_compat (
 	upsertSchemaCompat = `
 INSERT INTO schema_compat (version, min_binary_version) VALUES ($1, $2)
 ON CONFLICT (version) DO UPDATE SET min_binary_version = EXCLUDED.min_binary_version, recorded_at = now()
- WHERE schema_compat.min_binary_version <> EXCLUDED.min_binary_version`
+ WHERE schema_compat.min_binary_version < EXCLUDED.min_binary_version`
 )
 
 func (s *Store) provider() (*goose.Provider, error) {

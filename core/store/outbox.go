@@ -21,11 +21,15 @@ const dispatchPayloadSQL = `jsonb_build_object('v', 2, 'task_run_id', id, 'run_i
 
 // notPaused is true for an outbox row o whose task's workflow is not
 // paused. The uncorrelated first test is evaluated once per statement (an
-// InitPlan): with no pause at all, no row pays for the join.
+// InitPlan): with no pause at all, no row pays for the join. The second
+// finds the row's workflow by primary keys (a scalar subquery correlated
+// to o) and looks it up among the pauses: a join of the pauses with the
+// runs could be planned as one hash of every run (a scan of the history)
+// when the pauses are known to be few.
 const notPaused = `(NOT EXISTS (SELECT 1 FROM workflow_pauses) OR NOT EXISTS (
-    SELECT 1 FROM task_runs pt JOIN workflow_runs pr ON pr.id = pt.run_id
-      JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
-     WHERE pt.id = o.task_run_id))`
+    SELECT 1 FROM workflow_pauses pp
+     WHERE pp.workflow_name = (SELECT pr.workflow_name FROM task_runs pt JOIN workflow_runs pr ON pr.id = pt.run_id
+                                WHERE pt.id = o.task_run_id)))`
 
 // OutboxRow is one pending dispatch.
 type OutboxRow struct {

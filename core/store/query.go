@@ -29,7 +29,7 @@ type Run struct {
 	FinishedAt        *time.Time    `db:"finished_at" json:"finished_at"`
 	TasksTotal        int           `db:"tasks_total" json:"tasks_total"`
 	// TasksDone counts the tasks in a terminal state (SUCCEEDED, DEAD,
-	// CANCELLED, UPSTREAM_FAILED): every task of a settled run.
+	// CANCELLED, UPSTREAM_FAILED, SKIPPED): every task of a settled run.
 	TasksDone int       `db:"tasks_done" json:"tasks_done"`
 	Tasks     []TaskRun `db:"-" json:"tasks,omitempty"`
 	// Paused is the pause of the run's workflow while it is paused (its
@@ -84,12 +84,19 @@ type TaskRun struct {
 	// idempotency key this one reused instead of running its handler; null
 	// when it ran its own.
 	ReusedFrom *KeySource `db:"reused_from" json:"reused_from"`
+	// Kind is the task's kind when it is not a plain "task" (for_each: the
+	// scheduler expands it and it ends with its elements); null otherwise.
+	Kind *string `db:"kind" json:"kind,omitempty"`
+	// ElementOf names the for_each task this task run is an element of,
+	// and ElementIndex its place in the list (from 0); null otherwise.
+	ElementOf    *string `db:"element_of" json:"element_of,omitempty"`
+	ElementIndex *int    `db:"element_index" json:"element_index,omitempty"`
 }
 
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
        r.cancel_requested_at, r.created_at, r.started_at, r.finished_at,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS tasks_total,
-       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED')) AS tasks_done,
+       (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED', 'SKIPPED')) AS tasks_done,
        ` + rerunOfColumn
 
 const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
@@ -100,7 +107,8 @@ const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt,
             AND e.fencing_token = t.fencing_token AND e.from_state = 'READY' AND e.to_state = 'READY'
             AND e.worker_id IS NOT NULL) THEN t.handler END AS waiting_for_handler,
        CASE WHEN t.reused_from IS NOT NULL THEN jsonb_build_object('task_run_id', t.reused_from,
-            'run_id', coalesce(t.reused_from_run, '00000000-0000-0000-0000-000000000000'::uuid)) END AS reused_from`
+            'run_id', coalesce(t.reused_from_run, '00000000-0000-0000-0000-000000000000'::uuid)) END AS reused_from,
+       NULLIF(t.kind, 'task') AS kind, t.element_of, t.element_index`
 
 // GetRun returns the run with its tasks (in creation order), or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
@@ -151,7 +159,8 @@ func (s *Store) GetTask(ctx context.Context, id uuid.UUID) (TaskDetail, error) {
 	return d, nil
 }
 
-// ListLeases returns RUNNING tasks, soonest expiry first (expired ones
+// ListLeases returns RUNNING tasks that hold a lease (a for_each task runs
+// through its elements and holds none), soonest expiry first (expired ones
 // first of all), at most limit (0 means 200).
 func (s *Store) ListLeases(ctx context.Context, limit int) ([]TaskRun, error) {
 	if limit <= 0 {
@@ -159,7 +168,7 @@ func (s *Store) ListLeases(ctx context.Context, limit int) ([]TaskRun, error) {
 	}
 	var out []TaskRun
 	err := s.db.SelectContext(ctx, &out, `SELECT `+taskColumns+`, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
- WHERE t.state = 'RUNNING' ORDER BY t.lease_expires_at LIMIT $1`, limit)
+ WHERE t.state = 'RUNNING' AND t.kind = 'task' ORDER BY t.lease_expires_at LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
@@ -176,6 +185,22 @@ func (t TaskRun) DAGDeps() []string {
 	var d []string
 	_ = json.Unmarshal(t.DependsOn, &d)
 	return d
+}
+
+// InDAGOrder returns r with its tasks in core.DAGOrder (roots first, then
+// by depth, then by name): the order `ffctl run show` lists them in, in
+// its table and in JSON.
+func (r Run) InDAGOrder() Run {
+	if r.Tasks == nil {
+		return r
+	}
+	ordered := core.DAGOrder(r.Tasks)
+	tasks := make([]TaskRun, len(ordered))
+	for i, o := range ordered {
+		tasks[i] = o.Node
+	}
+	r.Tasks = tasks
+	return r
 }
 
 // TaskStateOf returns a task's current state and fencing token, or

@@ -153,7 +153,7 @@ func (s *Store) Rerun(ctx context.Context, req RerunRequest) (uuid.UUID, error) 
 			return fmt.Errorf("run %s is %s: %w: a rerun would run alongside it; wait for it (ffctl run wait %s), cancel it (ffctl run cancel %s), or rerun it anyway (--force)",
 				req.RunID, src.State, ErrRunNotEnded, req.RunID, req.RunID)
 		}
-		res, err := s.trigger(ctx, tx, TriggerRequest{Workflow: src.Workflow, Version: src.Version, Params: json.RawMessage(src.Params), Actor: req.Actor})
+		res, err := s.trigger(ctx, SQLQuerier(tx), TriggerRequest{Workflow: src.Workflow, Version: src.Version, Params: json.RawMessage(src.Params), Actor: req.Actor})
 		if errors.Is(err, ErrWorkflowPaused) {
 			dropped = err // the statement counted the drop: commit it, as a trigger does
 			return nil

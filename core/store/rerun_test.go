@@ -101,7 +101,7 @@ func TestARerunRepeatsTheStoredVersionAndParamsAndIsAudited(t *testing.T) {
 	got := f.run(old)
 	if got.RerunOf != nil || got.RerunsTotal != 2 || len(got.Reruns) != 2 ||
 		got.Reruns[0].RunID != second || got.Reruns[0].Reason != "typed it twice" || got.Reruns[1].RunID != newID ||
-		got.Reruns[1].By != "alice" || *got.Reruns[1].State != core.RunPending {
+		got.Reruns[1].By != "alice" || *got.Reruns[1].State != core.RunRunning {
 		t.Fatalf("old run's reruns: %+v (total %d), want %s then %s", got.Reruns, got.RerunsTotal, second, newID)
 	}
 	// A rerun of a rerun (forced: second is still open) names its own

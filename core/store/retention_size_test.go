@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -50,7 +51,8 @@ SELECT sum(pg_total_relation_size(c))::bigint
 // hour (retention 3 hours for runs, 1 for published outbox rows) and a
 // plain VACUUM as autovacuum would run (never VACUUM FULL): once the
 // retention window is full, the tables and indexes stay flat — cost does
-// not grow with history. Sizes are pg_total_relation_size.
+// not grow with history (the slope of the day's second half is bounded
+// against one hour's load). Sizes are pg_total_relation_size.
 func TestRetentionKeepsTableSizesFlatUnderADayOfLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a day of simulated load")
@@ -104,18 +106,25 @@ func TestRetentionKeepsTableSizesFlatUnderADayOfLoad(t *testing.T) {
 		}
 	}
 	t.Logf("sizes by simulated hour (kB): %v", kilobytes(sizes))
-	// The window is full from hour 4 on; by hour 8 VACUUM has recycled
-	// what the first deletions freed. From then on nothing may grow past
-	// that plateau by more than 10 %.
-	var plateau int64
-	for _, s := range sizes[4:9] {
-		plateau = max(plateau, s)
+	// The window is full from hour 4 on. What retention must keep away is
+	// growth with history: without it every hour adds a whole hour's load
+	// (sizes[0]), and a leak in one table (outbox rows never pruned, say)
+	// adds a share of that every hour, linearly. What remains with working
+	// retention is a creep that slows as the random-key indexes (run and
+	// task ids) settle at their steady fill, page splits against pages
+	// VACUUM can only reclaim once empty. So the test bounds the slope of
+	// the second half of the day: hours 12 to 23 together may add at most
+	// half of one hour's load (a leak of 1/22 of the load or more fails).
+	hourLoad := sizes[0]
+	if grown := sizes[hours-1] - sizes[12]; float64(grown) > 0.5*float64(hourLoad) {
+		t.Fatalf("hours 12-23 grew by %d kB, more than half of one hour's load (%d kB): cost grows with history\nall: %v",
+			grown/1024, hourLoad/1024, kilobytes(sizes))
 	}
-	for h := 9; h < hours; h++ {
-		if float64(sizes[h]) > 1.10*float64(plateau) {
-			t.Fatalf("hour %d: %d kB, more than 10 %% over the plateau of hours 4-8 (%d kB): cost grows with history\nall: %v",
-				h, sizes[h]/1024, plateau/1024, kilobytes(sizes))
-		}
+	// And the plateau itself stays bounded: the window holds four hours,
+	// so six hours' load is generous (VACUUM reuses freed space).
+	if peak := slices.Max(sizes); float64(peak) > 6*float64(hourLoad) {
+		t.Fatalf("peak size %d kB, more than six hours' load (%d kB each) for a window of four: %v",
+			peak/1024, hourLoad/1024, kilobytes(sizes))
 	}
 }
 

@@ -140,20 +140,20 @@ func TestDeleteRunsByIDIsAllOrNothing(t *testing.T) {
 		other  func(f *fixture) uuid.UUID
 		reason string
 		is     error
-		// want is the error's text, with RUN for the other run's id.
+		// want is the error's text, with <RUN> for the other run's id.
 		want string
 		runs []store.RunDeletion // the error's runs (RunID RUN: uuid.Nil)
 	}{
 		{"an unknown id", func(*fixture) uuid.UUID { return unknown }, "x", store.ErrNotFound,
-			"delete runs: run RUN: not found", nil},
-		{"a PENDING run", func(f *fixture) uuid.UUID { return f.trigger("prune-one", "") }, "x", store.ErrRunNotSettled,
-			"delete runs: run RUN (PENDING): run is not settled: only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be deleted; cancel it and wait for it to end first",
-			[]store.RunDeletion{{State: core.RunPending}}},
+			"delete runs: run <RUN>: not found", nil},
+		{"a running run", func(f *fixture) uuid.UUID { return f.trigger("prune-one", "") }, "x", store.ErrRunNotSettled,
+			"delete runs: run <RUN> (RUNNING): run is not settled: only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be deleted; cancel it and wait for it to end first",
+			[]store.RunDeletion{{State: core.RunRunning}}},
 		{"a FAILED run with a task RUNNING", (*fixture).openFailedRun, "x", store.ErrRunNotSettled,
-			"delete runs: run RUN (FAILED): run is not settled: only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be deleted; cancel it and wait for it to end first",
+			"delete runs: run <RUN> (FAILED): run is not settled: only a run that has ended (SUCCEEDED, FAILED or CANCELLED with nothing left running) can be deleted; cancel it and wait for it to end first",
 			[]store.RunDeletion{{State: core.RunFailed}}},
 		{"a run holding a DEAD task", func(f *fixture) uuid.UUID { id, _ := f.deadRun(); return id }, "x", store.ErrRunHoldsDead,
-			"delete runs: run RUN (FAILED, 1 DEAD): run holds DEAD tasks that a requeue could still retry: deleting it needs the opt-in (ffctl run delete --include-dead)",
+			"delete runs: run <RUN> (FAILED, 1 DEAD): run holds DEAD tasks that a requeue could still retry: deleting it needs the opt-in (ffctl run delete --include-dead)",
 			[]store.RunDeletion{{State: core.RunFailed, DeadTasks: 1}}},
 		{"a blank reason", func(f *fixture) uuid.UUID { return f.succeededRun() }, " ", core.ErrBadReason, "", nil},
 	}
@@ -167,7 +167,7 @@ func TestDeleteRunsByIDIsAllOrNothing(t *testing.T) {
 			if !errors.Is(err, tc.is) || got != nil {
 				t.Fatalf("DeleteRuns = %v, %v; want an error wrapping %v", got, err, tc.is)
 			}
-			if want := strings.ReplaceAll(tc.want, "RUN", other.String()); tc.want != "" && err.Error() != want {
+			if want := strings.ReplaceAll(tc.want, "<RUN>", other.String()); tc.want != "" && err.Error() != want {
 				t.Errorf("error %q, want %q", err, want)
 			}
 			var runs []store.RunDeletion

@@ -13,17 +13,18 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// finishedRuns triggers n runs of oneTask in one TriggerMany, claims their
-// tasks in one ClaimMany and returns the runs and the FinishMany requests
-// that succeed every task, one per run.
+// finishedRuns triggers n runs of twoRoots in one TriggerMany, claims
+// their tasks a in one ClaimMany and returns the runs and the FinishMany
+// requests that succeed those tasks, one per run (each run stays open: its
+// task b is still READY).
 func (f *fixture) finishedRuns(n int) ([]uuid.UUID, []store.FinishRequest) {
 	f.t.Helper()
-	runs, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "one", Params: make([]json.RawMessage, n), Actor: "test"})
+	runs, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "two", Params: make([]json.RawMessage, n), Actor: "test"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	claims := make([]store.ClaimRequest, 0, n)
-	rows, err := f.db.QueryContext(f.ctx, `SELECT id, fencing_token FROM task_runs WHERE run_id = ANY ($1::uuid[]) ORDER BY id`, uuidTexts(runs))
+	rows, err := f.db.QueryContext(f.ctx, `SELECT id, fencing_token FROM task_runs WHERE run_id = ANY ($1::uuid[]) AND task_name = 'a' ORDER BY id`, uuidTexts(runs))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestAFinishOverMoreRunsThanOnePayloadNamesThemAll(t *testing.T) {
 	// Not parallel: the package's tests share a database, whose
 	// notifications every listener of a channel receives.
 	f, url := notifyFixture(t)
-	f.apply(oneTask)
+	f.apply(twoRoots)
 	const n = 250
 	runs, reqs := f.finishedRuns(n)
 	l := listenOn(t, url, store.TasksChannel)

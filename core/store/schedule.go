@@ -79,7 +79,7 @@ const ScheduleTicksShown = 10
 // c's params (core.RenderRunTasks). Errors:
 // ErrNotFound, core.ErrBadParams.
 func (s *Store) checkScheduleWorkflow(ctx context.Context, c schedule.Definition) error {
-	wf, err := s.definition(ctx, c.Workflow, 0, true)
+	wf, err := s.definition(ctx, SQLQuerier(s.db), c.Workflow, 0, true)
 	if err != nil {
 		return fmt.Errorf("schedule %q: %w", c.Name, err)
 	}

@@ -48,7 +48,7 @@ func TestGetScheduleShowsTheLastTenTicksNewestFirst(t *testing.T) {
 		t.Fatalf("%d ticks shown, want %d", len(sc.Ticks), store.ScheduleTicksShown)
 	}
 	for i := 1; i < len(sc.Ticks); i++ {
-		if !sc.Ticks[i].ScheduledAt.Before(sc.Ticks[i-1].ScheduledAt) || sc.Ticks[i].RunState != "PENDING" {
+		if !sc.Ticks[i].ScheduledAt.Before(sc.Ticks[i-1].ScheduledAt) || sc.Ticks[i].RunState != "RUNNING" {
 			t.Fatalf("tick %d: %+v after %+v", i, sc.Ticks[i], sc.Ticks[i-1])
 		}
 	}

@@ -364,7 +364,7 @@ func (s *Store) tickRun(ctx context.Context, tx *sqlx.Tx, sc lockedSchedule, req
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT tick_run`); err != nil {
 		return tickResult{}, fmt.Errorf("tick of schedule %q: %w", sc.Name, err)
 	}
-	res, err := s.trigger(ctx, tx, req)
+	res, err := s.trigger(ctx, SQLQuerier(tx), req)
 	if err == nil {
 		return tickResult{outcome: TickFired, runID: res.RunID}, nil
 	}

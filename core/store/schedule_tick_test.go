@@ -193,7 +193,7 @@ func TestOverlapPolicies(t *testing.T) {
 			}
 			switch c.overlap {
 			case schedule.OverlapSkip:
-				want := "overlap skip: the previous run " + first.RunID.String() + " is PENDING"
+				want := "overlap skip: the previous run " + first.RunID.String() + " is RUNNING"
 				if second.Reason != want || second.RunID != uuid.Nil {
 					t.Fatalf("skipped tick: reason %q run %v, want %q", second.Reason, second.RunID, want)
 				}

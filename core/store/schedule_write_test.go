@@ -33,8 +33,8 @@ func TestScheduleOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil || tick.RunState != string(core.RunPending) {
-		t.Fatalf("trigger-now tick %+v (want its run PENDING)", tick)
+	if !tick.Manual || tick.Outcome != store.TickFired || tick.RunID == nil || tick.RunState != string(core.RunRunning) {
+		t.Fatalf("trigger-now tick %+v (want its run RUNNING)", tick)
 	}
 	var params string
 	if err := f.db.QueryRowContext(f.ctx, `SELECT params::text FROM workflow_runs WHERE id = $1`, *tick.RunID).Scan(&params); err != nil || params != `{"day": "mon"}` {
@@ -54,7 +54,7 @@ func TestScheduleOperatorActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sc.Ticks) != 1 || sc.Ticks[0].RunState != "PENDING" || sc.ReadAt.IsZero() {
+	if len(sc.Ticks) != 1 || sc.Ticks[0].RunState != "RUNNING" || sc.ReadAt.IsZero() {
 		t.Fatalf("show: ticks %+v read at %v", sc.Ticks, sc.ReadAt)
 	}
 	// Deleting the tick's run (the retention pruner) keeps the tick.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 )
@@ -64,6 +66,11 @@ type Options struct {
 	// prepared statement takes two) and Open does not ping (the first
 	// query, CheckSchema's, finds a database that does not answer).
 	OneShot bool
+	// MidExpansion, when set, is called inside a scheduler pass's
+	// transaction once it inserted the elements of a for_each task and
+	// before it commits: a test's (or a failpoint's) way to die holding an
+	// uncommitted expansion.
+	MidExpansion func()
 }
 
 // Store is a handle on FlowForge's database. It is safe for concurrent use.
@@ -76,6 +83,8 @@ type Store struct {
 	oneShot bool
 	// installation caches Installation's answer (it never changes).
 	installation installationCache
+	// midExpansion: see Options.MidExpansion.
+	midExpansion func()
 }
 
 // Open connects to url (a postgres:// URL or key=value DSN) and pings it,
@@ -110,7 +119,35 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{db: db, log: log, defs: newDefCache(), oneShot: opt.OneShot}, nil
+	return &Store{db: db, log: log, defs: newDefCache(), oneShot: opt.OneShot, midExpansion: opt.MidExpansion}, nil
+}
+
+// FromDB returns a Store on db, a database/sql pool of the caller's whose
+// driver is pgx's (sql.Open("pgx", url), stdlib.OpenDB,
+// stdlib.OpenDBFromPool; the name "pgx" comes with package
+// github.com/jackc/pgx/v5/stdlib). It does not ping db or change its
+// settings (pool size, session parameters: the caller's), and Close
+// closes db. log receives nothing on the hot path; nil discards. Errors:
+// a db of another driver, whose encoding of a trigger's array arguments
+// would differ.
+func FromDB(db *sql.DB, log *slog.Logger) (*Store, error) {
+	if _, ok := db.Driver().(*stdlib.Driver); !ok {
+		return nil, fmt.Errorf("store on a database/sql pool: its driver is %T, want pgx's (*stdlib.Driver: sql.Open(\"pgx\", url))", db.Driver())
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{db: sqlx.NewDb(db, "pgx"), log: log, defs: newDefCache()}, nil
+}
+
+// FromPool returns a Store on pool, a pgx pool of the caller's, through a
+// database/sql handle of its own over it (stdlib.OpenDBFromPool): the
+// Store's connections are the pool's. Close releases that handle, not
+// pool, which stays the caller's to close (after the Store's). log: as
+// for FromDB.
+func FromPool(pool *pgxpool.Pool, log *slog.Logger) *Store {
+	s, _ := FromDB(stdlib.OpenDBFromPool(pool), log) // its driver is pgx's
+	return s
 }
 
 // args prepends, for a OneShot store, pgx's unprepared mode to a

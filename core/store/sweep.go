@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -47,11 +48,14 @@ SELECT t.run_id AS id, row_number() OVER (ORDER BY t.next_attempt_at) AS rn
 
 	// qSweepPromotable: PENDING tasks whose dependencies all SUCCEEDED
 	// (qPromote's test, probed per task through the unique (run_id,
-	// task_name) index): a finish whose notification was lost.
+	// task_name) index): a finish whose notification was lost. An
+	// on_failure task (no upstream at all) waits for its run to fail or
+	// end, which the writes that do so name; it is not named here, or its
+	// run would be named sweep after sweep for nothing.
 	qSweepPromotable = `
 SELECT t.run_id AS id, row_number() OVER (ORDER BY t.run_id) AS rn
   FROM task_runs t
- WHERE t.state = 'PENDING'
+ WHERE t.state = 'PENDING' AND NOT t.on_failure
    AND (SELECT true FROM task_runs p
          WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on) AND p.state <> 'SUCCEEDED'
          LIMIT 1) IS NULL
@@ -70,19 +74,27 @@ SELECT r.id, row_number() OVER (ORDER BY r.created_at) AS rn
  LIMIT $1`
 
 	// qSweepNothingActive: open runs with no task READY, RUNNING or
-	// RETRYING, oldest first: to settle them, or to bury behind a DEAD
-	// task an older binary left. The check is a scalar probe of the run's
+	// RETRYING, in creation order: to settle them, or to bury behind a
+	// DEAD task an older binary left. It probes at most $4 open runs, those
+	// after the cursor ($2, $3: created_at, id; SweepCandidates moves it on
+	// each sweep and wraps it at the end), so a sweep's cost does not grow
+	// with a backlog of open runs whose tasks are still to run (30,000
+	// probed every second took 0.8 s); a sweep covers every open run within
+	// ceil(open runs / $4) sweeps, and the full pass every
+	// --full-sweep-interval. The check is a scalar probe of the run's
 	// tasks through the unique (run_id, task_name) index: a NOT EXISTS
 	// here was planned as a hashed subplan over a sequential scan of
 	// task_runs (seen at 202,000 rows), and an index of its own would cost
 	// an entry on every transition of every task.
 	qSweepNothingActive = `
-SELECT r.id, row_number() OVER (ORDER BY r.created_at) AS rn
-  FROM workflow_runs r
- WHERE r.finished_at IS NULL
-   AND (SELECT true FROM task_runs t
+SELECT r.id, row_number() OVER (ORDER BY r.created_at, r.id) AS rn
+  FROM (SELECT o.id, o.created_at FROM workflow_runs o
+         WHERE o.finished_at IS NULL AND (o.created_at, o.id) > ($2::timestamptz, $3::uuid)
+         ORDER BY o.created_at, o.id
+         LIMIT $4) r
+ WHERE (SELECT true FROM task_runs t
          WHERE t.run_id = r.id AND t.state IN ('READY', 'RUNNING', 'RETRYING') LIMIT 1) IS NULL
- ORDER BY r.created_at
+ ORDER BY r.created_at, r.id
  LIMIT $1`
 
 	// qSweepPendingRunning: PENDING runs with a task RUNNING (a claim
@@ -167,10 +179,47 @@ func sweepParts() []sweepPart {
 // cannot see (a run whose derived state changed while tasks still run,
 // with its notification lost) wait for the scheduler's rarer full sweep
 // (Advance).
-func (s *Store) SweepCandidates(ctx context.Context, limit int) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
-	if err := s.db.SelectContext(ctx, &ids, qSweepCandidates, limit); err != nil {
-		return nil, fmt.Errorf("find runs to sweep: %w", err)
+//
+// The "nothing active" kind probes at most SweepProbesPerCandidate × limit
+// open runs, those after from (the zero Cursor: from the oldest); next is
+// where the following sweep's probes start (the zero Cursor once they
+// reached the newest open run).
+func (s *Store) SweepCandidates(ctx context.Context, limit int, from Cursor) (ids []uuid.UUID, next Cursor, err error) {
+	probes := SweepProbesPerCandidate * limit
+	if err := s.db.SelectContext(ctx, &ids, qSweepCandidates, limit, from.CreatedAt, from.ID, probes); err != nil {
+		return nil, Cursor{}, fmt.Errorf("find runs to sweep: %w", err)
 	}
-	return ids, nil
+	var end struct {
+		N         int        `db:"n"`
+		CreatedAt *time.Time `db:"created_at"`
+		ID        *uuid.UUID `db:"id"`
+	}
+	if err := s.db.GetContext(ctx, &end, qSweepProbeEnd, limit, from.CreatedAt, from.ID, probes); err != nil {
+		return nil, Cursor{}, fmt.Errorf("find where the next sweep probes: %w", err)
+	}
+	if end.N < probes || end.CreatedAt == nil || end.ID == nil {
+		return ids, Cursor{}, nil
+	}
+	return ids, Cursor{CreatedAt: *end.CreatedAt, ID: *end.ID}, nil
 }
+
+// SweepProbesPerCandidate is how many open runs the "nothing active" kind
+// probes per candidate a sweep may return (SweepCandidates).
+const SweepProbesPerCandidate = 4
+
+// qSweepProbeEnd is the last of the ($4) open runs after the cursor ($2,
+// $3) that qSweepNothingActive probes, and how many there are ($1 is the
+// sweep's limit, unused: the parameters are numbered as the parts').
+const qSweepProbeEnd = `SELECT e.* FROM (SELECT $1::int AS unused) u, (` + qSweepProbeEndParts + `) e`
+
+// qSweepProbeEndParts is qSweepProbeEnd's body, numbered as the sweep's
+// parts are: $2, $3 the cursor, $4 the probes ($1, the sweep's limit, is
+// not its).
+const qSweepProbeEndParts = `
+SELECT count(*) AS n,
+       (array_agg(s.created_at ORDER BY s.created_at DESC, s.id DESC))[1] AS created_at,
+       (array_agg(s.id ORDER BY s.created_at DESC, s.id DESC))[1] AS id
+  FROM (SELECT o.id, o.created_at FROM workflow_runs o
+         WHERE o.finished_at IS NULL AND (o.created_at, o.id) > ($2::timestamptz, $3::uuid)
+         ORDER BY o.created_at, o.id
+         LIMIT $4) s`

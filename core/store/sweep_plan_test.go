@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/google/uuid"
 	"strings"
 	"testing"
 
@@ -74,6 +75,7 @@ type planNode struct {
 	JoinType string     `json:"Join Type"`
 	Relation string     `json:"Relation Name"`
 	Index    string     `json:"Index Name"`
+	Cond     string     `json:"Index Cond"`
 	Subplan  string     `json:"Subplan Name"`
 	Plans    []planNode `json:"Plans"`
 }
@@ -124,14 +126,15 @@ func nodeTypes(n planNode, depth int) string {
 	return s
 }
 
-// explainSweepPart returns the plan PostgreSQL chooses for query with $1 =
-// limit under plan_cache_mode mode (force_custom_plan: the plan for this
+// explainSweepPart returns the plan PostgreSQL chooses for p's query with
+// $1 = limit (and the cursor from the oldest open run, 4 × limit probes,
+// for a part that takes them) under plan_cache_mode mode (force_custom_plan: the plan for this
 // value; force_generic_plan: the one a prepared statement may switch to
 // after five executions, pgx's statement cache being on), through conn.
-func explainSweepPart(t *testing.T, conn *sql.Conn, query, mode string, limit int) planNode {
+func explainSweepPart(t *testing.T, conn *sql.Conn, p store.SweepPart, mode string, limit int) planNode {
 	t.Helper()
 	ctx := t.Context()
-	for _, q := range []string{"SET plan_cache_mode = " + mode, "PREPARE sweep_part AS " + query} {
+	for _, q := range []string{"SET plan_cache_mode = " + mode, "PREPARE sweep_part AS " + p.Query} {
 		if _, err := conn.ExecContext(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
@@ -142,7 +145,11 @@ func explainSweepPart(t *testing.T, conn *sql.Conn, query, mode string, limit in
 		}
 	}()
 	var js string
-	if err := conn.QueryRowContext(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE sweep_part(%d)", limit)).Scan(&js); err != nil {
+	args := fmt.Sprint(limit)
+	if p.Cursor {
+		args += fmt.Sprintf(", '0001-01-01T00:00:00Z', '%s', %d", uuid.Nil, store.SweepProbesPerCandidate*limit)
+	}
+	if err := conn.QueryRowContext(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE sweep_part(%s)", args)).Scan(&js); err != nil {
 		t.Fatalf("explain: %v", err)
 	}
 	var plans []struct{ Plan planNode }
@@ -179,7 +186,7 @@ func TestEverySweepPartIsIndexBacked(t *testing.T) {
 	tables := map[string]bool{"task_runs": true, "workflow_runs": true}
 	for _, p := range store.SweepParts() {
 		for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-			plan := explainSweepPart(t, conn, p.Query, mode, 500)
+			plan := explainSweepPart(t, conn, p, mode, 500)
 			if scans := seqScans(plan, "", tables); len(scans) > 0 {
 				t.Errorf("sweep part %q (%s) scans history:\n  %s\nplan:\n%s", p.Kind, mode, strings.Join(scans, "\n  "), nodeTypes(plan, 1))
 			} else if testing.Verbose() {

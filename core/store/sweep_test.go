@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -29,11 +30,11 @@ tasks:
   - {name: a, handler: noop, retry: {max_attempts: 3}}
 `
 
-// sweepCandidates calls SweepCandidates(limit), failing the test on its
-// error.
+// sweepCandidates calls SweepCandidates(limit) from the oldest open run,
+// failing the test on its error.
 func (f *fixture) sweepCandidates(limit int) []uuid.UUID {
 	f.t.Helper()
-	ids, err := f.s.SweepCandidates(f.ctx, limit)
+	ids, _, err := f.s.SweepCandidates(f.ctx, limit, store.Cursor{})
 	if err != nil {
 		f.t.Fatalf("sweep candidates: %v", err)
 	}
@@ -147,10 +148,11 @@ func TestOneKindOfSweepCandidateCannotCrowdOutTheOthers(t *testing.T) {
 		}
 	}
 	promotable := f.trigger("diamond", "")
-	f.runTask(f.taskID(promotable, "a")) // b and c PENDING, promotable
+	f.runTaskUncounted(f.taskID(promotable, "a")) // b and c PENDING, promotable
 	idle := f.trigger("one", "")
-	f.runTask(f.taskID(idle, "a")) // nothing active, not settled
+	f.runTaskUncounted(f.taskID(idle, "a")) // nothing active, not settled
 	running := f.trigger("one", "")
+	f.pendingAsOfOld(running)
 	f.claim(f.taskID(running, "a"), "w1", time.Minute) // a PENDING run with a task RUNNING
 	failed, _ := f.failedFailFastRun()
 	singles := []struct {
@@ -180,5 +182,47 @@ func TestOneKindOfSweepCandidateCannotCrowdOutTheOthers(t *testing.T) {
 	}
 	if n != limit-len(singles) {
 		t.Fatalf("%d cancelled runs among the candidates, want the rest of the cap (%d)", n, limit-len(singles))
+	}
+}
+
+// TestTheNothingActiveProbesRotateThroughABacklog: the "nothing active"
+// kind probes at most SweepProbesPerCandidate × limit open runs a sweep,
+// from a cursor each sweep moves on, so a backlog of open runs with tasks
+// still to run costs a sweep a bounded number of probes, and a run at its
+// far end is found a few sweeps later, never missed: the first sweep from
+// the oldest open run does not reach it and hands back a cursor; the sweep
+// from that cursor finds it and, having reached the newest open run, hands
+// back the zero cursor (the next sweep starts from the oldest again).
+func TestTheNothingActiveProbesRotateThroughABacklog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(oneTask)
+	const limit = 2
+	probes := store.SweepProbesPerCandidate * limit
+	if _, err := f.s.TriggerMany(f.ctx, store.TriggerManyRequest{Workflow: "one", Params: make([]json.RawMessage, probes+5), Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var last uuid.UUID
+	if err := f.db.QueryRowContext(f.ctx, `SELECT id FROM workflow_runs ORDER BY created_at DESC, id DESC LIMIT 1`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	// Its only task ended without its run being settled (the finish's
+	// notification lost): nothing active is left in it.
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET state = 'SUCCEEDED', finished_at = now() WHERE run_id = $1`, last); err != nil {
+		t.Fatal(err)
+	}
+	first, next, err := f.s.SweepCandidates(f.ctx, limit, store.Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(first, last) || next == (store.Cursor{}) {
+		t.Fatalf("the first sweep probed past %d open runs (found the last: %v) or handed back no cursor (%+v)", probes, slices.Contains(first, last), next)
+	}
+	second, after, err := f.s.SweepCandidates(f.ctx, limit, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(second, last) || after != (store.Cursor{}) {
+		t.Fatalf("the sweep from %+v: %v (want the last run %s) and cursor %+v (want the zero cursor: it reached the newest)", next, second, last, after)
 	}
 }

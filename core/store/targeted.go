@@ -75,7 +75,7 @@ func (s *Store) AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) 
 		if err != nil || len(runs) == 0 {
 			return err
 		}
-		return advanceLocked(ctx, tx, runs, actor, &res)
+		return s.advanceLocked(ctx, tx, runs, actor, &res)
 	})
 	if err != nil {
 		return AdvanceResult{}, err

@@ -100,7 +100,7 @@ func TestATargetedPassSkipsAHeldRunAndHandsItBack(t *testing.T) {
 	ha, oa := f.claim(hts["a"].ID, "w1", time.Minute), f.claim(ots["a"].ID, "w1", time.Minute)
 	h := f.holdRun(held)
 	f.exec(h, `UPDATE task_runs SET state = 'SUCCEEDED', finished_at = now(), lease_expires_at = NULL WHERE id = $1`, ha.ID)
-	f.succeed(oa)
+	f.succeedUncounted(oa)
 	res := f.passAtOnce(h, held, other)
 	if res.Runs != 1 || res.Promoted != 1 || !slices.Equal(res.Held, []uuid.UUID{held}) {
 		t.Fatalf("the pass beside a held run: %+v; want the other run locked and its child promoted, the held run handed back", res)
@@ -134,7 +134,7 @@ func TestTwoTargetedPassesOverAJoinPromoteItOnce(t *testing.T) {
 	f.apply(joinOfTwo)
 	run, ts, a, b := f.joinWithParentsRunning()
 	h := f.holdRun(run)
-	together(2, func(i int) { f.succeed([]store.ClaimedTask{a, b}[i]) })
+	together(2, func(i int) { f.succeedUncounted([]store.ClaimedTask{a, b}[i]) })
 	for i := range 2 {
 		if res := f.passAtOnce(h, run); res.Runs != 0 || res.Promoted != 0 || !slices.Equal(res.Held, []uuid.UUID{run}) {
 			t.Fatalf("targeted pass %d over the held run: %+v; want it handed back untouched", i+1, res)
@@ -225,7 +225,7 @@ func TestATargetedPassAdvancesOnlyTheRunsNamed(t *testing.T) {
 	named, nts, na, nb := f.joinWithParentsRunning()
 	other, ots, oa, ob := f.joinWithParentsRunning()
 	for _, c := range []store.ClaimedTask{na, nb, oa, ob} {
-		f.succeed(c)
+		f.succeedUncounted(c)
 	}
 	res, err := f.s.AdvanceRuns(f.ctx, []uuid.UUID{named, uuid.New()}, "targeted")
 	if err != nil || res.Runs != 1 || res.Promoted != 1 {
@@ -272,10 +272,11 @@ func nextOn(t *testing.T, conn *pgx.Conn) notification {
 
 // TestEachWriterWakesOnlyTheListenersThatAct: mode 58. Through one
 // connection LISTENing on the schedulers' and the publishers' channels, in
-// commit order: a finish names its run on TasksChannel only (publishers
-// are not woken by it); the targeted pass that promotes the child wakes
-// OutboxChannel only (schedulers are not woken by it); a pass that writes
-// no outbox row notifies nothing; a reap names the run reaped in on
+// commit order: the targeted pass that promotes a child wakes
+// OutboxChannel only (schedulers are not woken by it); a finish names its
+// run on TasksChannel, and wakes OutboxChannel only when it promoted a
+// child (the counter join); a pass that writes no outbox row notifies
+// nothing; a reap names the run reaped in on
 // TasksChannel; a requeue names the requeued task's run; CancelRun names
 // its run. Each transaction notifies once.
 func TestEachWriterWakesOnlyTheListenersThatAct(t *testing.T) {
@@ -290,6 +291,9 @@ tasks:
 `)
 	run := f.trigger("chain2", "")
 	ts := f.tasks(run)
+	early := f.trigger("chain2", "")
+	f.apply(twoRoots)
+	pair := f.trigger("two", "")
 	conn := listenAll(t, url, store.TasksChannel, store.OutboxChannel)
 	want := func(step string, exp notification) {
 		t.Helper()
@@ -299,15 +303,27 @@ tasks:
 	}
 	tasks := notification{store.TasksChannel, run.String()}
 
-	a := f.claim(ts["a"].ID, "w1", time.Minute)
-	f.succeed(a)
-	want("a finish", tasks)
-	if res, err := f.s.AdvanceRuns(f.ctx, []uuid.UUID{run}, "sched"); err != nil || res.Promoted != 1 {
+	// A parent whose success was not counted (an older binary's finish):
+	// the pass that promotes its child wakes OutboxChannel only.
+	f.runTaskUncounted(f.taskID(early, "a"))
+	if res, err := f.s.AdvanceRuns(f.ctx, []uuid.UUID{early}, "sched"); err != nil || res.Promoted != 1 {
 		t.Fatalf("AdvanceRuns: %+v %v", res, err)
 	}
 	want("the pass that promoted b", notification{store.OutboxChannel, ""})
+
+	// A finish that promotes its child (the counter join) in a RUNNING
+	// run (the trigger wrote it so) wakes the publishers only: nothing is
+	// left for a scheduler's pass there; the pass after it promotes
+	// nothing and so notifies nothing.
+	a := f.claim(ts["a"].ID, "w1", time.Minute)
+	f.succeed(a)
+	want("the finish that promoted b", notification{store.OutboxChannel, ""})
+	// A finish that leaves its run open with nothing promoted (the other
+	// root still to run) names the run on TasksChannel only.
+	f.succeed(f.claim(f.taskID(pair, "a"), "w1", time.Minute))
+	want("a finish in a run left open", notification{store.TasksChannel, pair.String()})
 	if res, err := f.s.AdvanceRuns(f.ctx, []uuid.UUID{run}, "sched"); err != nil || res.Promoted != 0 {
-		t.Fatalf("AdvanceRuns again: %+v %v", res, err)
+		t.Fatalf("AdvanceRuns after the finish: %+v %v", res, err)
 	}
 
 	b := f.claim(ts["b"].ID, "w1", time.Millisecond)

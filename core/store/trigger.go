@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flowforge/flowforge/core"
 )
@@ -48,9 +49,19 @@ type TriggerResult struct {
 //	$18 text[]    task idempotency keys, run by run, task by task ("": none;
 //	              empty when no task has a key template)
 //	$19 int       the definition's number of tasks
-//	$20 text      NOTIFY channel       $21 text    NOTIFY payload
+//	$20 text      NOTIFY channel (NULL: the caller notifies itself, after
+//	              the commit)          $21 text    NOTIFY payload
 //	$22 jsonb[]   rendered task params, run by run, task by task (NULL: the
 //	              definition's; empty when no task's params hold a template)
+//	$23..$27      the language's columns of the definition's tasks (taskDefs:
+//	              kind, trigger_rule, on_failure, when_expr ("": none),
+//	              ready: a root that is plain, made READY here)
+//	$28 text      TasksChannel (NULL: no wake-up of the schedulers, or the
+//	              caller sends it after the commit)
+//	$29 text[]    its payloads: the runs asked for, when a task of the
+//	              definition the trigger does not make READY has no
+//	              upstream (a root with when, on_failure, for_each: the
+//	              scheduler's pass decides it)
 //
 // wf is the stale-definition check: a caller may hold a cached definition,
 // and unless it asked for that version ($8; versions are immutable, never
@@ -58,8 +69,15 @@ type TriggerResult struct {
 // has been applied since; the caller then reloads and retries (current is
 // false). Runs whose idempotency key is taken are skipped (ON CONFLICT DO
 // NOTHING); only the inserted runs get task runs: every inserted run times
-// every task of the definition (def, computed once). Root tasks are
-// inserted READY with fencing token 1 and their outbox rows are written
+// every task of the definition (def, computed once). A run is inserted
+// RUNNING, started now, when a root of it is READY, which is what
+// core.DeriveRunState makes RUNNING, so no scheduler pass has to write the
+// run before its first task finishes (a backlog of runs was rewritten
+// PENDING -> RUNNING by the full pass); a run none of whose roots is plain
+// (each root has a when, on_failure or for_each: the scheduler decides
+// them) is inserted PENDING. Root tasks that are plain
+// (core.TaskDef.Plain) are inserted READY with fencing token 1 and their
+// outbox rows are written
 // from the inserted rows (RETURNING), not re-read from task_runs: no
 // scheduler hop before the first dispatch, no index walk. One NOTIFY when a
 // run was created. dropped is the pause's gate: when the workflow is paused
@@ -85,27 +103,32 @@ WITH wf AS (
    WHERE workflow_name = $3::text AND mode = 'drop' AND EXISTS (SELECT 1 FROM wf) AND fresh.n > 0
   RETURNING 1
 ), run AS (
-  INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast)
-  SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool
+  INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast, state, started_at)
+  SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool,
+         CASE WHEN true = ANY ($27::bool[]) THEN 'RUNNING' ELSE 'PENDING' END, CASE WHEN true = ANY ($27::bool[]) THEN now() END
     FROM wf, input r
    WHERE NOT EXISTS (SELECT 1 FROM dropped)
   ON CONFLICT (idempotency_key) DO NOTHING
   RETURNING id
 ), def AS MATERIALIZED (
   SELECT d.ord, d.name, d.handler, d.params, ARRAY(SELECT jsonb_array_elements_text(d.deps)) AS deps,
-         jsonb_array_length(d.deps) = 0 AS root, d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms, d.ttl_ms
-    FROM unnest($9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[])
-         WITH ORDINALITY AS d(name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ttl_ms, ord)
+         d.ready AS root, d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms, d.ttl_ms,
+         d.kind, d.rule, d.on_failure, NULLIF(d.when_expr, '') AS when_expr
+    FROM unnest($9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
+                $23::text[], $24::text[], $25::bool[], $26::text[], $27::bool[])
+         WITH ORDINALITY AS d(name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ttl_ms,
+                              kind, rule, on_failure, when_expr, ready, ord)
 ), task AS (
   INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
                          initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
-                         fencing_token, ready_at, idempotency_ttl_ms)
+                         fencing_token, ready_at, idempotency_ttl_ms, kind, trigger_rule, on_failure, when_expr)
   SELECT gen_random_uuid(), run.id, d.name, d.handler,
          COALESCE(($22::jsonb[])[(r.ord - 1) * $19::int + d.ord], d.params), d.deps,
          CASE WHEN d.root THEN 'READY' ELSE 'PENDING' END,
          d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms,
          NULLIF(($18::text[])[(r.ord - 1) * $19::int + d.ord], ''),
-         CASE WHEN d.root THEN 1 ELSE 0 END, CASE WHEN d.root THEN now() END, NULLIF(d.ttl_ms, 0)
+         CASE WHEN d.root THEN 1 ELSE 0 END, CASE WHEN d.root THEN now() END, NULLIF(d.ttl_ms, 0),
+         d.kind, d.rule, d.on_failure, d.when_expr
     FROM run JOIN input r ON r.id = run.id CROSS JOIN def d
   RETURNING id, run_id, task_name, handler, fencing_token, state
 ), root AS (
@@ -116,7 +139,9 @@ WITH wf AS (
 SELECT EXISTS (SELECT 1 FROM wf) AS current,
        EXISTS (SELECT 1 FROM dropped) AS dropped,
        (SELECT count(*) FROM run) AS created,
-       (SELECT count(*) FROM (SELECT pg_notify($20::text, $21::text) FROM run LIMIT 1) n) AS notified`
+       (SELECT count(*) FROM (SELECT pg_notify($20::text, $21::text) FROM run WHERE $20::text IS NOT NULL LIMIT 1) n) AS notified,
+       (SELECT count(*) FROM (SELECT pg_notify($28::text, p) FROM unnest($29::text[]) p
+                               WHERE $28::text IS NOT NULL AND EXISTS (SELECT 1 FROM run)) w) AS woke`
 
 // Trigger validates the request, then creates the run, its task runs (roots
 // READY with their outbox rows) and notifies the publishers in ONE
@@ -130,13 +155,13 @@ SELECT EXISTS (SELECT 1 FROM wf) AS current,
 // (nothing created, the drop counted), ErrCommitOutcomeUnknown when the
 // statement got no answer (the run may exist).
 func (s *Store) Trigger(ctx context.Context, req TriggerRequest) (TriggerResult, error) {
-	return s.trigger(ctx, s.db, req)
+	return s.trigger(ctx, SQLQuerier(s.db), req)
 }
 
 // trigger is Trigger on q: the pool (the statement is its own transaction)
 // or a transaction whose other writes commit with the run (a schedule's
-// tick row).
-func (s *Store) trigger(ctx context.Context, q sqlx.QueryerContext, req TriggerRequest) (TriggerResult, error) {
+// tick row, a rerun's mark, a caller's own rows: TriggerTx).
+func (s *Store) trigger(ctx context.Context, q Querier, req TriggerRequest) (TriggerResult, error) {
 	params, err := triggerParams(req)
 	if err != nil {
 		return TriggerResult{}, err
@@ -175,10 +200,10 @@ const staleRetries = 5
 // how many runs were inserted (fewer only when a key was taken) and the
 // definition used. More than maxTaskRuns task runs (0: no bound) is
 // core.ErrBadParams. Errors: those of Trigger.
-func (s *Store) insertRuns(ctx context.Context, q sqlx.QueryerContext, workflow string, version int, runs []newRun, keys []sql.NullString, maxTaskRuns int) (int, Workflow, error) {
+func (s *Store) insertRuns(ctx context.Context, q Querier, workflow string, version int, runs []newRun, keys []sql.NullString, maxTaskRuns int) (int, Workflow, error) {
 	fresh := false
 	for range staleRetries {
-		wf, err := s.definition(ctx, workflow, version, fresh)
+		wf, err := s.definition(ctx, q, workflow, version, fresh)
 		if err != nil {
 			return 0, Workflow{}, err
 		}
@@ -189,14 +214,9 @@ func (s *Store) insertRuns(ctx context.Context, q sqlx.QueryerContext, workflow 
 		if err != nil {
 			return 0, Workflow{}, err
 		}
-		var res struct {
-			Current  bool  `db:"current"`
-			Dropped  bool  `db:"dropped"`
-			Created  int   `db:"created"`
-			Notified int64 `db:"notified"`
-		}
-		if err := q.QueryRowxContext(ctx, qTrigger, s.args(args...)...).StructScan(&res); err != nil {
-			return 0, Workflow{}, unanswered("trigger", err)
+		res, err := s.runTrigger(ctx, q, args)
+		if err != nil {
+			return 0, Workflow{}, statementError(q, err)
 		}
 		if res.Dropped {
 			return 0, Workflow{}, fmt.Errorf("trigger %q: %w (%d run(s) not created; `ffctl workflow resume %s` ends the pause)", workflow, ErrWorkflowPaused, len(runs), workflow)
@@ -208,6 +228,44 @@ func (s *Store) insertRuns(ctx context.Context, q sqlx.QueryerContext, workflow 
 		fresh = true
 	}
 	return 0, Workflow{}, fmt.Errorf("trigger %q: new versions keep being applied; retry", workflow)
+}
+
+// triggerRow is what qTrigger returns.
+type triggerRow struct {
+	Current  bool  `db:"current"`
+	Dropped  bool  `db:"dropped"`
+	Created  int   `db:"created"`
+	Notified int64 `db:"notified"`
+	Woke     int64 `db:"woke"`
+}
+
+// runTrigger runs qTrigger with args on q. On the pool of a daemon's or a
+// long-lived program's store it goes out with its cached plan of key
+// lookups (KeyPlan), and its notification after its commit, one round trip
+// (inOneTripNotifying); in a transaction of the caller's (a schedule's tick, TriggerTx), or
+// on a OneShot store (one statement, unprepared), it is sent as it is.
+func (s *Store) runTrigger(ctx context.Context, q Querier, args []any) (triggerRow, error) {
+	var res triggerRow
+	if sq, ok := q.(sqlQuerier); !ok || sq.q != SQLRowQueryer(s.db) || s.oneShot {
+		err := q.QueryRow(ctx, qTrigger, s.args(args...)...).Scan(&res.Current, &res.Dropped, &res.Created, &res.Notified, &res.Woke)
+		return res, err
+	}
+	// The statement's own NOTIFYs are off ($20 and $28 NULL): the
+	// notifications go out after its commit (inOneTripNotifying says why).
+	ns := []notice{{OutboxChannel, ""}} // $20 and $21 (triggerArgs)
+	if args[27] != nil {
+		for _, p := range args[28].([]string) { // $28 and $29
+			ns = append(ns, notice{TasksChannel, p})
+		}
+	}
+	args = slices.Clone(args)
+	args[19], args[27] = nil, nil
+	err := s.inOneTripNotifying(ctx, tripSettings{KeyPlan: true}, qTrigger, args, func(r pgx.Rows) error {
+		var err error
+		res, err = pgx.CollectExactlyOneRow(r, pgx.RowToStructByName[triggerRow])
+		return err
+	}, ns...)
+	return res, err
 }
 
 // triggerArgs are qTrigger's parameters for runs of wf (pinned: the caller
@@ -235,12 +293,27 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 		}
 	}
 	t := newTaskDefs(def)
+	var wake any // $28: no wake-up of the schedulers
+	wakes := []string{}
+	if t.decidedRoots {
+		wake, wakes = TasksChannel, RunWake{Runs: runIDs(runs)}.Encode()
+	}
 	return []any{
 		ids, wf.ID, wf.Name, wf.Version, params, ikeys, def.FailFast, pinned,
 		t.names, t.handlers, t.params, t.deps, t.maxAttempts, t.initial, t.maxBackoff, t.timeouts, t.ttls,
 		rk.keys, len(def.Tasks),
 		OutboxChannel, "", rk.params,
+		t.kinds, t.rules, t.onFailure, t.whens, t.ready, wake, wakes,
 	}, nil
+}
+
+// runIDs returns the ids of runs.
+func runIDs(runs []newRun) []uuid.UUID {
+	ids := make([]uuid.UUID, len(runs))
+	for i, r := range runs {
+		ids[i] = r.id
+	}
+	return ids
 }
 
 // triggerParams checks the request's params (nil means {}) with
@@ -272,6 +345,13 @@ type taskDefs struct {
 	maxBackoff  []int64 // ms
 	timeouts    []int64 // ms; 0: none
 	ttls        []int64 // ms; 0: a recorded result is reused for ever
+	// The language's columns ($23..$27): what the statements that promote
+	// a task read of it.
+	kinds, rules, whens []string
+	onFailure, ready    []bool
+	// decidedRoots: a task that is not made READY has no upstream, so
+	// only the scheduler's pass will start it (the trigger wakes them).
+	decidedRoots bool
 }
 
 func newTaskDefs(def *core.Definition) taskDefs {
@@ -280,6 +360,8 @@ func newTaskDefs(def *core.Definition) taskDefs {
 		names: make([]string, n), handlers: make([]string, n), params: make([]string, n), deps: make([]string, n),
 		maxAttempts: make([]int64, n), initial: make([]int64, n), maxBackoff: make([]int64, n),
 		timeouts: make([]int64, n), ttls: make([]int64, n),
+		kinds: make([]string, n), rules: make([]string, n), whens: make([]string, n),
+		onFailure: make([]bool, n), ready: make([]bool, n),
 	}
 	for i, task := range def.Tasks {
 		t.names[i], t.handlers[i], t.params[i] = task.Name, task.Handler, "{}"
@@ -298,6 +380,10 @@ func newTaskDefs(def *core.Definition) taskDefs {
 		t.maxBackoff[i] = p.MaxBackoff.Milliseconds()
 		t.timeouts[i] = task.TimeoutOrZero().Milliseconds()
 		t.ttls[i] = task.IdempotencyTTLOrZero().Milliseconds()
+		t.kinds[i], t.rules[i], t.whens[i] = string(task.Kind()), string(task.Rule()), task.When
+		t.onFailure[i] = task.OnFailure
+		t.ready[i] = len(task.DependsOn) == 0 && task.Plain()
+		t.decidedRoots = t.decidedRoots || (len(task.DependsOn) == 0 && !task.Plain())
 	}
 	return t
 }
@@ -337,13 +423,14 @@ func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
 // are that run (Existing); others are ErrConflict. It is a statement of its
 // own, after the trigger's: the run holding the key has committed by then
 // (the trigger's ON CONFLICT waited for it).
-func existingRun(ctx context.Context, q sqlx.QueryerContext, ikey, workflow string, params json.RawMessage) (TriggerResult, error) {
+func existingRun(ctx context.Context, q Querier, ikey, workflow string, params json.RawMessage) (TriggerResult, error) {
 	var existing struct {
 		ID       uuid.UUID `db:"id"`
 		Workflow string    `db:"workflow_name"`
 		Same     bool      `db:"same"`
 	}
-	err := sqlx.GetContext(ctx, q, &existing, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1`, ikey, string(params))
+	err := q.QueryRow(ctx, `SELECT id, workflow_name, params = $2::jsonb AS same FROM workflow_runs WHERE idempotency_key = $1::text`, ikey, string(params)).
+		Scan(&existing.ID, &existing.Workflow, &existing.Same)
 	if errors.Is(err, sql.ErrNoRows) {
 		return TriggerResult{}, fmt.Errorf("idempotency key %q: the run holding it vanished; retry", ikey)
 	}

@@ -51,6 +51,12 @@ func TriggerManyBatch(want, tasks int) int {
 // ErrCommitOutcomeUnknown when the statement got no answer (the runs may
 // all exist).
 func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid.UUID, error) {
+	return s.triggerMany(ctx, SQLQuerier(s.db), req)
+}
+
+// triggerMany is TriggerMany on q: the pool, or a caller's transaction
+// (TriggerManyTx).
+func (s *Store) triggerMany(ctx context.Context, q Querier, req TriggerManyRequest) ([]uuid.UUID, error) {
 	if len(req.Params) > TriggerManyMax {
 		return nil, fmt.Errorf("%w: %d runs in one batch, more than %d", core.ErrBadParams, len(req.Params), TriggerManyMax)
 	}
@@ -65,7 +71,7 @@ func (s *Store) TriggerMany(ctx context.Context, req TriggerManyRequest) ([]uuid
 		}
 		runs[i] = newRun{id: uuid.New(), params: params}
 	}
-	created, _, err := s.insertRuns(ctx, s.db, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
+	created, _, err := s.insertRuns(ctx, q, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +108,7 @@ func (e *BadRunError) Unwrap() error { return e.Err }
 // (wrapping core.ErrBadParams) naming the first bad params object,
 // ErrNotFound for an unknown workflow.
 func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, params []json.RawMessage) (Workflow, error) {
-	wf, err := s.definition(ctx, workflow, version, false)
+	wf, err := s.definition(ctx, SQLQuerier(s.db), workflow, version, false)
 	if err != nil {
 		return Workflow{}, err
 	}

@@ -134,7 +134,7 @@ func TestTriggerWritesRootsReadyWithTheirOutboxRows(t *testing.T) {
 	f.apply(diamond)
 	runID := f.trigger("diamond", `{"day":"mon"}`)
 	r := f.run(runID)
-	if r.State != "PENDING" || r.Workflow != "diamond" || r.WorkflowVersion != 1 || r.TasksTotal != 4 || string(r.Params) != `{"day": "mon"}` {
+	if r.State != "RUNNING" || r.StartedAt == nil || r.Workflow != "diamond" || r.WorkflowVersion != 1 || r.TasksTotal != 4 || string(r.Params) != `{"day": "mon"}` {
 		t.Fatalf("run %+v", r)
 	}
 	ts := f.tasks(runID)

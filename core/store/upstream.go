@@ -9,7 +9,9 @@ package store
 // buryDownstream is the CTE list, for a WITH RECURSIVE statement (the caller
 // writes "WITH RECURSIVE" and the comma before it), that moves to
 // UPSTREAM_FAILED every PENDING task downstream (transitively, within its
-// run) of the tasks of the caller's CTE buried (id, actor text): the tasks
+// run) of the tasks of the caller's CTE buried (id, actor text), stopping
+// at a task whose trigger rule lets it run below a DEAD task
+// (toleratingRulesSQL: the scheduler decides it), the tasks
 // the statement made DEAD and who did it. Each task moved gets an error and
 // an audit row naming its DEAD ancestor. The CTEs are uf_down (run_id,
 // task_name, root, actor), uf (the tasks moved: id, run_id, attempt,
@@ -21,6 +23,7 @@ const buryDownstream = `uf_down (run_id, task_name, root, actor) AS (
     UNION
     SELECT c.run_id, c.task_name, d.root, d.actor
       FROM uf_down d JOIN task_runs c ON c.run_id = d.run_id AND d.task_name = ANY (c.depends_on)
+     WHERE c.trigger_rule NOT IN ` + toleratingRulesSQL + `
 ), uf AS (
     UPDATE task_runs t
        SET state = 'UPSTREAM_FAILED', finished_at = now(), next_attempt_at = NULL,
@@ -32,6 +35,11 @@ const buryDownstream = `uf_down (run_id, task_name, root, actor) AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, 'PENDING', 'UPSTREAM_FAILED', attempt, fencing_token, actor, error FROM uf
 )`
+
+// toleratingRulesSQL lists the trigger rules that let a task run below a
+// DEAD task (core.TriggerRule.ToleratesFailure; TestToleratingRulesAreCoresList
+// holds the two together).
+const toleratingRulesSQL = `('all_done', 'one_success')`
 
 // qUpstreamFail is the scheduler's catch-up of buryDownstream for the locked,
 // uncancelled runs $1, as actor $2: a task that died where no statement

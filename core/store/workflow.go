@@ -71,20 +71,20 @@ func (s *Store) GetWorkflow(ctx context.Context, name string, version int) (Work
 	return getWorkflow(ctx, s.db, name, version)
 }
 
-func getWorkflow(ctx context.Context, q sqlx.QueryerContext, name string, version int) (Workflow, error) {
-	return getWorkflowArgs(ctx, q, name, version, func(a ...any) []any { return a })
+func getWorkflow(ctx context.Context, q SQLRowQueryer, name string, version int) (Workflow, error) {
+	return getWorkflowArgs(ctx, SQLQuerier(q), name, version, func(a ...any) []any { return a })
 }
 
-// getWorkflowArgs is getWorkflow with args applied to the query's
-// arguments (Store.args).
-func getWorkflowArgs(ctx context.Context, q sqlx.QueryerContext, name string, version int, args func(...any) []any) (Workflow, error) {
+// getWorkflowArgs is getWorkflow on any Querier (a trigger's, which may be
+// a caller's transaction) with args applied to the query's arguments
+// (Store.args).
+func getWorkflowArgs(ctx context.Context, q Querier, name string, version int, args func(...any) []any) (Workflow, error) {
 	var wf Workflow
-	var err error
-	if version == 0 {
-		err = sqlx.GetContext(ctx, q, &wf, qLatestWorkflow, args(name)...)
-	} else {
-		err = sqlx.GetContext(ctx, q, &wf, `SELECT id, name, version, definition, created_at FROM workflows WHERE name = $1::text AND version = $2::int`, args(name, version)...)
+	query, qargs := qLatestWorkflow, args(name)
+	if version != 0 {
+		query, qargs = `SELECT id, name, version, definition, created_at FROM workflows WHERE name = $1::text AND version = $2::int`, args(name, version)
 	}
+	err := q.QueryRow(ctx, query, qargs...).Scan(&wf.ID, &wf.Name, &wf.Version, &wf.RawDef, &wf.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		if version != 0 {
 			return Workflow{}, fmt.Errorf("workflow %q version %d: %w", name, version, ErrNotFound)
@@ -143,14 +143,15 @@ SELECT DISTINCT ON (w.name) w.name, w.version, jsonb_array_length(w.definition->
 // an apply elsewhere: qTrigger checks it still is the newest and inserts
 // nothing otherwise, and the caller reloads with fresh. An asked-for
 // version is cached for good: versions are never updated or deleted.
-// Errors: those of GetWorkflow.
-func (s *Store) definition(ctx context.Context, name string, version int, fresh bool) (Workflow, error) {
+// A definition not cached is read on q (the trigger's own: a caller's
+// transaction reads it there). Errors: those of GetWorkflow.
+func (s *Store) definition(ctx context.Context, q Querier, name string, version int, fresh bool) (Workflow, error) {
 	if !fresh {
 		if wf, ok := s.defs.get(name, version); ok {
 			return wf, nil
 		}
 	}
-	wf, err := getWorkflowArgs(ctx, s.db, name, version, s.args)
+	wf, err := getWorkflowArgs(ctx, q, name, version, s.args)
 	if err != nil {
 		return Workflow{}, err
 	}
@@ -231,7 +232,7 @@ func applyWorkflowTx(ctx context.Context, tx *sqlx.Tx, def *core.Definition, raw
 	if err := tx.GetContext(ctx, &wf, qInsertWorkflow, def.Name, cur.Version+1, raw); err != nil {
 		return Workflow{}, false, fmt.Errorf("insert workflow %q: %w", def.Name, err)
 	}
-	return wf, true, nil
+	return wf, true, raiseLanguageFloor(ctx, tx, def)
 }
 
 // qLockWorkflowName takes the advisory lock that serialises every writer of

@@ -46,6 +46,11 @@
 //     created and committed, it exits with status ExitCode (3). Proves that
 //     the tick is fired exactly once afterwards, by a restarted or another
 //     scheduler (mode 69).
+//   - scheduler.exit-mid-expansion: once a scheduler pass has inserted the
+//     elements of a for_each task (and their outbox rows), inside the
+//     pass's transaction and before its commit, the scheduler exits with
+//     status ExitCode (3). Proves that the expansion dies with it whole
+//     and is made once, by a restarted or another scheduler (mode 94).
 //
 // A daemon logs a warning at start when failpoints are configured, so a
 // failpoint left set in a real deployment is visible.

@@ -30,9 +30,12 @@ const (
 	WorkerExitBeforeFinishBatch Name = "worker.exit-before-finish-batch"
 	// SchedulerExitMidTick: see the package documentation.
 	SchedulerExitMidTick Name = "scheduler.exit-mid-tick"
+	// SchedulerExitMidExpansion: see the package documentation.
+	SchedulerExitMidExpansion Name = "scheduler.exit-mid-expansion"
 )
 
-var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch, SchedulerExitMidTick}
+var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch,
+	SchedulerExitMidTick, SchedulerExitMidExpansion}
 
 // Failpoints is a set of armed failpoints, each with the number of times it
 // will still fire. A nil *Failpoints is valid and never fires. It is safe

@@ -5,6 +5,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,9 @@ type Options struct {
 	ShellEnvPass []string
 	// ShellSupervisor is the shell handler's ShellOptions.Supervisor.
 	ShellSupervisor []string
+	// ShellConcurrency is the shell handler's ShellOptions.Concurrency (0:
+	// ShellConcurrencyDefault()).
+	ShellConcurrency int
 	// HTTPDenyPrivate makes the default http client refuse private and
 	// loopback addresses (HTTPClientOptions.DenyPrivate). Ignored when
 	// HTTPClient is set.
@@ -49,7 +53,8 @@ func Register(reg *core.Registry, opt Options) {
 		"http":  HTTP(client),
 	}
 	if opt.AllowShell {
-		builtins["shell"] = ShellHandler(ShellOptions{EnvPass: opt.ShellEnvPass, Supervisor: opt.ShellSupervisor})
+		builtins["shell"] = ShellHandler(ShellOptions{EnvPass: opt.ShellEnvPass, Supervisor: opt.ShellSupervisor,
+			Concurrency: cmp.Or(opt.ShellConcurrency, ShellConcurrencyDefault())})
 	}
 	for name, h := range builtins {
 		if !reg.Has(name) {

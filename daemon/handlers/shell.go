@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,6 +89,10 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 //     whole (params up to core.MaxParamsBytes, results up to
 //     core.MaxResultBytes each), in a private directory made for the
 //     attempt and removed when the command exits;
+//   - FLOWFORGE_RESULT_FILE: where the command may write its result as
+//     JSON (shellResult);
+//   - FLOWFORGE_ITEM, in an element of a for_each task: its element (a
+//     string as itself, another value as JSON), when it fits;
 //   - FLOWFORGE_PARAMS (the run's params as JSON), FLOWFORGE_UPSTREAM
 //     (upstream results as JSON) and one FLOWFORGE_PARAM_<KEY> per
 //     top-level scalar run param (key upper-cased, non-alphanumerics as _),
@@ -108,8 +113,26 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 // forked (see SuperviseShell). The caller checks opt.EnvPass with CheckShellEnvPass
 // first (names it refuses are skipped).
 func ShellHandler(opt ShellOptions) core.Handler {
-	return func(ctx context.Context, t core.Task) (json.RawMessage, error) { return runShell(ctx, t, opt) }
+	if opt.Concurrency <= 0 {
+		return func(ctx context.Context, t core.Task) (json.RawMessage, error) { return runShell(ctx, t, opt) }
+	}
+	turns := make(chan struct{}, opt.Concurrency)
+	return func(ctx context.Context, t core.Task) (json.RawMessage, error) {
+		select {
+		case turns <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("shell: waiting for one of the %d commands at once (--shell-concurrency): %w", opt.Concurrency, context.Cause(ctx))
+		}
+		defer func() { <-turns }()
+		return runShell(ctx, t, opt)
+	}
 }
+
+// ShellConcurrencyDefault is the shell handler's default bound on the
+// commands it runs at once: twice the CPUs. A command is a process of its
+// own (a fork, an exec, its own memory), unlike the in-process handlers
+// the worker's slots are sized for (worker.ConcurrencyDefault).
+func ShellConcurrencyDefault() int { return 2 * runtime.NumCPU() }
 
 func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessage, error) {
 	var p ShellParams
@@ -118,6 +141,9 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	}
 	if len(p.Command) == 0 {
 		return nil, core.Permanent(errors.New("shell: params.command is empty"))
+	}
+	if p.Command[0] == "" {
+		return nil, core.Permanent(errors.New("shell: params.command[0] is empty: it names the program to run"))
 	}
 	in, err := writeShellInputs(t)
 	if err != nil {
@@ -158,7 +184,7 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 	if err != nil {
 		return nil, shellError(ctx, err, p.Command[0], res)
 	}
-	return json.Marshal(res)
+	return shellResult(in.result, res)
 }
 
 // shellCommand prepares the command of p, under opt.Supervisor when set:
@@ -245,6 +271,7 @@ func shellEnv(t core.Task, in shellInputs) []string {
 		"FLOWFORGE_ATTEMPT=" + strconv.Itoa(t.Attempt),
 		"FLOWFORGE_PARAMS_FILE=" + in.params,
 		"FLOWFORGE_UPSTREAM_FILE=" + in.upstream,
+		"FLOWFORGE_RESULT_FILE=" + in.result,
 	}
 	var omitted []string
 	budget := ShellEnvTaskMaxBytes
@@ -255,6 +282,9 @@ func shellEnv(t core.Task, in shellInputs) []string {
 		}
 		budget -= len(name) + 1 + len(value)
 		env = append(env, name+"="+value)
+	}
+	if item, ok := itemEnv(t.Item); ok {
+		add("FLOWFORGE_ITEM", item)
 	}
 	add("FLOWFORGE_PARAMS", string(t.RunParams))
 	add("FLOWFORGE_UPSTREAM", string(in.upstreamJSON))

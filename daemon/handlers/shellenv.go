@@ -25,6 +25,11 @@ type ShellOptions struct {
 	// grandchildren included. Empty means no supervisor: only the command
 	// itself gets the parent-death signal.
 	Supervisor []string
+	// Concurrency bounds the commands the handler runs at once (0: no
+	// bound). A task over the bound waits for a turn inside its attempt:
+	// its worker slot held, its lease renewed, its timeout running; a
+	// context that ends meanwhile fails the attempt with its cause.
+	Concurrency int
 }
 
 // CheckShellEnvPass returns an error naming the first name in names that

@@ -48,6 +48,7 @@ type shellInputs struct {
 	params       string // path of the run's params (JSON)
 	upstream     string // path of the upstream results (JSON object by task name)
 	upstreamJSON []byte
+	result       string // path the command may write its result to (shellResult)
 }
 
 // writeShellInputs makes the attempt's directory under the worker's
@@ -65,7 +66,8 @@ func writeShellInputs(t core.Task) (shellInputs, error) {
 	if err != nil {
 		return shellInputs{}, fmt.Errorf("shell: make the task's input directory: %w", err)
 	}
-	in := shellInputs{dir: dir, params: filepath.Join(dir, "params.json"), upstream: filepath.Join(dir, "upstream.json"), upstreamJSON: up}
+	in := shellInputs{dir: dir, params: filepath.Join(dir, "params.json"), upstream: filepath.Join(dir, "upstream.json"), upstreamJSON: up,
+		result: filepath.Join(dir, resultFileName)}
 	params := []byte(t.RunParams)
 	if len(params) == 0 {
 		params = []byte("{}")

@@ -60,6 +60,9 @@ func ValidateParams(name string, raw json.RawMessage) error {
 		if len(p.Command) == 0 {
 			return fmt.Errorf("handler shell: params.command is required (the argv to run)")
 		}
+		if p.Command[0] == "" {
+			return fmt.Errorf("handler shell: params.command[0] is empty: it names the program to run")
+		}
 		switch p.Stdin {
 		case "", shellStdinParams, shellStdinUpstream:
 		default:

@@ -24,6 +24,7 @@ func TestValidateParamsChecksBuiltinsAsTheyDecode(t *testing.T) {
 		{"shell", `{"command": ["true"], "env": {"A": "b"}, "dir": "/tmp"}`, ""},
 		{"shell", `{"cmd": ["true"]}`, `unknown field "cmd"`},
 		{"shell", `{}`, "params.command is required"},
+		{"shell", `{"command": [""]}`, "params.command[0] is empty"},
 		{"shell", `{"command": ["cat"], "stdin": "params"}`, ""},
 		{"shell", `{"command": ["cat"], "stdin": "bogus"}`, `params.stdin "bogus"`},
 		{"shell", `{"command": ["true"], "env": {"BIG": "` + strings.Repeat("x", 140000) + `"}}`, "params.env BIG is 140004 bytes: too large for exec"},

@@ -63,6 +63,12 @@ type Metrics struct {
 	TasksRedispatched prometheus.Counter
 	// TasksPromoted counts PENDING/RETRYING -> READY promotions.
 	TasksPromoted prometheus.Counter
+	// TasksSkipped counts PENDING -> SKIPPED decisions of the scheduler (a
+	// when that was false, a trigger rule or on_failure that skipped).
+	TasksSkipped prometheus.Counter
+	// TasksExpanded counts the task runs for_each expansions made (one per
+	// element).
+	TasksExpanded prometheus.Counter
 	// PublishOutcomes counts published outbox rows by outcome, labelled
 	// with broker.Outcome.String of one of broker.Outcomes ("confirmed",
 	// "nacked", "returned", "timed out", "not sent", "refused"). Every
@@ -122,6 +128,9 @@ type Metrics struct {
 
 	dlqOnce sync.Once // SetDeadLetterSource registers dlq once
 	dlq     *deadLetterCollector
+
+	apiOnce sync.Once // API registers api once
+	api     *APIMetrics
 }
 
 // SetQuarantinedSource makes every scrape refresh OutboxQuarantined from
@@ -242,6 +251,8 @@ func New() *Metrics {
 		LeasesReaped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_total", Help: "Expired leases reaped by the scheduler."}),
 		TasksRedispatched:   prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_redispatched_total", Help: "READY tasks dispatched again after their confirmed dispatch led to no claim."}),
 		TasksPromoted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_promoted_total", Help: "Tasks promoted to READY (dependencies met or retry due)."}),
+		TasksSkipped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_skipped_total", Help: "Tasks the scheduler decided not to run (SKIPPED: a when that was false, a trigger rule or on_failure)."}),
+		TasksExpanded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_expanded_total", Help: "Task runs made by for_each expansions, one per element."}),
 		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: labelHelp("Outbox publishes by outcome", "outcome", publishOutcomes())}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),

@@ -16,7 +16,10 @@ import (
 
 // Defaults for Config.
 const (
-	BatchSizeDefault    = 200
+	BatchSizeDefault = 200
+	// LanesDefault is two batches in flight: while one waits for its
+	// confirms, the next is locked and published (see Publisher).
+	LanesDefault        = 2
 	PollIntervalDefault = time.Second
 	// MaxMessageBytesDefault is FlowForge's own limit on a dispatch
 	// message body: 1 MiB. A dispatch carries ids and two names bounded at
@@ -43,6 +46,9 @@ type Config struct {
 	Broker      broker.Config
 	// BatchSize bounds rows per transaction (default BatchSizeDefault).
 	BatchSize int
+	// Lanes is how many batches are in flight at once, each on a broker
+	// connection of its own (default LanesDefault, at most LanesMax).
+	Lanes int
 	// PollInterval is the period of the cycle that runs without a NOTIFY.
 	PollInterval time.Duration
 	// MaxMessageBytes bounds a dispatch message body, in bytes (default
@@ -60,6 +66,16 @@ type Config struct {
 // for lost notifications; shorter than PollIntervalMin it busy-loops the
 // database, longer than PollIntervalMax it leaves rows waiting.
 const (
+	// MaxMessageBytesMin and MaxMessageBytesMax bound
+	// Config.MaxMessageBytes: a dispatch message holds ids, names and a
+	// version (about 220 bytes at the least), so a bound below 256 bytes
+	// quarantines every row; RabbitMQ refuses a message over 512 MiB
+	// whatever its max_message_size.
+	MaxMessageBytesMin = 256
+	MaxMessageBytesMax = 512 << 20
+	// LanesMax bounds Config.Lanes: each lane holds a database connection
+	// while its batch waits for confirms.
+	LanesMax        = 16
 	PollIntervalMin = 10 * time.Millisecond
 	PollIntervalMax = time.Minute
 )
@@ -73,9 +89,11 @@ const (
 func (c Config) Validate() error {
 	for _, err := range []error{
 		daemon.CheckNotNegative("publisher", "BatchSize", "", c.BatchSize, BatchSizeDefault),
+		daemon.CheckRange("publisher", "Lanes", "batches-in-flight", c.Lanes, LanesDefault, 1, LanesMax),
 		daemon.CheckNotNegative("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault),
 		daemon.CheckRange("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault, PollIntervalMin, PollIntervalMax),
 		daemon.CheckNotNegative("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault),
+		daemon.CheckRange("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault, MaxMessageBytesMin, MaxMessageBytesMax),
 	} {
 		if err != nil {
 			return err
@@ -97,6 +115,7 @@ func (c *Config) validate() error {
 		return err
 	}
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.Lanes = cmp.Or(c.Lanes, LanesDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
 	if c.Logger == nil {

@@ -19,3 +19,19 @@ func TestConfigRejectsANegativeMaxMessageBytes(t *testing.T) {
 		t.Fatalf("default MaxMessageBytes: %v, %v", p.cfg.MaxMessageBytes, err)
 	}
 }
+
+// TestConfigBoundsMaxMessageBytes: a bound below MaxMessageBytesMin would
+// quarantine every dispatch, one above MaxMessageBytesMax is more than the
+// broker takes; both are refused naming the flag and the range.
+func TestConfigBoundsMaxMessageBytes(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{10, MaxMessageBytesMin - 1, MaxMessageBytesMax + 1} {
+		_, err := New(Config{Store: &store.Store{}, Broker: broker.Config{URLs: []string{"amqp://x"}}, MaxMessageBytes: n})
+		if err == nil || !strings.Contains(err.Error(), "--max-message-bytes") {
+			t.Errorf("New with MaxMessageBytes %d: %v, want a refusal naming --max-message-bytes", n, err)
+		}
+	}
+	if _, err := New(Config{Store: &store.Store{}, Broker: broker.Config{URLs: []string{"amqp://x"}}, MaxMessageBytes: MaxMessageBytesMin}); err != nil {
+		t.Errorf("New with MaxMessageBytes %d: %v", MaxMessageBytesMin, err)
+	}
+}

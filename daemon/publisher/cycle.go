@@ -29,27 +29,28 @@ var errReturned = errors.New("the broker returned unroutable messages (is the di
 // possibly another node.
 var errNacked = errors.New("the broker nacked messages")
 
-// batchLimit is the number of rows the next cycle locks: one while a
-// permanent refusal is being isolated, else BatchSize.
-func (p *Publisher) batchLimit() int {
-	if p.isolate > 0 {
+// batchLimit is the number of rows the lane's next cycle locks: one while
+// a permanent refusal is being isolated, else size (Config.BatchSize).
+func (l *lane) batchLimit(size int) int {
+	if l.isolate > 0 {
 		return 1
 	}
-	return p.cfg.BatchSize
+	return size
 }
 
-// cycle publishes one batch; it returns how many rows the batch held.
+// cycle publishes one batch of lane ln through pub; it returns how many
+// rows the batch held.
 // Rows the broker refuses permanently (see quarantineReasons) are
 // quarantined in the batch's transaction; the others are published.
-func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, error) {
-	limit := p.batchLimit()
+func (p *Publisher) cycle(ctx context.Context, ln *lane, pub *broker.Publisher) (int, error) {
+	limit := ln.batchLimit(p.cfg.BatchSize)
 	batch, err := p.cfg.Store.LockOutbox(ctx, limit)
 	if err != nil {
 		return 0, err
 	}
 	defer batch.Rollback()
 	if len(batch.Rows) == 0 {
-		p.isolate = 0
+		ln.isolate = 0
 		return 0, nil
 	}
 	quarantine := map[int64]string{}
@@ -75,10 +76,10 @@ func (p *Publisher) cycle(ctx context.Context, pub *broker.Publisher) (int, erro
 	}
 	res := p.sortOutcomes(sendable, outcomes, pubErr)
 	if permanent && len(sendable) > 1 {
-		p.isolate = len(sendable) - len(res.confirmed)
-		p.log.Warn("publisher: the broker refused a message of the batch permanently; publishing the unconfirmed rows one at a time to find it", "reason", refused, "rows", p.isolate)
-	} else if p.isolate > 0 {
-		p.isolate--
+		ln.isolate = len(sendable) - len(res.confirmed)
+		p.log.Warn("publisher: the broker refused a message of the batch permanently; publishing the unconfirmed rows one at a time to find it", "reason", refused, "rows", ln.isolate)
+	} else if ln.isolate > 0 {
+		ln.isolate--
 	}
 	// The stamps are written with a fresh context: once the broker has
 	// confirmed, shutting down must not discard what we know. The batch's

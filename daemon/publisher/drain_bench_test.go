@@ -38,10 +38,10 @@ func BenchmarkPublisherDrain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := p.Start(ctx); err != nil || p.pub == nil {
+	if err := p.Start(ctx); err != nil || p.lanes[0].pub == nil {
 		b.Fatalf("start: %v", err)
 	}
-	b.Cleanup(func() { p.pub.Close() })
+	b.Cleanup(p.closeLanes)
 	var rows int
 	var spent time.Duration
 	for b.Loop() {
@@ -54,7 +54,7 @@ func BenchmarkPublisherDrain(b *testing.B) {
 		b.StartTimer()
 		t0 := time.Now()
 		for {
-			n, err := p.cycle(ctx, p.pub)
+			n, err := p.cycle(ctx, p.lanes[0], p.lanes[0].pub)
 			if err != nil {
 				b.Fatal(err)
 			}

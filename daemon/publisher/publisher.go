@@ -14,24 +14,38 @@ import (
 	"github.com/flowforge/flowforge/daemon/backoff"
 )
 
-// Publisher drains the outbox.
+// Publisher drains the outbox through Config.Lanes lanes: each a loop of
+// cycles on a broker connection of its own, so that while one lane's
+// batch waits for its confirms (a quorum queue confirms once its log is
+// on disk) the next lane locks and publishes what came meanwhile. The
+// lanes' batches are disjoint (FOR UPDATE SKIP LOCKED), as two
+// publishers' are.
 type Publisher struct {
-	cfg Config
-	log *slog.Logger
-
-	mu  sync.Mutex
-	pub *broker.Publisher
+	cfg   Config
+	log   *slog.Logger
+	lanes []*lane
 	// alarm is set when a publish found the broker blocking (resource
 	// alarm) and cleared by the next cycle that completes: the broker only
 	// tells a connection it is blocked once it publishes, and the blocked
 	// connection is closed when the confirm wait times out, so the state
 	// must outlive the connection for readiness to stay 503.
 	alarm atomic.Bool
+}
+
+// lane is one loop of cycles and its broker connection.
+type lane struct {
+	n   int // 0, 1, ...: lane 0 also refreshes the outbox gauges
+	mu  sync.Mutex
+	pub *broker.Publisher
 	// isolate counts the rows still to publish one per batch after the
 	// broker refused a multi-row batch permanently (a 406 closes the
 	// channel without saying which message it refused): a single-row batch
-	// refused that way names its row, which is quarantined. Owned by Run.
+	// refused that way names its row, which is quarantined. Owned by the
+	// lane's loop.
 	isolate int
+	// wake is signalled (one pending signal at most) by every outbox
+	// NOTIFY and every (re)connect of the listener.
+	wake chan struct{}
 }
 
 // New validates cfg and returns a Publisher.
@@ -42,115 +56,171 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Broker.Logger == nil {
 		cfg.Broker.Logger = cfg.Logger
 	}
-	return &Publisher{cfg: cfg, log: cfg.Logger}, nil
+	p := &Publisher{cfg: cfg, log: cfg.Logger}
+	for n := range cfg.Lanes {
+		p.lanes = append(p.lanes, &lane{n: n, wake: make(chan struct{}, 1)})
+	}
+	return p, nil
 }
 
 // BrokerReady is the readiness check of the broker dependency: an error
-// while the publisher has no open connection or the broker blocks it with a
+// while a lane has no open connection or the broker blocks it with a
 // resource alarm.
 func (p *Publisher) BrokerReady(ctx context.Context) error {
 	if p.alarm.Load() {
 		return errors.New("blocked by a broker resource alarm")
 	}
-	p.mu.Lock()
-	pub := p.pub
-	p.mu.Unlock()
-	if pub == nil {
-		return errors.New("not connected")
-	}
-	if pub.Blocked() {
-		return errors.New("blocked by a broker resource alarm")
-	}
-	select {
-	case <-pub.Done():
-		return errors.New("connection closed")
-	default:
+	for _, l := range p.lanes {
+		pub := l.current()
+		if pub == nil {
+			return errors.New("not connected")
+		}
+		if pub.Blocked() {
+			return errors.New("blocked by a broker resource alarm")
+		}
+		select {
+		case <-pub.Done():
+			return errors.New("connection closed")
+		default:
+		}
 	}
 	return nil
 }
 
-// Start dials the broker once so that a permanent misconfiguration (a
-// dispatch queue declared with other arguments) fails the process at start
-// with a clear error, instead of looping. Transient failures are left to
-// Run's reconnect loop.
+// Start dials every lane's connection once, so that a permanent
+// misconfiguration (a dispatch queue declared with other arguments) fails
+// the process at start with a clear error, instead of looping, and so that
+// every lane has declared the topology before Run logs "publisher:
+// started". Transient failures are left to Run's reconnect loops.
 func (p *Publisher) Start(ctx context.Context) error {
-	pub, err := broker.DialPublisher(ctx, p.cfg.Broker)
-	var mismatch *broker.TopologyMismatchError
-	if errors.As(err, &mismatch) {
-		return err
+	for _, l := range p.lanes {
+		pub, err := broker.DialPublisher(ctx, p.cfg.Broker)
+		var mismatch *broker.TopologyMismatchError
+		if errors.As(err, &mismatch) {
+			return err
+		}
+		if err != nil {
+			p.log.Warn("publisher: broker not reachable at start; will retry", "error", err)
+			return nil
+		}
+		l.setPub(pub)
 	}
-	if err != nil {
-		p.log.Warn("publisher: broker not reachable at start; will retry", "error", err)
-		return nil
-	}
-	p.setPub(pub)
 	return nil
 }
 
-func (p *Publisher) setPub(pub *broker.Publisher) {
-	p.mu.Lock()
-	p.pub = pub
-	p.mu.Unlock()
+// current returns the lane's connection, nil when it has none.
+func (l *lane) current() *broker.Publisher {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pub
 }
 
-// Run publishes until ctx ends, then returns nil.
+func (l *lane) setPub(pub *broker.Publisher) {
+	l.mu.Lock()
+	l.pub = pub
+	l.mu.Unlock()
+}
+
+// dropPub closes pub and forgets it if it is still the lane's connection.
+func (l *lane) dropPub(pub *broker.Publisher) {
+	pub.Close()
+	l.mu.Lock()
+	if l.pub == pub {
+		l.pub = nil
+	}
+	l.mu.Unlock()
+}
+
+// Run publishes until ctx ends, then returns nil. Every lane runs its loop
+// in a goroutine of its own, woken by the one LISTEN connection; Run waits
+// for them all.
 func (p *Publisher) Run(ctx context.Context) error {
+	if p.cfg.DatabaseURL != "" {
+		lctx, stop := context.WithCancel(ctx)
+		var listening sync.WaitGroup
+		listening.Add(1)
+		go func() {
+			defer listening.Done()
+			daemon.Listen(lctx, p.cfg.DatabaseURL, store.OutboxChannel, p.log, func([]string) { p.wakeAll() })
+		}()
+		defer func() {
+			stop()
+			listening.Wait()
+		}()
+	}
+	p.log.Info("publisher: started", "queue", p.cfg.Broker.Queue, "lanes", len(p.lanes))
+	if p.cfg.Failpoints != nil {
+		p.log.Warn("publisher: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", p.cfg.Failpoints.String())
+	}
+	var lanes sync.WaitGroup
+	for _, ln := range p.lanes {
+		lanes.Add(1)
+		go func() {
+			defer lanes.Done()
+			p.runLane(ctx, ln)
+		}()
+	}
+	lanes.Wait()
+	p.log.Info("publisher: stopped")
+	return nil
+}
+
+// wakeAll signals every lane's wake (a lane busy with a batch sees it once
+// the batch is done).
+func (p *Publisher) wakeAll() {
+	for _, l := range p.lanes {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// runLane runs ln's cycles until ctx ends, then closes its connection.
+func (p *Publisher) runLane(ctx context.Context, ln *lane) {
 	l := &runLoop{
 		brokerBO: daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: p.cfg.Metrics},
 		dbBO:     daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: p.cfg.Metrics},
-	}
-	if p.cfg.DatabaseURL != "" {
-		var wait func()
-		l.wake, wait = daemon.Wakeups(ctx, p.cfg.DatabaseURL, store.OutboxChannel, p.log)
-		defer wait()
+		wake:     ln.wake,
 	}
 	tick := time.NewTicker(p.cfg.PollInterval)
 	defer tick.Stop()
 	l.tick = tick.C
 	defer func() {
-		p.mu.Lock()
-		if p.pub != nil {
-			p.pub.Close()
-			p.pub = nil
+		if pub := ln.current(); pub != nil {
+			ln.dropPub(pub)
 		}
-		p.mu.Unlock()
 	}()
-	p.log.Info("publisher: started", "queue", p.cfg.Broker.Queue)
-	if p.cfg.Failpoints != nil {
-		p.log.Warn("publisher: failpoints armed (testing aid; unset FLOWFORGE_FAILPOINTS in production)", "failpoints", p.cfg.Failpoints.String())
-	}
 	for ctx.Err() == nil {
-		p.step(ctx, l)
+		p.step(ctx, ln, l)
 	}
-	p.log.Info("publisher: stopped")
-	return nil
 }
 
-// runLoop is the state of Run's loop.
+// runLoop is the state of one lane's loop between steps.
 type runLoop struct {
 	brokerBO, dbBO daemon.Recovery
-	wake           <-chan struct{} // NOTIFYs of the outbox (nil without DatabaseURL)
+	wake           <-chan struct{} // the lane's NOTIFY wake-ups
 	tick           <-chan time.Time
-	lastStatus     time.Time // of the last refresh of the outbox gauges
+	lastStatus     time.Time // of the last refresh of the outbox gauges (lane 0)
 }
 
-// step is one turn of Run's loop: connect when needed, run a cycle unless
-// the broker blocks publishing, and wait as its outcome says.
-func (p *Publisher) step(ctx context.Context, l *runLoop) {
-	pub, err := p.connected(ctx)
+// step runs one cycle of ln when its broker connection is open and
+// unblocked (dialling it when it is not), then waits as settle says.
+func (p *Publisher) step(ctx context.Context, ln *lane, l *runLoop) {
+	pub, err := p.connected(ctx, ln)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
 		d := l.brokerBO.Fail()
-		p.log.Error("publisher: connect to broker", "error", err, "failures", l.brokerBO.Failures(), "retry_in", d.String())
+		p.log.Error("publisher: connect to broker", "error", err, "lane", ln.n, "failures", l.brokerBO.Failures(), "retry_in", d.String())
 		_ = backoff.Sleep(ctx, d)
 		return
 	}
 	l.brokerBO.Succeeded()
 	if pub.Blocked() {
 		p.alarm.Store(true)
-		p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending")
+		p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "lane", ln.n)
 		select {
 		case <-ctx.Done():
 		case <-pub.Done():
@@ -158,44 +228,41 @@ func (p *Publisher) step(ctx context.Context, l *runLoop) {
 		}
 		return
 	}
-	limit := p.batchLimit()
-	n, err := p.cycle(ctx, pub)
-	if time.Since(l.lastStatus) > 5*time.Second {
+	limit := ln.batchLimit(p.cfg.BatchSize)
+	n, err := p.cycle(ctx, ln, pub)
+	if ln.n == 0 && time.Since(l.lastStatus) > 5*time.Second {
 		l.lastStatus = time.Now()
 		p.refreshGauges(ctx)
 	}
-	p.settle(ctx, l, pub, err, n == limit)
+	p.settle(ctx, ln, l, pub, err, n == limit)
 }
 
-// settle handles the outcome of a cycle on pub that ended with err: a lost
-// or blocking broker, returned or nacked rows and a database error back
-// off (the broker ones drop pub to re-dial); a cycle that succeeded waits
-// for a NOTIFY, the poll tick or the connection's end, unless it was full
-// (more may be waiting).
-func (p *Publisher) settle(ctx context.Context, l *runLoop, pub *broker.Publisher, err error, full bool) {
+// settle handles a cycle's outcome: a lost or blocked connection is dropped
+// and re-dialled after a backoff; returned or nacked rows make the lane
+// re-dial (the queue may be gone); a database fault backs off; a success
+// runs the next cycle at once when the batch was full, else waits for a
+// NOTIFY, the poll tick or the connection's end.
+func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broker.Publisher, err error, full bool) {
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, broker.ErrConnectionLost) || errors.Is(err, broker.ErrBlocked):
 		if pub.Blocked() || errors.Is(err, broker.ErrBlocked) {
 			p.alarm.Store(true)
-			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "error", err)
+			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "error", err, "lane", ln.n)
 		} else {
-			p.log.Warn("publisher: broker connection lost; rows stay pending", "error", err)
+			p.log.Warn("publisher: broker connection lost; rows stay pending", "error", err, "lane", ln.n)
 		}
-		p.dropPub(pub)
+		ln.dropPub(pub)
 		d := l.brokerBO.Fail()
 		_ = backoff.Sleep(ctx, d)
 	case errors.Is(err, errReturned) || errors.Is(err, errNacked):
-		// The queue is declared on every dial: re-dialing repairs a
-		// deleted dispatch queue even when no worker is running, and
-		// replaces a channel whose quorum queue client keeps nacking.
 		d := l.brokerBO.Fail()
-		p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "error", err, "retry_in", d.String())
-		p.dropPub(pub)
+		p.log.Warn("publisher: rows left pending; re-dialing to re-declare the dispatch queue", "error", err, "lane", ln.n, "retry_in", d.String())
+		ln.dropPub(pub)
 		_ = backoff.Sleep(ctx, d)
 	case err != nil:
 		d := l.dbBO.Fail()
-		p.log.Error("publisher: cycle failed", "error", err, "failures", l.dbBO.Failures(), "retry_in", d.String())
+		p.log.Error("publisher: cycle failed", "error", err, "lane", ln.n, "failures", l.dbBO.Failures(), "retry_in", d.String())
 		_ = backoff.Sleep(ctx, d)
 	default:
 		if p.alarm.Swap(false) {
@@ -214,14 +281,13 @@ func (p *Publisher) settle(ctx context.Context, l *runLoop, pub *broker.Publishe
 	}
 }
 
-func (p *Publisher) connected(ctx context.Context) (*broker.Publisher, error) {
-	p.mu.Lock()
-	pub := p.pub
-	p.mu.Unlock()
-	if pub != nil {
+// connected returns ln's open connection, dialling a new one when it has
+// none or it closed.
+func (p *Publisher) connected(ctx context.Context, ln *lane) (*broker.Publisher, error) {
+	if pub := ln.current(); pub != nil {
 		select {
 		case <-pub.Done():
-			p.dropPub(pub)
+			ln.dropPub(pub)
 		default:
 			return pub, nil
 		}
@@ -230,19 +296,12 @@ func (p *Publisher) connected(ctx context.Context) (*broker.Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.setPub(pub)
+	ln.setPub(pub)
 	return pub, nil
 }
 
-func (p *Publisher) dropPub(pub *broker.Publisher) {
-	pub.Close()
-	p.mu.Lock()
-	if p.pub == pub {
-		p.pub = nil
-	}
-	p.mu.Unlock()
-}
-
+// refreshGauges sets the outbox gauges from store.OutboxStatus (a failed
+// read leaves them as they were).
 func (p *Publisher) refreshGauges(ctx context.Context) {
 	st, err := p.cfg.Store.OutboxStatus(ctx)
 	if err != nil {

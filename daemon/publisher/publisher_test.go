@@ -122,16 +122,10 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if p.pub == nil {
+	if p.lanes[0].pub == nil {
 		t.Fatal("publisher did not connect at start")
 	}
-	t.Cleanup(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.pub != nil {
-			p.pub.Close()
-		}
-	})
+	t.Cleanup(p.closeLanes)
 
 	if _, err := raw.QueueDelete(queue, false, false, false); err != nil {
 		t.Fatalf("delete the dispatch queue: %v", err)
@@ -157,7 +151,7 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 	if _, err := st.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := p.cycle(ctx, p.pub)
+	n, err := p.cycle(ctx, p.lanes[0], p.lanes[0].pub)
 	if n != 1 {
 		t.Fatalf("cycle took %d rows, want 1", n)
 	}
@@ -261,11 +255,11 @@ func TestAnOversizedRowIsQuarantinedAndTheRestOfItsBatchIsPublished(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(ctx); err != nil || p.pub == nil {
-		t.Fatalf("start: %v (connected %v)", err, p.pub != nil)
+	if err := p.Start(ctx); err != nil || p.lanes[0].pub == nil {
+		t.Fatalf("start: %v (connected %v)", err, p.lanes[0].pub != nil)
 	}
-	t.Cleanup(func() { p.pub.Close() })
-	n, err := p.cycle(ctx, p.pub)
+	t.Cleanup(p.closeLanes)
+	n, err := p.cycle(ctx, p.lanes[0], p.lanes[0].pub)
 	if err != nil || n != 4 {
 		t.Fatalf("cycle: %d rows, err %v; want 4 rows and no error", n, err)
 	}
@@ -292,7 +286,17 @@ func TestAnOversizedRowIsQuarantinedAndTheRestOfItsBatchIsPublished(t *testing.T
 		t.Fatalf("dispatch queue: %d messages (err %v), want 3", q.Messages, err)
 	}
 	// The next cycle finds nothing: the quarantined row does not block.
-	if n, err := p.cycle(ctx, p.pub); err != nil || n != 0 {
+	if n, err := p.cycle(ctx, p.lanes[0], p.lanes[0].pub); err != nil || n != 0 {
 		t.Fatalf("second cycle: %d rows, err %v; want none", n, err)
+	}
+}
+
+// closeLanes closes the connections Start opened (tests that drive cycles
+// themselves, without Run).
+func (p *Publisher) closeLanes() {
+	for _, l := range p.lanes {
+		if pub := l.current(); pub != nil {
+			l.dropPub(pub)
+		}
 	}
 }

@@ -201,7 +201,9 @@ func (f *failingStore) AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor s
 	return f.Store.AdvanceRuns(ctx, ids, actor)
 }
 
-func (f *failingStore) SweepCandidates(context.Context, int) ([]uuid.UUID, error) { return nil, nil }
+func (f *failingStore) SweepCandidates(context.Context, int, store.Cursor) ([]uuid.UUID, store.Cursor, error) {
+	return nil, store.Cursor{}, nil
+}
 
 // TestAFailedTargetedPassIsPassedAgainOnTheNextTurn: modes 57 and 83. The
 // targeted pass a finish's notification starts fails once, the database

@@ -22,7 +22,7 @@ type Store interface {
 	Reap(ctx context.Context, req store.ReapRequest) (store.ReapResult, error)
 	Advance(ctx context.Context, after *store.Cursor, limit int, actor string) (store.AdvanceResult, error)
 	AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) (store.AdvanceResult, error)
-	SweepCandidates(ctx context.Context, limit int) ([]uuid.UUID, error)
+	SweepCandidates(ctx context.Context, limit int, from store.Cursor) ([]uuid.UUID, store.Cursor, error)
 	Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error)
 }
 
@@ -47,6 +47,9 @@ type Scheduler struct {
 	// Also the loop's: on the process clock, when the last sweep and the
 	// last full pass began (zero: never), only to throttle them.
 	lastSweep, lastFull time.Time
+	// probeFrom is where the next sweep's probes of open runs start
+	// (store.SweepCandidates). Owned by the loop.
+	probeFrom store.Cursor
 
 	// badSpecs names the schedules whose unparsable spec was logged.
 	badSpecs map[string]bool
@@ -220,10 +223,11 @@ func (s *Scheduler) sweep(ctx context.Context, full bool) error {
 	if err := s.reapAndRedispatch(ctx, start); err != nil {
 		return err
 	}
-	cands, err := s.cfg.Store.SweepCandidates(ctx, s.cfg.BatchSize)
+	cands, next, err := s.cfg.Store.SweepCandidates(ctx, s.cfg.BatchSize, s.probeFrom)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
+	s.probeFrom = next
 	if err := s.advanceNamed(ctx, cands); err != nil {
 		return err
 	}
@@ -255,7 +259,15 @@ func (s *Scheduler) noteReached(start time.Time) {
 		if !s.lastReached.IsZero() {
 			attrs = append(attrs, "since_last_pass", gap.Round(time.Millisecond).String())
 		}
-		s.log.Warn("scheduler: reached the database after an outage; lapsed leases get one lease of grace, and those that lapsed during it keep their attempt", attrs...)
+		msg := "scheduler: reached the database after an outage; lapsed leases get one lease of grace, and those that lapsed during it keep their attempt"
+		if !s.failed {
+			// Only late: no pass failed, but the sweep came later than
+			// --sweep-interval plus the outage gap allows (a slow or busy
+			// database, a paused process). It is treated as an outage of
+			// the scheduler's own, which is the safe reading.
+			msg = "scheduler: a sweep came late (no pass failed, but the database or this process was slow); treated as an outage: lapsed leases get one lease of grace, and those that lapsed meanwhile keep their attempt"
+		}
+		s.log.Warn(msg, attrs...)
 	}
 	s.lastReached = start
 }
@@ -313,10 +325,14 @@ func (s *Scheduler) advanceAll(ctx context.Context) error {
 // anything.
 func (s *Scheduler) record(res store.AdvanceResult) {
 	s.cfg.Metrics.TasksPromoted.Add(float64(res.Promoted + res.RetriesDue))
-	if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged > 0 {
+	s.cfg.Metrics.TasksSkipped.Add(float64(res.Skipped))
+	s.cfg.Metrics.TasksExpanded.Add(float64(res.Expanded))
+	if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged+
+		res.Skipped+res.Expanded+res.ForEachEnded > 0 {
 		s.log.Debug("scheduler: pass", "runs", res.Runs, "promoted", res.Promoted, "retries_due", res.RetriesDue,
 			"fail_fast_cancelled", res.FailFastCancelled, "fail_fast_revived", res.FailFastRevived,
 			"upstream_failed", res.UpstreamFailed, "upstream_revived", res.UpstreamRevived,
+			"skipped", res.Skipped, "expanded", res.Expanded, "for_each_ended", res.ForEachEnded,
 			"runs_changed", res.RunsChanged, "runs_settled", res.RunsSettled)
 	}
 }

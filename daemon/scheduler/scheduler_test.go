@@ -62,11 +62,11 @@ func (f *fakeStore) AdvanceRuns(_ context.Context, ids []uuid.UUID, _ string) (s
 	return store.AdvanceResult{Runs: len(ids)}, f.advanceErr
 }
 
-func (f *fakeStore) SweepCandidates(context.Context, int) ([]uuid.UUID, error) {
+func (f *fakeStore) SweepCandidates(context.Context, int, store.Cursor) ([]uuid.UUID, store.Cursor, error) {
 	if f.down {
-		return nil, errDown
+		return nil, store.Cursor{}, errDown
 	}
-	return nil, nil
+	return nil, store.Cursor{}, nil
 }
 
 func (f *fakeStore) Redispatch(context.Context, time.Duration, int, string) (int, error) {

@@ -96,3 +96,28 @@ func TestAFailFastRunsSiblingIsCancelledWithinASweep(t *testing.T) {
 	}
 	t.Logf("y was cancelled %s after x went DEAD (sweep interval %s)", took.Round(time.Millisecond), sweep)
 }
+
+// TestTheSweepReachesARunPastItsProbesWithinAFewSweeps: mode 57. The sweep
+// probes at most store.SweepProbesPerCandidate × BatchSize open runs for
+// runs with nothing active, from where the last sweep stopped: with a
+// batch of 2 (8 probes), the full pass an hour away, and 12 older open runs
+// whose first tasks are still READY, a run whose tasks all ended without a
+// notification, the newest of 13, is settled by the sweeps alone, a few
+// sweeps later (the probes move on; without that it would wait for the
+// full pass).
+func TestTheSweepReachesARunPastItsProbesWithinAFewSweeps(t *testing.T) {
+	const sweep = 50 * time.Millisecond
+	r := newPassRig(t, func(c *Config) { c.SweepInterval, c.FullSweepInterval, c.BatchSize = sweep, time.Hour, 2 })
+	r.runUntilCleanup() // its first full pass is done: from here only sweeps
+	var last uuid.UUID
+	for range 13 {
+		last = r.trigger()
+	}
+	if _, err := r.db.Exec(`UPDATE task_runs SET state = 'SUCCEEDED', finished_at = now() WHERE run_id = $1`, last); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor("the newest run to be settled by the sweeps", 40*sweep+5*time.Second, func() bool {
+		st, settled := r.runState(last)
+		return settled && st == core.RunSucceeded
+	})
+}

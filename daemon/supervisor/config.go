@@ -9,6 +9,7 @@ import (
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
+	"github.com/flowforge/flowforge/daemon/api"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/pruner"
@@ -26,24 +27,33 @@ const (
 	RoleScheduler Role = "scheduler"
 	RolePublisher Role = "publisher"
 	RoleWorker    Role = "worker"
+	// RoleAPI serves the HTTP API (package daemon/api) alone; RoleAll
+	// serves it too when Config.API.Listen is set.
+	RoleAPI Role = "api"
 )
 
 // Roles returns every role, in the order ffctl lists them.
-func Roles() []Role { return []Role{RoleAll, RoleScheduler, RolePublisher, RoleWorker} }
+func Roles() []Role { return []Role{RoleAll, RoleScheduler, RolePublisher, RoleWorker, RoleAPI} }
 
 // Runs reports whether a process of role r runs the daemon d (one of
-// RoleScheduler, RolePublisher and RoleWorker): r is d, or RoleAll.
-func (r Role) Runs(d Role) bool { return r == d || r == RoleAll }
+// RoleScheduler, RolePublisher and RoleWorker): r is d, or RoleAll. The
+// API is another matter: see Config.servesAPI.
+func (r Role) Runs(d Role) bool { return r == d || (r == RoleAll && d != RoleAPI) }
+
+// usesBroker reports whether a process of role r speaks to RabbitMQ: all
+// but the scheduler and the API.
+func (r Role) usesBroker() bool { return r != RoleScheduler && r != RoleAPI }
 
 // HealthAddrDefault is the role's default address of the health server:
-// 127.0.0.1 port 8080 for all, 8081 scheduler, 8082 publisher, 8083 worker
-// ("" for an unknown role).
+// 127.0.0.1 port 8080 for all, 8081 scheduler, 8082 publisher, 8083
+// worker, 8084 api ("" for an unknown role).
 func (r Role) HealthAddrDefault() string {
 	return map[Role]string{
 		RoleAll:       "127.0.0.1:8080",
 		RoleScheduler: "127.0.0.1:8081",
 		RolePublisher: "127.0.0.1:8082",
 		RoleWorker:    "127.0.0.1:8083",
+		RoleAPI:       "127.0.0.1:8084",
 	}[r]
 }
 
@@ -51,9 +61,17 @@ func (r Role) valid() bool { return r.HealthAddrDefault() != "" }
 
 // Defaults for Config.
 const (
-	// DBMaxConnsDefault is the size of the main database pool, plus the
-	// worker's Concurrency for the roles that run a worker.
+	// DBMaxConnsDefault is the size of the main database pool, plus
+	// WorkerConnsMax more (at most the worker's Concurrency) for the roles
+	// that run a worker.
 	DBMaxConnsDefault = 10
+	// WorkerConnsMax bounds what a worker adds to the main pool by
+	// default: its claims and finishes are batched (a few statements in
+	// flight whatever the slots), and the per-task calls (idempotency key
+	// claims, read-backs) are short, so a pool that grew with the slots
+	// (110 connections at the default 100) would only exhaust the
+	// server's max_connections (100 by default).
+	WorkerConnsMax = 10
 	// RenewerMaxConns is the size of the worker's own pool for lease
 	// renewals, so that handlers or claims that exhaust the main pool
 	// never starve heartbeats.
@@ -90,7 +108,8 @@ type Config struct {
 	// are ignored); zero keeps the server's default.
 	Session store.Options
 	// DBMaxConns is the size of the main database pool (0: the default,
-	// DBMaxConnsDefault plus the worker's Concurrency where one runs).
+	// DBMaxConnsDefault plus the worker's Concurrency, at most
+	// WorkerConnsMax, where one runs).
 	DBMaxConns int
 	// Broker is RabbitMQ, required for every role but the scheduler. The
 	// worker gets a copy with a cursor of its own.
@@ -112,6 +131,10 @@ type Config struct {
 	Worker   worker.Config
 	Handlers handlers.Options // the built-in handlers' options
 	DBHealth dbhealth.Config
+	// API is the HTTP API's (its Client, Logger, Metrics and CheckParams
+	// are the process's). RoleAPI serves it, on API.Listen or
+	// api.ListenDefault; RoleAll serves it when API.Listen is set.
+	API api.Config
 
 	// ClockSkew shifts every process-clock reading of the scheduler and
 	// worker: a testing aid (package clock); 0 in production.
@@ -141,7 +164,7 @@ type Config struct {
 // for a bound) and is a usage error there.
 func (c Config) Validate() error {
 	if !c.Role.valid() {
-		return fmt.Errorf("supervisor: role %q: want all, scheduler, publisher or worker", c.Role)
+		return fmt.Errorf("supervisor: role %q: want all, scheduler, publisher, worker or api", c.Role)
 	}
 	if c.DatabaseURL == "" {
 		return &daemon.SettingError{Component: "supervisor", Field: "DatabaseURL", Flag: "database-url", Value: `""`, Want: "a PostgreSQL URL"}
@@ -167,7 +190,7 @@ func (c Config) Validate() error {
 	if err := c.DBHealth.Validate(); err != nil {
 		return err
 	}
-	if c.Role != RoleScheduler && len(c.Broker.URLs) == 0 {
+	if c.Role.usesBroker() && len(c.Broker.URLs) == 0 {
 		return &daemon.SettingError{Component: "supervisor", Field: "Broker.URLs", Flag: "amqp-url", Value: `""`, Want: "at least one RabbitMQ URL for the " + string(c.Role)}
 	}
 	return c.validateDaemons()
@@ -175,6 +198,11 @@ func (c Config) Validate() error {
 
 // validateDaemons checks the Configs of the daemons the role runs.
 func (c Config) validateDaemons() error {
+	if c.servesAPI() {
+		if err := c.API.ValidateSettings(); err != nil {
+			return err
+		}
+	}
 	if c.Role.Runs(RoleScheduler) {
 		if err := c.Scheduler.Validate(); err != nil {
 			return err
@@ -197,6 +225,11 @@ func (c Config) validateDaemons() error {
 		}
 	}
 	return nil
+}
+
+// servesAPI reports whether the process serves the HTTP API.
+func (c Config) servesAPI() bool {
+	return c.Role == RoleAPI || (c.Role == RoleAll && c.API.Listen != "")
 }
 
 // idleHeld is the longest a transaction of the process stays open while
@@ -223,7 +256,7 @@ func (c Config) dbMaxConns() int {
 		return c.DBMaxConns
 	}
 	if c.Role.Runs(RoleWorker) {
-		return DBMaxConnsDefault + cmp.Or(c.Worker.Concurrency, worker.ConcurrencyDefault)
+		return DBMaxConnsDefault + min(cmp.Or(c.Worker.Concurrency, worker.ConcurrencyDefault), WorkerConnsMax)
 	}
 	return DBMaxConnsDefault
 }

@@ -3,8 +3,9 @@ package supervisor
 import "testing"
 
 // TestMainPoolSize: the main pool is DBMaxConnsDefault, plus the worker's
-// Concurrency (or its default) in a process that runs a worker, whose
-// handlers and claims share it; a size given is used as it is.
+// Concurrency (or its default), at most WorkerConnsMax, in a process that
+// runs a worker, whose handlers and claims share it; a size given is used
+// as it is.
 func TestMainPoolSize(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -14,8 +15,9 @@ func TestMainPoolSize(t *testing.T) {
 	}{
 		{RoleScheduler, 0, 0, 10},
 		{RolePublisher, 0, 0, 10},
-		{RoleWorker, 0, 0, 14},
-		{RoleAll, 0, 32, 42},
+		{RoleWorker, 0, 0, 20},
+		{RoleWorker, 0, 4, 14},
+		{RoleAll, 0, 32, 20},
 		{RoleWorker, 5, 32, 5},
 	} {
 		c := Config{Role: tc.role, DBMaxConns: tc.given}

@@ -9,6 +9,7 @@ import (
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
+	"github.com/flowforge/flowforge/daemon/api"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/publisher"
@@ -38,13 +39,19 @@ func TestConfigValidate(t *testing.T) {
 		{"the scheduler needs no broker", supervisor.RoleScheduler, func(c *supervisor.Config) { c.Broker = broker.Config{} }, nil},
 		{"lease at the minimum", supervisor.RoleWorker, func(c *supervisor.Config) { c.Worker.Lease = worker.LeaseMin }, nil},
 		{"another role's settings are ignored", supervisor.RolePublisher, func(c *supervisor.Config) { c.Worker.Lease = time.Millisecond }, nil},
-		{"unknown role", "janitor", func(*supervisor.Config) {}, []string{`role "janitor"`, "all, scheduler, publisher or worker"}},
+		{"unknown role", "janitor", func(*supervisor.Config) {}, []string{`role "janitor"`, "all, scheduler, publisher, worker or api"}},
+		{"the api needs no broker", supervisor.RoleAPI, func(c *supervisor.Config) { c.Broker = broker.Config{} }, nil},
+		{"the api anonymous beyond loopback", supervisor.RoleAPI, func(c *supervisor.Config) { c.API = api.Config{Listen: "0.0.0.0:8090", InsecureNoAuth: true} },
+			[]string{"api: --insecure-no-auth 0.0.0.0:8090 (Config.InsecureNoAuth)"}},
+		{"all's api anonymous beyond loopback", supervisor.RoleAll, func(c *supervisor.Config) { c.API = api.Config{Listen: ":8090", InsecureNoAuth: true} },
+			[]string{"--insecure-no-auth"}},
+		{"all without an api ignores its settings", supervisor.RoleAll, func(c *supervisor.Config) { c.API = api.Config{TLSCert: "c.pem"} }, nil},
 		{"no database", supervisor.RoleScheduler, func(c *supervisor.Config) { c.DatabaseURL = "" }, []string{"--database-url", "Config.DatabaseURL"}},
 		{"no broker", supervisor.RoleWorker, func(c *supervisor.Config) { c.Broker = broker.Config{} }, []string{"--amqp-url", "Config.Broker.URLs", "for the worker"}},
 		{"lease below the minimum", supervisor.RoleWorker, func(c *supervisor.Config) { c.Worker.Lease = 299 * time.Millisecond },
 			[]string{"worker: --lease 299ms (Config.Lease): must be at least 300ms, or 0 for the default (30s)"}},
 		{"negative concurrency", supervisor.RoleAll, func(c *supervisor.Config) { c.Worker.Concurrency = -2 },
-			[]string{"worker: --concurrency -2 (Config.Concurrency): must be positive, or 0 for the default (4)"}},
+			[]string{"worker: --concurrency -2 (Config.Concurrency): must be positive, or 0 for the default (100)"}},
 		{"negative slot wait", supervisor.RoleWorker, func(c *supervisor.Config) { c.Worker.SlotWait = -time.Second }, []string{"--slot-wait -1s (Config.SlotWait)"}},
 		{"negative unknown-handler grace", supervisor.RoleWorker, func(c *supervisor.Config) { c.Worker.UnknownHandlerGrace = -time.Second }, []string{"--unknown-handler-grace -1s (Config.UnknownHandlerGrace)"}},
 		{"negative sweep interval", supervisor.RoleScheduler, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: -time.Second} }, []string{"scheduler: --sweep-interval -1s (Config.SweepInterval)"}},

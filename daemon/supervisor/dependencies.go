@@ -15,15 +15,16 @@ import (
 	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
-// openStoreRetrying connects with backoff until the database answers or ctx
+// openStoreRetrying connects (with opt, whose Logger it logs to) with backoff until the database answers or ctx
 // ends (then it returns ctx's error); a schema that is not this binary's
 // (store.ErrSchemaOutdated, store.ErrSchemaTooNew) and a refused login
 // (store.IsLoginRefused: a wrong password, an unknown role or database)
 // are returned at once, with the server's reason.
-func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.Logger) (*store.Store, error) {
+func openStoreRetrying(ctx context.Context, url string, opt store.Options) (*store.Store, error) {
 	var bo backoff.Backoff
+	log := opt.Logger
 	for {
-		s, err := store.Open(ctx, url, store.Options{MaxConns: maxConns, Logger: log})
+		s, err := store.Open(ctx, url, opt)
 		if err == nil {
 			if err = s.CheckSchema(ctx); err == nil {
 				if bo.Reset() {
@@ -55,7 +56,7 @@ func openStoreRetrying(ctx context.Context, url string, maxConns int, log *slog.
 // start instead of being retried as an outage (a broker that does not
 // answer is the loops' to retry, as before).
 func (p *process) checkBrokerLogin(ctx context.Context) error {
-	if p.cfg.Role == RoleScheduler {
+	if !p.cfg.Role.usesBroker() {
 		return nil
 	}
 	return broker.CheckLogin(ctx, p.cfg.Broker)

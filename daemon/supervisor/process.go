@@ -11,7 +11,9 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon/api"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
 	"github.com/flowforge/flowforge/daemon/health"
@@ -85,7 +87,7 @@ func (p *process) startHealth() (func(), error) {
 		return errors.New("not connected yet")
 	})
 	deps := []string{"postgres"}
-	if p.cfg.Role != RoleScheduler {
+	if p.cfg.Role.usesBroker() {
 		notYet := func(context.Context) error { return errors.New("not connected yet") }
 		if p.cfg.Role == RoleAll {
 			p.setCheck("rabbitmq", notYet)
@@ -161,9 +163,36 @@ func (p *process) build(ctx context.Context, st *store.Store) (func(), error) {
 		}
 	}
 	if p.cfg.Role.Runs(RoleWorker) {
-		closeAll, err = p.buildWorker(ctx, st)
+		if closeAll, err = p.buildWorker(ctx, st); err != nil {
+			return closeAll, err
+		}
+	}
+	if p.cfg.servesAPI() {
+		err = p.buildAPI(st)
 	}
 	return closeAll, err
+}
+
+// buildAPI makes the HTTP API server on a client of st and listens, so
+// that a port taken ends the process at start.
+func (p *process) buildAPI(st *store.Store) error {
+	cfg := p.cfg.API
+	cfg.Client = client.FromStore(st, client.Options{})
+	cfg.Logger, cfg.Metrics, cfg.CheckParams = p.log, p.m, handlers.ValidateParams
+	srv, err := api.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("%w (choose another with --listen, or --api-listen with daemon all)", err)
+	}
+	scheme := "http"
+	if srv.TLS() {
+		scheme = "https"
+	}
+	p.log.Info("daemon: api listening", "addr", srv.Addr(), "url", scheme+"://"+srv.Addr()+"/v1", "auth", !cfg.InsecureNoAuth)
+	p.runners = append(p.runners, runner{"api", srv.Run})
+	return nil
 }
 
 func (p *process) buildScheduler(st *store.Store) error {
@@ -213,7 +242,7 @@ func (p *process) buildPublisher(ctx context.Context, st *store.Store) error {
 // buildWorker opens the worker's lease-renewal pool and makes the worker;
 // it returns the function that closes the pool.
 func (p *process) buildWorker(ctx context.Context, st *store.Store) (func(), error) {
-	hbStore, err := openStoreRetrying(ctx, p.dbURL, RenewerMaxConns, p.log)
+	hbStore, err := openStoreRetrying(ctx, p.dbURL, store.Options{MaxConns: RenewerMaxConns, Logger: p.log})
 	if err != nil {
 		return func() {}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/clock"
+	"github.com/flowforge/flowforge/daemon/failpoint"
 )
 
 // Supervisor runs one daemon process; see the package doc.
@@ -82,7 +83,9 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopHealth()
-	st, err := openStoreRetrying(ctx, s.dbURL, s.cfg.DBMaxConns, s.log)
+	fps := s.cfg.Scheduler.Failpoints
+	st, err := openStoreRetrying(ctx, s.dbURL, store.Options{MaxConns: s.cfg.DBMaxConns, Logger: s.log,
+		MidExpansion: func() { fps.ExitIf(failpoint.SchedulerExitMidExpansion) }})
 	if err != nil {
 		return ignoreStop(ctx, err)
 	}

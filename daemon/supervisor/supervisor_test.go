@@ -192,7 +192,10 @@ func TestRunStopsWhenCtxEndsAndLeavesNoGoroutine(t *testing.T) {
 		t.Run(string(role), func(t *testing.T) {
 			st, dbURL := storetest.New(t)
 			cfg := supervisor.Config{Role: role, ID: "sup-" + string(role), DatabaseURL: dbURL, HealthAddr: "127.0.0.1:0"}
-			if role != supervisor.RoleScheduler {
+			if role == supervisor.RoleAPI || role == supervisor.RoleAll {
+				cfg.API.Listen = "127.0.0.1:0" // all serves the API too
+			}
+			if role != supervisor.RoleScheduler && role != supervisor.RoleAPI {
 				url, queue := amqpURL(t)
 				cfg.Broker = broker.Config{URLs: []string{url}, Queue: queue}
 			}

@@ -19,13 +19,23 @@ import (
 
 // Defaults for Config.
 const (
-	ConcurrencyDefault = 4
+	// ConcurrencyDefault is 100 slots, as Hatchet's workers have: a slot
+	// is a goroutine and a share of the prefetch, cheap for in-process
+	// handlers, and the claims and finishes of many slots share their
+	// statements (batches), so the database sees a few statements for
+	// many tasks. The expensive handlers are bounded apart: the shell
+	// handler runs at most handlers.ShellConcurrencyDefault commands at
+	// once (--shell-concurrency). See docs/performance.md, "Defaults".
+	ConcurrencyDefault = 100
 	LeaseDefault       = 30 * time.Second
 	SlotWaitDefault    = time.Minute
 	// UnknownHandlerGraceDefault is how long a READY task whose handler
 	// this worker does not register is handed back to the queue for another
 	// worker before a worker claims it and fails it permanently.
 	UnknownHandlerGraceDefault = time.Minute
+	// AbortGraceDefault is how long an aborted worker waits for a handler
+	// that does not return when its context is cancelled (Config.AbortGrace).
+	AbortGraceDefault = 5 * time.Second
 )
 
 // ConcurrencyMax is the largest Concurrency Validate accepts. The
@@ -62,6 +72,11 @@ type Config struct {
 	// (database clock); then it is claimed and fails permanently with
 	// "unknown handler" (default UnknownHandlerGraceDefault).
 	UnknownHandlerGrace time.Duration
+	// AbortGrace is how long, once the worker is aborted (Abort), it waits
+	// for a handler that does not return when its context is cancelled;
+	// then the attempt is recorded failed (retried) without it, so that
+	// the process can exit and end it (default AbortGraceDefault).
+	AbortGrace time.Duration
 	// ID names this process in leases and history (worker_id) and is its
 	// consumer tag; see CheckID.
 	ID      string
@@ -132,6 +147,7 @@ func (c *Config) validate() error {
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.SlotWait = cmp.Or(c.SlotWait, SlotWaitDefault)
 	c.UnknownHandlerGrace = cmp.Or(c.UnknownHandlerGrace, UnknownHandlerGraceDefault)
+	c.AbortGrace = cmp.Or(c.AbortGrace, AbortGraceDefault)
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
 	}

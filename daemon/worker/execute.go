@@ -79,7 +79,18 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 		if req.Outcome == store.OutcomeSucceeded {
 			log.Debug("worker: task finished", "state", state)
 		} else {
-			log.Debug("worker: task finished", "state", state, "error", req.Error, "retry_in", req.RetryDelay.String())
+			// A failure is an operator's business: a retry or a cancel at
+			// Info, a DEAD at Warn; a success stays at Debug
+			// (the hot path logs nothing per task at the default level).
+			attrs := []any{"state", state, "error", req.Error, "handler", c.Handler}
+			switch state {
+			case core.TaskRetrying:
+				log.Info("worker: task failed; retrying", append(attrs, "retry_in", req.RetryDelay.String())...)
+			case core.TaskCancelled:
+				log.Info("worker: task cancelled", attrs...)
+			default:
+				log.Warn("worker: task failed", attrs...)
+			}
 		}
 	}
 	return err
@@ -115,10 +126,51 @@ func (w *Worker) runHandler(ctx context.Context, c store.ClaimedTask, log *slog.
 		RunParams: json.RawMessage(c.RunParams), Params: json.RawMessage(c.Params),
 		Upstream: c.UpstreamResults(), IdempotencyKey: c.IdempotencyKey.String,
 	}
+	if len(c.Item) > 0 {
+		task.Item = json.RawMessage(c.Item)
+	}
 	return w.call(ctx, h, task, log)
 }
 
-func (w *Worker) call(ctx context.Context, h core.Handler, task core.Task, log *slog.Logger) (res json.RawMessage, err error) {
+// call runs the handler in a goroutine of its own and returns its outcome;
+// once the worker is aborted (Abort: a second stop signal, or
+// --stop-timeout passed) it waits at most Config.AbortGrace more for a
+// handler that does not return when its context is cancelled, then
+// returns an error wrapping ErrAborted without it: the attempt is recorded
+// failed and the worker's Run can return, so the process exits (which ends
+// the handler) instead of waiting for it for ever. Outside an abort it
+// waits for the handler however long it takes (its timeout cancels its
+// context; a handler that ignores that keeps its slot, and the task is not
+// retried while it may still be running here).
+func (w *Worker) call(ctx context.Context, h core.Handler, task core.Task, log *slog.Logger) (json.RawMessage, error) {
+	type outcome struct {
+		res json.RawMessage
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := w.callRecovering(ctx, h, task, log)
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-w.abortCtx.Done():
+	}
+	grace := time.NewTimer(w.cfg.AbortGrace)
+	defer grace.Stop()
+	select {
+	case o := <-done:
+		return o.res, o.err
+	case <-grace.C:
+		log.Error("worker: the handler did not return within the abort grace of its cancellation; its attempt is recorded failed and the process exits without it",
+			"abort_grace", w.cfg.AbortGrace.String())
+		return nil, fmt.Errorf("%w: the handler did not return within %s of its cancellation", ErrAborted, w.cfg.AbortGrace)
+	}
+}
+
+// callRecovering calls h, turning a panic into an error.
+func (w *Worker) callRecovering(ctx context.Context, h core.Handler, task core.Task, log *slog.Logger) (res json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.cfg.Metrics.HandlerPanics.Inc()

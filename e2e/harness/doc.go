@@ -23,8 +23,9 @@
 //     QueryInt runs a one-integer query.
 //   - StartProxy: a fault-injecting TCP proxy on a free 127.0.0.1 port in
 //     front of one address (a daemon's database URL points at Proxy.URL):
-//     pass, reset every connection, black-hole (hold both directions),
-//     drop replies, or lose the one reply that reports a PostgreSQL commit
+//     pass, reset every connection, refuse connections (nothing listens;
+//     the port stays the proxy's), black-hole (hold both directions), drop
+//     replies, or lose the one reply that reports a PostgreSQL commit
 //     (DropCommitReply). It touches only the connections made through it.
 //
 // Tests may Kill, Stop, Start and Restart these servers at will: that is the

@@ -73,6 +73,19 @@ func Metric(t testing.TB, addr, name string, labels ...string) float64 {
 	return v
 }
 
+// WaitMetricAtLeast polls Scrape for up to 30 s until the metric reads at
+// least want, failing the test then.
+func WaitMetricAtLeast(t testing.TB, addr string, want float64, name string, labels ...string) {
+	t.Helper()
+	Eventually(t, 30*time.Second, fmt.Sprintf("%s%v >= %v on %s", name, labels, want, addr), func() (bool, error) {
+		v, _, err := Scrape(addr, name, labels...)
+		if err != nil {
+			return false, err
+		}
+		return v >= want, fmt.Errorf("%s%v = %v", name, labels, v)
+	})
+}
+
 // WaitMetric polls Scrape for up to 30 s until the metric reads exactly
 // want, failing the test then (the message says when it overshot).
 func WaitMetric(t testing.TB, addr string, want float64, name string, labels ...string) {

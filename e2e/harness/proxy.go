@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -18,7 +21,9 @@ const (
 	// ProxyPass forwards both directions.
 	ProxyPass ProxyMode = iota
 	// ProxyReset resets (TCP RST) every open connection when it is set and
-	// every new one as soon as it is accepted: the target looks down.
+	// every new one as soon as it is accepted: the target looks down. The
+	// client's connect has succeeded by then, so whether its first write
+	// or its first read meets the reset is a race (see ProxyRefuse).
 	ProxyReset
 	// ProxyBlackhole keeps connections open and accepts new ones, but
 	// forwards nothing in either direction: the bytes read are held (like
@@ -31,6 +36,14 @@ const (
 	// its reply never reaches the client. A connection that lost bytes is
 	// out of step for good: it is reset when the mode changes again.
 	ProxyDropReplies
+	// ProxyRefuse stops listening and resets every open connection: a new
+	// connection is refused by the kernel (the client's connect fails with
+	// ECONNREFUSED before a byte is exchanged), as for a server that is
+	// down. ProxyReset accepts and then resets, so a client may or may not
+	// have written its first bytes when the reset lands; here the client's
+	// error is the same every time. The port stays the proxy's (see
+	// StartProxy), and the next mode listens on it again.
+	ProxyRefuse
 )
 
 func (m ProxyMode) String() string {
@@ -43,6 +56,8 @@ func (m ProxyMode) String() string {
 		return "blackhole"
 	case ProxyDropReplies:
 		return "drop-replies"
+	case ProxyRefuse:
+		return "refuse"
 	}
 	return fmt.Sprintf("ProxyMode(%d)", int(m))
 }
@@ -52,17 +67,19 @@ const proxyDialTimeout = 5 * time.Second
 
 // Proxy is a fault-injecting TCP proxy on 127.0.0.1 in front of one target
 // address (typically a PostgreSQL server): point a daemon's database URL at
-// it (URL) and switch its Mode to cut, black-hole or lose replies. Safe for
-// concurrent use. It is closed in t.Cleanup (every connection it carries is
-// closed and its goroutines are waited for).
+// it (URL) and switch its Mode to cut, black-hole, lose replies or refuse
+// connections. Safe for concurrent use. It is closed in t.Cleanup (every
+// connection it carries is closed and its goroutines are waited for).
 type Proxy struct {
 	// Addr is the proxy's listening address, 127.0.0.1:port.
 	Addr   string
 	target string
-	ln     net.Listener
+	port   *os.File // bound to Addr, never listening: keeps the port the proxy's while ln is closed
+	t      testing.TB
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	ln      net.Listener // nil in ProxyRefuse
 	mode    ProxyMode
 	changed chan struct{} // closed (and replaced) on every mode change or Close
 	conns   map[*proxyConn]struct{}
@@ -87,19 +104,61 @@ type proxyConn struct {
 }
 
 // StartProxy listens on a free 127.0.0.1 port and forwards each accepted
-// connection to target (host:port), starting in ProxyPass. The test fails
-// (t.Fatalf) if it cannot listen.
+// connection to target (host:port), starting in ProxyPass. The port is
+// first bound by a socket that never listens, kept until Close: Linux
+// gives a port so bound to no other socket (no listener on port 0, no
+// client's local port), so while ProxyRefuse has closed the listener
+// nothing else takes the port, and the next listener binds it again beside
+// the placeholder (both set SO_REUSEADDR, as every Go listener does). The
+// test fails (t.Fatalf) if it cannot listen.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, addr, err := reservePort()
 	if err != nil {
 		t.Fatalf("harness: StartProxy: %v", err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, changed: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		_ = port.Close()
+		t.Fatalf("harness: StartProxy: %v", err)
+	}
+	p := &Proxy{Addr: addr, target: target, port: port, t: t, changed: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
+	p.serveListener(ln)
 	t.Cleanup(p.Close)
 	return p
+}
+
+// reservePort binds a TCP socket with SO_REUSEADDR to a free port of
+// 127.0.0.1, without listening, and returns it and its address.
+func reservePort() (*os.File, string, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("reserve a port: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "proxy-port")
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		_ = f.Close()
+		return nil, "", fmt.Errorf("reserve a port: SO_REUSEADDR: %w", err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		_ = f.Close()
+		return nil, "", fmt.Errorf("reserve a port: bind: %w", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		_ = f.Close()
+		return nil, "", fmt.Errorf("reserve a port: %w", err)
+	}
+	return f, net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)), nil
+}
+
+// serveListener makes ln the proxy's listener and accepts its connections
+// in a goroutine of the proxy's until ln is closed. The caller holds p.mu,
+// or is StartProxy.
+func (p *Proxy) serveListener(ln net.Listener) {
+	p.ln = ln
+	p.wg.Add(1)
+	go p.accept(ln)
 }
 
 // URL returns rawURL (a postgres:// or amqp:// URL) with its host and port
@@ -121,17 +180,30 @@ func (p *Proxy) Mode() ProxyMode {
 	return p.mode
 }
 
-// SetMode switches the proxy to m. ProxyReset resets every open connection
-// at once; leaving ProxyDropReplies resets the connections that lost bytes.
+// SetMode switches the proxy to m. ProxyReset and ProxyRefuse reset every
+// open connection at once; ProxyRefuse closes the listener, and the next
+// mode listens again (the test fails if it cannot); leaving
+// ProxyDropReplies resets the connections that lost bytes.
 func (p *Proxy) SetMode(m ProxyMode) {
 	p.mu.Lock()
 	old := p.mode
 	p.mode = m
 	close(p.changed)
 	p.changed = make(chan struct{})
+	if m == ProxyRefuse && p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	if m != ProxyRefuse && p.ln == nil && !p.closed {
+		if ln, err := net.Listen("tcp", p.Addr); err != nil {
+			p.t.Errorf("harness: proxy %s: listen again after %s: %v", p.Addr, old, err)
+		} else {
+			p.serveListener(ln)
+		}
+	}
 	var reset []*proxyConn
 	for c := range p.conns {
-		if m == ProxyReset || c.lost.Load() || (old == ProxyDropReplies && m != ProxyDropReplies && c.dropped.Load()) {
+		if m.cuts() || c.lost.Load() || (old == ProxyDropReplies && m != ProxyDropReplies && c.dropped.Load()) {
 			reset = append(reset, c)
 		}
 	}
@@ -184,13 +256,20 @@ func (p *Proxy) Close() {
 	for c := range p.conns {
 		all = append(all, c)
 	}
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
 	p.mu.Unlock()
-	_ = p.ln.Close()
 	for _, c := range all {
 		c.reset()
 	}
 	p.wg.Wait()
+	_ = p.port.Close()
 }
+
+// cuts reports whether m ends every connection (ProxyReset, ProxyRefuse).
+func (m ProxyMode) cuts() bool { return m == ProxyReset || m == ProxyRefuse }
 
 // state returns the mode, a channel closed at the next change, and whether
 // the proxy is closed.
@@ -200,17 +279,18 @@ func (p *Proxy) state() (ProxyMode, <-chan struct{}, bool) {
 	return p.mode, p.changed, p.closed
 }
 
-func (p *Proxy) accept() {
+// accept serves ln's connections until ln is closed (Close, ProxyRefuse).
+func (p *Proxy) accept(ln net.Listener) {
 	defer p.wg.Done()
 	for {
-		conn, err := p.ln.Accept()
+		conn, err := ln.Accept()
 		if err != nil {
 			return // closed
 		}
 		p.accepted.Add(1)
 		c := &proxyConn{client: conn}
 		p.mu.Lock()
-		if p.closed || p.mode == ProxyReset {
+		if p.closed || p.mode.cuts() {
 			p.mu.Unlock()
 			c.reset()
 			continue
@@ -234,7 +314,7 @@ func (p *Proxy) serve(c *proxyConn) {
 	}()
 	for {
 		mode, changed, closed := p.state()
-		if closed || mode == ProxyReset {
+		if closed || mode.cuts() {
 			return
 		}
 		if mode != ProxyBlackhole {
@@ -289,7 +369,7 @@ func (p *Proxy) deliver(c *proxyConn, dst net.Conn, b []byte, reply bool) bool {
 	for {
 		mode, changed, closed := p.state()
 		switch {
-		case closed || mode == ProxyReset:
+		case closed || mode.cuts():
 			return false
 		case mode == ProxyBlackhole:
 			<-changed

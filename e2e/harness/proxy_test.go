@@ -3,10 +3,13 @@ package harness
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +92,20 @@ func dialProxy(t *testing.T, p *Proxy) (net.Conn, *bufio.Reader) {
 	return c, bufio.NewReader(c)
 }
 
+// proxyAfterAnExchange starts a line server and a proxy in front of it,
+// and returns them with a connection through the proxy that has sent "a"
+// and read its reply.
+func proxyAfterAnExchange(t *testing.T) (*proxyTarget, *Proxy, net.Conn, *bufio.Reader) {
+	t.Helper()
+	pt := startProxyTarget(t)
+	p := StartProxy(t, pt.addr)
+	c, r := dialProxy(t, p)
+	if _, err := proxyExchange(c, r, "a", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return pt, p, c, r
+}
+
 func TestProxyModes(t *testing.T) {
 	t.Parallel()
 	t.Run("pass forwards both ways", func(t *testing.T) {
@@ -106,41 +123,34 @@ func TestProxyModes(t *testing.T) {
 			t.Fatalf("URL = %s", u)
 		}
 	})
-	t.Run("reset cuts open connections and refuses new ones", func(t *testing.T) {
-		t.Parallel()
-		pt := startProxyTarget(t)
-		p := StartProxy(t, pt.addr)
-		c, r := dialProxy(t, p)
-		if _, err := proxyExchange(c, r, "a", 2*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		p.SetMode(ProxyReset)
-		if _, err := proxyExchange(c, r, "b", 2*time.Second); err == nil || isTimeout(err) {
-			t.Fatalf("an open connection under reset: err %v, want a reset", err)
-		}
-		if c2, err := net.DialTimeout("tcp", p.Addr, time.Second); err == nil {
-			defer c2.Close()
-			if _, err := proxyExchange(c2, bufio.NewReader(c2), "c", 2*time.Second); err == nil || isTimeout(err) {
-				t.Fatalf("a new connection under reset: err %v, want a reset", err)
+	for _, tc := range []struct {
+		mode  ProxyMode
+		fresh func(*testing.T, *Proxy) // checks a new connection under mode
+	}{
+		{ProxyReset, newConnIsReset},
+		{ProxyRefuse, newConnIsRefusedAndThePortKept},
+	} {
+		t.Run(tc.mode.String()+" cuts open connections and new ones, pass forwards again", func(t *testing.T) {
+			t.Parallel()
+			pt, p, c, r := proxyAfterAnExchange(t)
+			p.SetMode(tc.mode)
+			if _, err := proxyExchange(c, r, "b", 2*time.Second); err == nil || isTimeout(err) {
+				t.Fatalf("an open connection under %s: err %v, want a reset", tc.mode, err)
 			}
-		}
-		p.SetMode(ProxyPass)
-		c3, r3 := dialProxy(t, p)
-		if got, err := proxyExchange(c3, r3, "d", 2*time.Second); err != nil || got != "ok d" {
-			t.Fatalf("after reset: %q, %v", got, err)
-		}
-		if got := pt.received(); strings.Join(got, ",") != "a,d" {
-			t.Fatalf("target received %v, want [a d]", got)
-		}
-	})
+			tc.fresh(t, p)
+			p.SetMode(ProxyPass)
+			c3, r3 := dialProxy(t, p)
+			if got, err := proxyExchange(c3, r3, "d", 2*time.Second); err != nil || got != "ok d" {
+				t.Fatalf("after %s: %q, %v", tc.mode, got, err)
+			}
+			if got := pt.received(); strings.Join(got, ",") != "a,d" {
+				t.Fatalf("target received %v, want [a d]", got)
+			}
+		})
+	}
 	t.Run("blackhole holds both directions until pass", func(t *testing.T) {
 		t.Parallel()
-		pt := startProxyTarget(t)
-		p := StartProxy(t, pt.addr)
-		c, r := dialProxy(t, p)
-		if _, err := proxyExchange(c, r, "a", 2*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		pt, p, c, r := proxyAfterAnExchange(t)
 		p.SetMode(ProxyBlackhole)
 		if _, err := proxyExchange(c, r, "b", 300*time.Millisecond); !isTimeout(err) {
 			t.Fatalf("under blackhole: err %v, want a read timeout", err)
@@ -164,12 +174,7 @@ func TestProxyModes(t *testing.T) {
 	})
 	t.Run("drop replies: the server gets it, the client never hears", func(t *testing.T) {
 		t.Parallel()
-		pt := startProxyTarget(t)
-		p := StartProxy(t, pt.addr)
-		c, r := dialProxy(t, p)
-		if _, err := proxyExchange(c, r, "a", 2*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		pt, p, c, r := proxyAfterAnExchange(t)
 		p.SetMode(ProxyDropReplies)
 		if _, err := proxyExchange(c, r, "b", 300*time.Millisecond); !isTimeout(err) {
 			t.Fatalf("under drop-replies: err %v, want a read timeout", err)
@@ -213,6 +218,44 @@ func TestProxyModes(t *testing.T) {
 		}
 		p.Close() // idempotent
 	})
+}
+
+// newConnIsReset checks that a connection made under ProxyReset, accepted,
+// is reset.
+func newConnIsReset(t *testing.T, p *Proxy) {
+	t.Helper()
+	if c, err := net.DialTimeout("tcp", p.Addr, time.Second); err == nil {
+		defer c.Close()
+		if _, err := proxyExchange(c, bufio.NewReader(c), "c", 2*time.Second); err == nil || isTimeout(err) {
+			t.Fatalf("a new connection under reset: err %v, want a reset", err)
+		}
+	}
+}
+
+// newConnIsRefusedAndThePortKept checks that every connection made under
+// ProxyRefuse is refused, and that the port is still bound: a socket that
+// binds it as the kernel's own choice of a port would (no SO_REUSEADDR)
+// finds it taken.
+func newConnIsRefusedAndThePortKept(t *testing.T, p *Proxy) {
+	t.Helper()
+	for range 20 {
+		if c, err := net.DialTimeout("tcp", p.Addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+			if c != nil {
+				c.Close()
+			}
+			t.Fatalf("a new connection under refuse: err %v, want ECONNREFUSED", err)
+		}
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	_, portText, _ := net.SplitHostPort(p.Addr)
+	port, _ := strconv.Atoi(portText)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("binding the refusing proxy's port: %v, want EADDRINUSE", err)
+	}
 }
 
 func isTimeout(err error) bool {

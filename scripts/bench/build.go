@@ -7,37 +7,57 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // ffBuild is one FlowForge tree built for the benchmark: its ffctl and the
-// fftrigger load generator compiled against that tree's store.
+// fftrigger load generator compiled against that tree's store (and client).
 type ffBuild struct {
 	Label   string // column name: "FlowForge" or "FF " + beforeCommit
 	Commit  string // git commit of the tree ("+dirty" when the tree has changes)
 	FFCTL   string
 	Trigger string
+	// HasClient says the tree has core/client (issue 25), so that
+	// fftrigger's -mode tx and many work; without it fftrigger is built
+	// with -tags ffnoclient.
+	HasClient bool
 }
 
 // buildTree builds ffctl and fftrigger from the module rooted at tree into
-// outDir. fftrigger's source (scripts/bench/fftrigger/main.go of the
-// driver's own tree) is added to tree with go build -overlay, so the tree on
-// disk is never written.
-func buildTree(ctx context.Context, tree, triggerSrc, outDir, label string) (ffBuild, error) {
+// outDir. fftrigger's source files (the .go files of triggerDir,
+// scripts/bench/fftrigger of the driver's own tree, links followed) are
+// added to tree with go build -overlay, so the tree on disk is never
+// written. A tree without core/client gets -tags ffnoclient (see
+// ffBuild.HasClient).
+func buildTree(ctx context.Context, tree, triggerDir, outDir, label string) (ffBuild, error) {
 	b := ffBuild{Label: label, FFCTL: filepath.Join(outDir, "ffctl"), Trigger: filepath.Join(outDir, "fftrigger")}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return b, fmt.Errorf("build %s: %w", label, err)
 	}
-	overlay := map[string]map[string]string{"Replace": {filepath.Join(tree, "ffbenchtrigger", "main.go"): triggerSrc}}
+	srcs, err := filepath.Glob(filepath.Join(triggerDir, "*.go"))
+	if err != nil {
+		return b, fmt.Errorf("build %s: fftrigger source: %w", label, err)
+	}
+	if len(srcs) == 0 {
+		return b, fmt.Errorf("build %s: no fftrigger source in %s", label, triggerDir)
+	}
+	overlay := map[string]map[string]string{"Replace": {}}
+	for _, src := range srcs {
+		overlay["Replace"][filepath.Join(tree, "ffbenchtrigger", filepath.Base(src))] = src
+	}
 	ov := filepath.Join(outDir, "overlay.json")
 	data, _ := json.Marshal(overlay)
 	if err := os.WriteFile(ov, data, 0o644); err != nil {
 		return b, fmt.Errorf("build %s: %w", label, err)
 	}
-	for _, args := range [][]string{
-		{"build", "-o", b.FFCTL, "./cli/ffctl"},
-		{"build", "-overlay", ov, "-o", b.Trigger, "./ffbenchtrigger"},
-	} {
+	_, err = os.Stat(filepath.Join(tree, "core", "client"))
+	b.HasClient = err == nil
+	trigger := []string{"build", "-overlay", ov, "-o", b.Trigger, "./ffbenchtrigger"}
+	if !b.HasClient {
+		trigger = slices.Insert(trigger, 1, "-tags", "ffnoclient")
+	}
+	for _, args := range [][]string{{"build", "-o", b.FFCTL, "./cli/ffctl"}, trigger} {
 		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Dir = tree
 		cmd.Env = append(os.Environ(), "GOWORK=off")

@@ -145,13 +145,21 @@ func parseWaldumpCommits(out []byte) (int64, error) {
 	return 0, nil
 }
 
-// statementCost is one statement's share of a workload.
+// statementCost is one statement's share of a workload: its calls, and
+// per call its execution and planning time (pg_stat_statements
+// total_exec_time and total_plan_time over calls: planning is counted only
+// when the statement was planned, plans of them), shared buffers (hit +
+// read) and WAL bytes.
 type statementCost struct {
-	Query          string  `json:"query"`
-	Calls          int64   `json:"calls"`
-	CallsPerTask   float64 `json:"calls_per_task"`
-	BuffersPerCall float64 `json:"buffers_per_call"`
-	MsPerTask      float64 `json:"ms_per_task"`
+	Query           string  `json:"query"`
+	Calls           int64   `json:"calls"`
+	CallsPerTask    float64 `json:"calls_per_task"`
+	BuffersPerCall  float64 `json:"buffers_per_call"`
+	MsPerTask       float64 `json:"ms_per_task"`
+	ExecMsPerCall   float64 `json:"exec_ms_per_call"`
+	PlanMsPerCall   float64 `json:"plan_ms_per_call"`
+	PlansPerCall    float64 `json:"plans_per_call"`
+	WALBytesPerCall float64 `json:"wal_bytes_per_call"`
 }
 
 // resetStatements clears pg_stat_statements (the systems run one at a time).
@@ -167,7 +175,9 @@ func (e *benchEnv) resetStatements(ctx context.Context) error {
 func (e *benchEnv) statements(ctx context.Context, db string, tasks int64, limit int) ([]statementCost, error) {
 	rows, err := e.pg.admin.Query(ctx, `
 SELECT regexp_replace(s.query, '\s+', ' ', 'g') AS q, sum(s.calls)::bigint, sum(s.calls)::float8 / $2,
-       sum(s.shared_blks_hit + s.shared_blks_read)::float8 / greatest(sum(s.calls), 1), sum(s.total_exec_time) / $2
+       sum(s.shared_blks_hit + s.shared_blks_read)::float8 / greatest(sum(s.calls), 1), sum(s.total_exec_time) / $2,
+       sum(s.total_exec_time) / greatest(sum(s.calls), 1), sum(s.total_plan_time) / greatest(sum(s.calls), 1),
+       sum(s.plans)::float8 / greatest(sum(s.calls), 1), sum(s.wal_bytes)::float8 / greatest(sum(s.calls), 1)
   FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
  WHERE d.datname = $1 AND s.userid = 'postgres'::regrole
  GROUP BY q ORDER BY 2 DESC, q LIMIT $3`, db, float64(tasks), limit)
@@ -178,7 +188,8 @@ SELECT regexp_replace(s.query, '\s+', ' ', 'g') AS q, sum(s.calls)::bigint, sum(
 	var out []statementCost
 	for rows.Next() {
 		var s statementCost
-		if err := rows.Scan(&s.Query, &s.Calls, &s.CallsPerTask, &s.BuffersPerCall, &s.MsPerTask); err != nil {
+		if err := rows.Scan(&s.Query, &s.Calls, &s.CallsPerTask, &s.BuffersPerCall, &s.MsPerTask,
+			&s.ExecMsPerCall, &s.PlanMsPerCall, &s.PlansPerCall, &s.WALBytesPerCall); err != nil {
 			return nil, fmt.Errorf("statements of %s: %w", db, err)
 		}
 		out = append(out, s)

@@ -27,9 +27,10 @@ var costLines = []costLine{
 	{"CPU ms: RabbitMQ", func(c cost) float64 { return c.RabbitCPUms }},
 }
 
-// renderCosts prints FlowForge's cost per task of W1 (trigger and drain
-// phases, medians over the rounds), the peak RSS of each daemon and the
-// most called statements of the last round's drain.
+// renderCosts prints FlowForge's cost per task of W1 in both layouts at
+// the tree's defaults (trigger and drain phases, medians over the
+// rounds), each daemon's CPU and peak RSS, and the statements of the last
+// round.
 func renderCosts(samples []sample) string {
 	var b strings.Builder
 	for _, sys := range []string{sysFF, sysFFBefore} {
@@ -41,7 +42,7 @@ func renderCosts(samples []sample) string {
 				}
 			}
 			if len(picked) > 0 {
-				b.WriteString(renderCost(systemLabels[sys]+", W1 "+v, picked))
+				b.WriteString(renderCost(systemLabels[sys]+", W1 "+v+" (defaults)", picked))
 			}
 		}
 	}
@@ -59,20 +60,41 @@ func renderCost(title string, picked []sample) string {
 	}
 	last := picked[len(picked)-1]
 	for _, role := range sortedKeys(last.Cost["drain"].Daemons) {
+		cpu := medianOf(picked, func(s sample) float64 {
+			c := s.Cost["drain"]
+			return c.Daemons[role].CPUSeconds * 1000 / float64(max(c.Tasks, 1))
+		})
+		fmt.Fprintf(&b, "  %-44s %12s %12s %12s\n", "CPU ms: daemon "+role, "-", formatFigure(cpu), formatFigure(cpu))
+	}
+	for _, role := range sortedKeys(last.Cost["drain"].Daemons) {
 		rss := medianOf(picked, func(s sample) float64 { return s.Cost["drain"].Daemons[role].PeakRSSMB })
 		fmt.Fprintf(&b, "  peak RSS of daemon %-25s %12s MB\n", role, formatFigure(rss))
 	}
-	fmt.Fprintf(&b, "  most called statements per task (round %d):\n", last.Round)
+	fmt.Fprintf(&b, "  statements per task (round %d), the most called first:\n", last.Round)
+	b.WriteString(renderStatements(map[string][]statementCost{
+		"trigger": last.Cost["trigger"].TopStatements, "drain": last.Cost["drain"].TopStatements}, 12))
+	return b.String()
+}
+
+// renderStatements lays out the statements of each phase (trigger, then
+// drain; at most limit each) as a table: calls per task and, per call,
+// execution and planning ms, plans, shared buffers and WAL bytes, then the
+// statement's text cut to 80 characters.
+func renderStatements(phases map[string][]statementCost, limit int) string {
+	var b strings.Builder
+	line := "    %-7s %10s %10s %10s %10s %10s %10s  %s\n"
+	fmt.Fprintf(&b, line, "phase", "calls/task", "exec ms", "plan ms", "plans", "buffers", "WAL bytes", "statement (per call)")
 	for _, ph := range []string{"trigger", "drain"} {
-		for i, st := range last.Cost[ph].TopStatements {
-			if i == 12 {
+		for i, st := range phases[ph] {
+			if i == limit {
 				break
 			}
 			q := st.Query
-			if len(q) > 90 {
-				q = q[:90] + "…"
+			if r := []rune(q); len(r) > 80 {
+				q = string(r[:80]) + "…"
 			}
-			fmt.Fprintf(&b, "    %-7s %7.2f calls %7.1f buf/call  %s\n", ph, st.CallsPerTask, st.BuffersPerCall, q)
+			fmt.Fprintf(&b, line, ph, formatFigure(st.CallsPerTask), formatFigure(st.ExecMsPerCall), formatFigure(st.PlanMsPerCall),
+				formatFigure(st.PlansPerCall), formatFigure(st.BuffersPerCall), formatFigure(st.WALBytesPerCall), q)
 		}
 	}
 	return b.String()

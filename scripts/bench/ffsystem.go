@@ -23,20 +23,25 @@ type ffSystem struct {
 	// pruneStats is what W7's pruning of its template took.
 	ffdash     string
 	pruneStats map[string]float64
+	// defaults is what the tree's "defaults" variants ran with (the
+	// worker's default --concurrency, read from its ffctl).
+	defaults string
 }
 
 func (s *ffSystem) key() string { return s.sysKey }
 
 func (s *ffSystem) info() systemInfo {
 	i := systemInfo{Label: systemLabels[s.sysKey], Notes: []string{
-		"real daemons (ffctl daemon all, or scheduler + publisher + worker as three processes) with their defaults " +
-			"(worker --concurrency 4) and the built-in noop handler; health servers off",
-		"runs are created with store.Trigger, the call `ffctl run trigger` makes, by fftrigger built from the same tree",
+		"real daemons (ffctl daemon all, or scheduler + publisher + worker as three processes) with the defaults the tree ships " +
+			"(no FLOWFORGE_* setting but the URLs and the queue; see defaults) and the built-in noop handler; health servers off",
+		"runs are created with store.Trigger, the call `ffctl run trigger` makes, by fftrigger built from the same tree; " +
+			"W6 also through the tree's core/client (TriggerTx, TriggerMany: fftrigger -mode tx, many) and its `ffctl daemon api`, where the tree has them",
 		fmt.Sprintf("W2–W5 use `daemon %s`", s.env.plan.FFMode),
 	}}
 	if s.ff != nil {
 		i.Version = s.ff.build.Commit
 	}
+	i.Defaults = s.defaults
 	return i
 }
 
@@ -52,7 +57,7 @@ func (s *ffSystem) build(ctx context.Context) error {
 		}
 		commit = s.commit
 	}
-	src := filepath.Join(s.env.repo, "scripts", "bench", "fftrigger", "main.go")
+	src := filepath.Join(s.env.repo, "scripts", "bench", "fftrigger")
 	b, err := buildTree(ctx, tree, src, filepath.Join(s.env.workDir, "bin-"+s.sysKey), label)
 	if err != nil {
 		return err
@@ -81,6 +86,7 @@ func (s *ffSystem) setup(ctx context.Context) error {
 	if err := s.ff.setup(ctx); err != nil {
 		return err
 	}
+	s.defaults = s.ff.workerDefaults(ctx)
 	if s.commit == "" && s.env.plan.wants(s.sysKey, "W7") {
 		st, err := s.ff.buildPruned(ctx, s.env.plan.Pruned)
 		if err != nil {
@@ -129,7 +135,7 @@ func (s *ffSystem) jobs() []job {
 		job{System: s.sysKey, Workload: "W5", Variant: "buffers", FirstRoundOnly: true, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.buffersCheck(ctx, mode, p.BufferRuns)
 		}},
-	), append(s.triggerJobs(), s.retentionJobs()...)...)
+	), append(append(s.openJobs(), s.triggerJobs()...), s.retentionJobs()...)...)
 }
 
 // retentionJobs is W7 (the current tree only: the earlier one has no

@@ -66,6 +66,7 @@ func (f *flowforge) burnDown(ctx context.Context, mode string, n int) (sample, e
 	if u, ok := usage["worker"]; ok {
 		s.Metrics[metricWorkerRSS] = u.PeakRSSMB
 	}
+	s.Metrics[metricDrainPgCPU], s.Metrics[metricDrainCommits] = drain.cost.PostgresCPUms, drain.cost.CommitsWAL
 	s.Cost = map[string]cost{"trigger": trig.cost, "drain": drain.cost}
 	return s, nil
 }
@@ -83,92 +84,61 @@ func sumCPU(u map[string]daemonUsage) float64 {
 // latencies are those of the runs triggered and SUCCEEDED inside the
 // window (the daemons are stopped at its end).
 func (f *flowforge) continuous(ctx context.Context, workload, template, mode string, dur time.Duration) (sample, error) {
-	s := sample{}
-	db, err := f.freshDB(ctx, template)
-	if err != nil {
-		return s, err
-	}
-	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
-	run, err := f.startRun(ctx, db, mode)
-	if err != nil {
-		return s, err
-	}
-	defer run.close(ctx)
-	t0, err := dbNow(ctx, run.pool)
-	if err != nil {
-		return s, err
-	}
-	tr, err := f.trigger(ctx, db, "-mode", "loop", "-loops", "8", "-duration", dur.String(), "-workflow", wfOne)
-	if err != nil {
-		return s, err
-	}
-	t1, err := dbNow(ctx, run.pool)
-	if err != nil {
-		return s, err
-	}
-	if err := run.d.failed(); err != nil {
-		return s, err
-	}
-	committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfOne, t0, t1)
-	if err != nil {
-		return s, err
-	}
-	s.Metrics = windowMetrics(committed, stamped, tr.Triggered, t1.Sub(t0))
-	if err := addPublisherShare(ctx, run.pool, t0, t1, s.Metrics); err != nil {
-		return s, err
-	}
-	return s, nil
+	return f.onFreshRun(ctx, template, mode, func(run *ffRun) (sample, error) {
+		s := sample{}
+		t0, err := dbNow(ctx, run.pool)
+		if err != nil {
+			return s, err
+		}
+		tr, err := f.trigger(ctx, run.db, "-mode", "loop", "-loops", "8", "-duration", dur.String(), "-workflow", wfOne)
+		if err != nil {
+			return s, err
+		}
+		t1, err := dbNow(ctx, run.pool)
+		if err != nil {
+			return s, err
+		}
+		if err := run.d.failed(); err != nil {
+			return s, err
+		}
+		committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfOne, t0, t1)
+		if err != nil {
+			return s, err
+		}
+		s.Metrics = windowMetrics(committed, stamped, tr.Triggered, t1.Sub(t0))
+		return s, addPublisherShare(ctx, run.pool, t0, t1, s.Metrics)
+	})
 }
 
 // chain is W3: runs chain-step runs one at a time (each waited for before
 // the next), p50/p99 end to end.
 func (f *flowforge) chain(ctx context.Context, mode string, runs int) (sample, error) {
-	s := sample{}
-	db, err := f.freshDB(ctx, f.baseDB)
-	if err != nil {
-		return s, err
-	}
-	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
-	run, err := f.startRun(ctx, db, mode)
-	if err != nil {
-		return s, err
-	}
-	defer run.close(ctx)
-	if _, err := f.trigger(ctx, db, "-mode", "serial", "-n", strconv.Itoa(runs), "-workflow", wfChain); err != nil {
-		return s, err
-	}
-	committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfChain, time.Time{}, time.Time{})
-	if err != nil {
-		return s, err
-	}
-	s.Metrics = latencyMetrics(committed, stamped)
-	return s, nil
+	return f.onFreshRun(ctx, f.baseDB, mode, func(run *ffRun) (sample, error) {
+		if _, err := f.trigger(ctx, run.db, "-mode", "serial", "-n", strconv.Itoa(runs), "-workflow", wfChain); err != nil {
+			return sample{}, err
+		}
+		committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfChain, time.Time{}, time.Time{})
+		if err != nil {
+			return sample{}, err
+		}
+		return sample{Metrics: latencyMetrics(committed, stamped)}, nil
+	})
 }
 
 // fanOut is W4: one run of fanWidth parallel tasks and a join; wall time
 // trigger → SUCCEEDED committed.
 func (f *flowforge) fanOut(ctx context.Context, mode string) (sample, error) {
-	s := sample{}
-	db, err := f.freshDB(ctx, f.baseDB)
-	if err != nil {
-		return s, err
-	}
-	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
-	run, err := f.startRun(ctx, db, mode)
-	if err != nil {
-		return s, err
-	}
-	defer run.close(ctx)
-	if _, err := f.trigger(ctx, db, "-mode", "bulk", "-n", "1", "-loops", "1", "-workflow", wfFan); err != nil {
-		return s, err
-	}
-	if err := ffWaitSettled(ctx, run.pool, 5*time.Minute, run.d.failed); err != nil {
-		return s, err
-	}
-	committed, _, _, err := ffRunTimes(ctx, run.pool, wfFan, time.Time{}, time.Time{})
-	if err != nil || len(committed) != 1 {
-		return s, fmt.Errorf("fan-out run: %d SUCCEEDED runs: %w", len(committed), err)
-	}
-	s.Metrics = map[string]float64{metricWallS: committed[0] / 1000}
-	return s, nil
+	return f.onFreshRun(ctx, f.baseDB, mode, func(run *ffRun) (sample, error) {
+		if _, err := f.trigger(ctx, run.db, "-mode", "bulk", "-n", "1", "-loops", "1", "-workflow", wfFan); err != nil {
+			return sample{}, err
+		}
+		if err := ffWaitSettled(ctx, run.pool, 5*time.Minute, run.d.failed); err != nil {
+			return sample{}, err
+		}
+		committed, _, _, err := ffRunTimes(ctx, run.pool, wfFan, time.Time{}, time.Time{})
+		if err != nil || len(committed) != 1 {
+			return sample{}, fmt.Errorf("fan-out run: %d SUCCEEDED runs: %w", len(committed), err)
+		}
+		return sample{Metrics: map[string]float64{metricWallS: committed[0] / 1000}}, nil
+	})
 }

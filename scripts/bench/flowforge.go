@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -100,12 +101,47 @@ func (f *flowforge) setup(ctx context.Context) error {
 // ffctl runs a one-shot ffctl command against database url.
 func (f *flowforge) ffctl(ctx context.Context, url string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, f.build.FFCTL, args...)
-	cmd.Env = append(os.Environ(), "FLOWFORGE_DATABASE_URL="+url, "FLOWFORGE_AMQP_URL="+f.env.mq.URL())
+	cmd.Env = ffctlEnv("FLOWFORGE_DATABASE_URL="+url, "FLOWFORGE_AMQP_URL="+f.env.mq.URL())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s: ffctl %s: %w\n%s", f.build.Label, strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// ffctlEnv is the driver's environment without its FLOWFORGE_* variables
+// (a setting left in the shell must not turn a "defaults" variant into a
+// tuned one), plus kv.
+func ffctlEnv(kv ...string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "FLOWFORGE_") {
+			env = append(env, e)
+		}
+	}
+	return append(env, kv...)
+}
+
+// workerDefaults reads the worker's default --concurrency from this build's
+// `ffctl daemon worker --help`, so that the report says what "defaults"
+// meant for each tree.
+func (f *flowforge) workerDefaults(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, f.build.FFCTL, "daemon", "worker", "--help").CombinedOutput()
+	if err != nil {
+		return "worker --concurrency unknown (ffctl daemon worker --help: " + firstLine(err.Error()) + ")"
+	}
+	return parseConcurrencyDefault(out)
+}
+
+// parseConcurrencyDefault finds the --concurrency flag's line of `ffctl
+// daemon worker --help` (urfave/cli prints "--concurrency value  … (default:
+// N)") and says "worker --concurrency N", or that the help does not say.
+func parseConcurrencyDefault(help []byte) string {
+	m := regexp.MustCompile(`--concurrency value[^\n]*\(default: (\d+)\)`).FindSubmatch(help)
+	if m == nil {
+		return "worker --concurrency unknown (ffctl daemon worker --help does not say)"
+	}
+	return "worker --concurrency " + string(m[1])
 }
 
 // freshDB creates a new database cloned from template and returns its name.
@@ -153,7 +189,7 @@ var workerConcurrency = map[string]int{modeSeparate64: 64, modeAll64: 64}
 // their own (deleted when they stop), with the built-in handlers' defaults.
 func (f *flowforge) startDaemons(db, mode string) (*daemons, error) {
 	d := &daemons{queue: fmt.Sprintf("ffbench.%s", db)}
-	env := append(os.Environ(),
+	env := ffctlEnv(
 		"FLOWFORGE_DATABASE_URL="+f.env.pg.URL(db, "postgres"),
 		"FLOWFORGE_AMQP_URL="+f.env.mq.URL(),
 		"FLOWFORGE_QUEUE="+d.queue,
@@ -237,7 +273,13 @@ type triggerResult struct {
 	Errors     int64   `json:"errors"`
 	Seconds    float64 `json:"seconds"`
 	FirstError string  `json:"first_error"`
-	cpu        float64 // CPU seconds of the fftrigger process
+	// LagsMS is -mode open's lag of each trigger behind its schedule.
+	LagsMS []float64 `json:"lags_ms"`
+	// LatMS is -mode tx's and many's wall time of each timed call (a
+	// transaction begin → commit, a batch), in ms; Seconds is then the
+	// timed calls' span.
+	LatMS []float64 `json:"lat_ms"`
+	cpu   float64   // CPU seconds of the fftrigger process
 }
 
 // ffRun is a database with daemons running on it, warmed up: one run has
@@ -246,6 +288,7 @@ type ffRun struct {
 	f    *flowforge
 	d    *daemons
 	pool *pgxpool.Pool
+	db   string
 }
 
 func (f *flowforge) startRun(ctx context.Context, db, mode string) (*ffRun, error) {
@@ -258,7 +301,7 @@ func (f *flowforge) startRun(ctx context.Context, db, mode string) (*ffRun, erro
 		pool.Close()
 		return nil, err
 	}
-	r := &ffRun{f: f, d: d, pool: pool}
+	r := &ffRun{f: f, d: d, pool: pool, db: db}
 	if _, err := f.trigger(ctx, db, "-mode", "bulk", "-n", "8", "-workflow", wfOne); err != nil {
 		r.close(ctx)
 		return nil, err
@@ -268,6 +311,22 @@ func (f *flowforge) startRun(ctx context.Context, db, mode string) (*ffRun, erro
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	return r, nil
+}
+
+// onFreshRun runs fn against the daemons of mode, warmed up (startRun), on
+// a fresh clone of template; then it stops them and drops the database.
+func (f *flowforge) onFreshRun(ctx context.Context, template, mode string, fn func(run *ffRun) (sample, error)) (sample, error) {
+	db, err := f.freshDB(ctx, template)
+	if err != nil {
+		return sample{}, err
+	}
+	defer f.env.pg.dropDB(context.WithoutCancel(ctx), db)
+	run, err := f.startRun(ctx, db, mode)
+	if err != nil {
+		return sample{}, err
+	}
+	defer run.close(ctx)
+	return fn(run)
 }
 
 // close stops the daemons, deletes their queues and returns their usage.

@@ -23,7 +23,7 @@ import (
 // finish's per-(task, token) requests, the finish's split around run
 // locks, the targeted pass's SKIP LOCKED, the sweep's new candidate kind).
 // Issue 15's before column was 0f73983, issue 14's b860cf5.
-const beforeCommit = "6cd5a7d"
+const beforeCommit = "a6104d1"
 
 // benchEnv is what every system runs against.
 type benchEnv struct {

@@ -80,3 +80,16 @@ func TestParseVmHWM(t *testing.T) {
 		t.Errorf("no VmHWM line: %d, want 0", got)
 	}
 }
+
+func TestParseConcurrencyDefault(t *testing.T) {
+	help := `   --db-max-conns value   connections of the daemon's main database pool (default 10 plus --concurrency) (default: 0) [$FLOWFORGE_DB_MAX_CONNS]
+   --concurrency value    worker: handlers run at once (also the prefetch) (default: 16) [$FLOWFORGE_CONCURRENCY]
+   --lease value          (default: 30s)
+`
+	if got := parseConcurrencyDefault([]byte(help)); got != "worker --concurrency 16" {
+		t.Errorf("parseConcurrencyDefault = %q, want the --concurrency line's default 16", got)
+	}
+	if got := parseConcurrencyDefault([]byte("--lease value (default: 30s)\n")); !strings.Contains(got, "unknown") {
+		t.Errorf("no --concurrency line: %q, want unknown", got)
+	}
+}

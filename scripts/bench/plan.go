@@ -9,13 +9,20 @@ import (
 type plan struct {
 	Quick  bool `json:"quick"`
 	Rounds int  `json:"rounds"`
-	// W1N is each burn-down's first backlog by system; MinDrain the drain
-	// time a backlog is grown to reach in the following rounds (0: fixed).
+	// W1N is each burn-down's first backlog by system (and w1NRiverMW100
+	// for River's slowest variant); MinDrain the drain time a backlog is
+	// grown to reach in the following rounds (0: fixed).
 	W1N      map[string]int `json:"w1_n"`
 	MinDrain time.Duration  `json:"w1_min_drain_ns"`
 	MaxN     int            `json:"w1_max_n"`
 	// Continuous is W2's and W5's window, 8 triggerers each.
 	Continuous time.Duration `json:"continuous_ns"`
+	// OpenRate is W2o's offered load in runs a second, for OpenWindow; a
+	// system then has OpenDrain after the window to finish what it has
+	// been given (the row "finished" says whether it did).
+	OpenRate   float64       `json:"w2o_rate"`
+	OpenWindow time.Duration `json:"w2o_window_ns"`
+	OpenDrain  time.Duration `json:"w2o_drain_ns"`
 	ChainRuns  int           `json:"w3_runs"`
 	// History is W5's finished task runs; BufferRuns the serial runs of
 	// the buffers check.
@@ -30,30 +37,46 @@ type plan struct {
 	Only   []string `json:"only,omitempty"`
 }
 
+// w1NRiverMW100 keys plan.W1N's first backlog of River at MaxWorkers 100
+// with its default fetch settings: about 100 jobs per 100 ms fetch cooldown,
+// a tenth of its other variants' rate.
+const w1NRiverMW100 = sysRiver + " " + varRiverMW100
+
 // planFor returns make bench's plan, or make bench-quick's.
 func planFor(quick bool) plan {
 	if quick {
 		return plan{Quick: true, Rounds: 1,
-			W1N:        map[string]int{sysFF: 1000, sysFFBefore: 1000, sysRiver: 20000, sysCelery: 1000},
+			W1N:        map[string]int{sysFF: 1000, sysFFBefore: 1000, sysRiver: 20000, w1NRiverMW100: 5000, sysCelery: 1000},
 			MaxN:       20000,
 			Continuous: 2 * time.Second, ChainRuns: 5,
+			OpenRate: 500, OpenWindow: 10 * time.Second, OpenDrain: 5 * time.Second,
 			History: 10_000, BufferRuns: 10, Pruned: 200_000, Ceiling: 2 * time.Second, FFMode: "all"}
 	}
 	return plan{Rounds: 3,
-		W1N:        map[string]int{sysFF: 3000, sysFFBefore: 3000, sysRiver: 150000, sysCelery: 8000},
+		W1N:        map[string]int{sysFF: 3000, sysFFBefore: 3000, sysRiver: 150000, w1NRiverMW100: 15000, sysCelery: 8000},
 		MinDrain:   10 * time.Second,
 		MaxN:       1_000_000,
 		Continuous: 20 * time.Second, ChainRuns: 30,
+		OpenRate: 500, OpenWindow: 60 * time.Second, OpenDrain: 30 * time.Second,
 		History: 1_000_000, BufferRuns: 50, Pruned: 2_000_000, Ceiling: 5 * time.Second, FFMode: "all"}
 }
 
+// workloadIDs are the workloads -only can name: W1…W7, W2o (W2's open
+// loop) and C (the ceilings).
+func workloadIDs() []string {
+	return []string{"W1", "W2", workloadOpen, "W3", "W4", "W5", "W6", "W7", "C"}
+}
+
+// workloadOpen is W2's open loop: a fixed offered rate (see openworkloads.go).
+const workloadOpen = "W2o"
+
 // wants reports whether -only lets system/workload run: entries that name
-// a workload (W1…W7, C for the ceilings) filter workloads, the others
-// systems; an empty filter lets everything run.
+// a workload (workloadIDs) filter workloads, the others systems; an empty
+// filter lets everything run.
 func (p plan) wants(system, workload string) bool {
 	var systems, workloads []string
 	for _, o := range p.Only {
-		if o == "C" || (len(o) == 2 && o[0] == 'W') {
+		if slices.Contains(workloadIDs(), o) {
 			workloads = append(workloads, o)
 		} else {
 			systems = append(systems, o)
@@ -96,7 +119,7 @@ func (p plan) burnDownSized(n *int, run func(n int) (sample, error)) (sample, er
 
 // wantsSystem reports whether -only lets any workload of system run.
 func (p plan) wantsSystem(system string) bool {
-	for _, w := range []string{"W1", "W2", "W3", "W4", "W5", "W6", "W7", "C"} {
+	for _, w := range workloadIDs() {
 		if p.wants(system, w) {
 			return true
 		}

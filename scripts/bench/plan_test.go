@@ -91,6 +91,9 @@ func TestPlanWants(t *testing.T) {
 		{[]string{"river", "W2"}, sysRiver, "W2", true},
 		{[]string{"river", "W2"}, sysRiver, "W1", false},
 		{[]string{"C"}, sysCeiling, "C", true},
+		{[]string{"flowforge", "W2o"}, sysFF, workloadOpen, true},
+		{[]string{"flowforge", "W2o"}, sysFF, "W2", false},
+		{[]string{"W2"}, sysRiver, workloadOpen, false},
 	}
 	for _, tt := range tests {
 		p := plan{Only: tt.only}
@@ -107,5 +110,9 @@ func TestPlansFitTheirPromises(t *testing.T) {
 	}
 	if quick.Rounds != 1 || !quick.Quick {
 		t.Errorf("make bench-quick plan %+v: want one round", quick)
+	}
+	if full.OpenRate != 500 || full.OpenWindow != 60*time.Second || quick.OpenRate != 500 || quick.OpenWindow > 10*time.Second {
+		t.Errorf("W2o: full %v/s for %v, quick %v/s for %v; want 500/s for 60 s, and at most 10 s quick",
+			full.OpenRate, full.OpenWindow, quick.OpenRate, quick.OpenWindow)
 	}
 }

@@ -20,8 +20,9 @@ import (
 
 // pgSettings are the server settings every system runs against: durable
 // commits (fsync and synchronous_commit on, as shipped), pg_stat_statements
-// preloaded, commit timestamps tracked (they are how latency is observed),
-// and checkpoints pushed out of the measuring windows.
+// preloaded with planning tracked too (the cost table's plan ms per call),
+// commit timestamps tracked (they are how latency is observed), and
+// checkpoints pushed out of the measuring windows.
 var pgSettings = []string{
 	"listen_addresses=127.0.0.1",
 	"fsync=on",
@@ -31,6 +32,7 @@ var pgSettings = []string{
 	"pg_stat_statements.max=10000",
 	"pg_stat_statements.track=top",
 	"pg_stat_statements.track_utility=on",
+	"pg_stat_statements.track_planning=on",
 	"track_commit_timestamp=on",
 	"max_connections=300",
 	"shared_buffers=1GB",

@@ -24,6 +24,10 @@ type rowSpec struct {
 	HigherBetter bool
 	Cells        map[string]pick   // by system key
 	NA           map[string]string // by system key: why the cell has no figure
+	// Missing is the cell's text when its samples ran but lack the
+	// metric (a figure that only exists in some outcomes); "not run"
+	// when empty.
+	Missing string
 }
 
 // cell is one computed table cell.
@@ -86,6 +90,9 @@ func computeCell(sp rowSpec, sys string, samples []sample, unavailable string) c
 		for _, s := range samples {
 			if s.System != sys || s.Workload != pk.Workload || s.Variant != v {
 				continue
+			}
+			if s.Err == "" && sp.Missing != "" && best.Summary.N == 0 {
+				best.NA = sp.Missing
 			}
 			if s.Err != "" {
 				errs = append(errs, s.Err)

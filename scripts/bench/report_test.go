@@ -145,3 +145,41 @@ func TestEveryCellOfTheRealTableSaysSomething(t *testing.T) {
 		}
 	}
 }
+
+// TestTheW1SeparateDefaultsRows: the issue-24 W1 rows divide the separate
+// layout at defaults by River at its benchmark settings, by River at
+// MaxWorkers 100 with default fetch, and by the publish+consume ceiling.
+func TestTheW1SeparateDefaultsRows(t *testing.T) {
+	samples := append(testSamples(),
+		sample{System: sysRiver, Workload: "W1", Variant: varRiverMW100, Round: 1, Metrics: map[string]float64{metricTasksPerS: 850}},
+		sample{System: sysCeiling, Workload: "C", Variant: varConsume, Round: 1, Metrics: map[string]float64{metricPubConsPerS: 2550}})
+	byLabel := map[string]row{}
+	for _, r := range computeRows(tableRows(planFor(false)), samples, nil) {
+		byLabel[r.Label] = r
+	}
+	for label, want := range map[string]struct {
+		cell   string
+		ratio  float64
+		ceiled bool
+	}{
+		"W1 · separate daemons (defaults) ÷ River benchmark settings, tasks/s":             {sysRiver, 255.0 / 5000, false},
+		"W1 · separate daemons (defaults) ÷ River MaxWorkers 100, default fetch, tasks/s":  {sysRiver, 255.0 / 850, false},
+		"W1 · separate daemons (defaults) ÷ quorum queue publish+consume ceiling, tasks/s": {sysCeiling, 0.1, true},
+	} {
+		r, ok := byLabel[label]
+		if !ok {
+			t.Errorf("no row %q", label)
+			continue
+		}
+		if got := float64(r.Cells[sysFF].Summary.Median); got != 255 {
+			t.Errorf("%s: FlowForge cell %v, want the separate layout's 255 (not the best layout's)", label, got)
+		}
+		got := r.FFRiver
+		if want.ceiled {
+			got = r.FFCeiling
+		}
+		if math.Abs(float64(got)-want.ratio) > 1e-9 {
+			t.Errorf("%s: ratio %v, want %v", label, got, want.ratio)
+		}
+	}
+}

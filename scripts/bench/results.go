@@ -31,6 +31,9 @@ type systemInfo struct {
 	Version     string   `json:"version,omitempty"`
 	Unavailable string   `json:"unavailable,omitempty"`
 	Notes       []string `json:"notes,omitempty"`
+	// Defaults says what the system's defaults were where the tree
+	// decides them (FlowForge: the worker's default --concurrency).
+	Defaults string `json:"defaults,omitempty"`
 }
 
 // machine is what the run ran on.

@@ -84,7 +84,7 @@ func (f *flowforge) buildPruned(ctx context.Context, n int) (map[string]float64,
 	}
 	f.env.log("  %s: %d backdated finished task runs inserted in %.0f s", f.build.Label, n, time.Since(start).Seconds())
 	cmd := exec.Command(f.build.FFCTL, "daemon", "scheduler")
-	cmd.Env = append(os.Environ(), "FLOWFORGE_DATABASE_URL="+f.env.pg.URL(f.prunedDB(), "postgres"), "FLOWFORGE_HEALTH_ADDR=",
+	cmd.Env = ffctlEnv("FLOWFORGE_DATABASE_URL="+f.env.pg.URL(f.prunedDB(), "postgres"), "FLOWFORGE_HEALTH_ADDR=",
 		"FLOWFORGE_RETAIN_SUCCEEDED=1d", "FLOWFORGE_RETAIN_OUTBOX=1d", "FLOWFORGE_PRUNE_INTERVAL=1s")
 	pruneStart := time.Now()
 	c, err := startChild("pruner", cmd, filepath.Join(f.dir, f.prunedDB()+"-scheduler.log"))

@@ -31,12 +31,17 @@ func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil
 
 // riverConfig is a client configuration: "benchmark settings" (River's own
 // benchmark's: MaxWorkers 2000, FetchCooldown 2 ms, FetchPollInterval
-// 20 ms) or "defaults" (River's default fetch settings, FetchCooldown
+// 20 ms), "defaults" (River's default fetch settings, FetchCooldown
 // 100 ms and FetchPollInterval 1 s; MaxWorkers, which has no default,
-// stays 2000).
+// stays 2000) or varRiverMW100 (the default fetch settings with
+// MaxWorkers 100, a setting River's documentation uses).
 func riverConfig(variant string, workers *river.Workers) *river.Config {
+	maxWorkers := 2000
+	if variant == varRiverMW100 {
+		maxWorkers = 100
+	}
 	c := &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 2000}},
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers: workers,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -22,8 +22,10 @@ func (s *riverSystem) info() systemInfo {
 	return systemInfo{Label: "River", Version: riverVersion, Notes: []string{
 		"client in the driver process (pgx pool of 40), a no-op worker; " + varRiverBench +
 			": MaxWorkers 2000, FetchCooldown 2 ms, FetchPollInterval 20 ms; " + varRiverDefaults +
-			": River's default fetch settings (100 ms, 1 s), MaxWorkers 2000",
-		"W1 backlog inserted with InsertMany (batches of 10,000); W2/W5 one InsertTx per transaction from 8 closed loops",
+			": River's default fetch settings (100 ms, 1 s), MaxWorkers 2000; " + varRiverMW100 + " (W1): the same with MaxWorkers 100",
+		"W1 backlog inserted with InsertMany (batches of 10,000); W2/W5 one InsertTx per transaction from 8 closed loops; " +
+			"W2o one InsertTx per transaction on the open loop's schedule (32 triggerers, a pool of their own), the client at " + varRiverDefaults +
+			"; W6 InsertTx in a transaction that also inserts an order (serial, and 8 loops) and InsertMany in batches of 500, no client working the jobs",
 		"River's insert → completion committed compares with FlowForge's trigger → SUCCEEDED committed; finalized_at is River's own stamp, taken before its batch completer commits",
 	}}
 }
@@ -77,9 +79,9 @@ SELECT '{}', 1, t + interval '3 ms', '{bench}', t, t + interval '5 ms', 'noop', 
 
 func (s *riverSystem) jobs() []job {
 	p := s.env.plan
-	s.w1N = map[string]int{varRiverBench: p.W1N[sysRiver], varRiverDefaults: p.W1N[sysRiver]}
+	s.w1N = map[string]int{varRiverBench: p.W1N[sysRiver], varRiverDefaults: p.W1N[sysRiver], varRiverMW100: p.W1N[w1NRiverMW100]}
 	var out []job
-	for _, v := range []string{varRiverBench, varRiverDefaults} {
+	for _, v := range []string{varRiverBench, varRiverDefaults, varRiverMW100} {
 		out = append(out, job{System: sysRiver, Workload: "W1", Variant: v, run: func(ctx context.Context, _ int) (sample, error) {
 			n := s.w1N[v]
 			smp, err := p.burnDownSized(&n, func(n int) (sample, error) { return s.burnDown(ctx, v, n) })
@@ -100,5 +102,5 @@ func (s *riverSystem) jobs() []job {
 		job{System: sysRiver, Workload: "W5", Variant: varRiverBench, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.continuous(ctx, s.hist, p.Continuous)
 		}},
-	), s.triggerJobs()...)
+	), append(s.openJobs(), s.triggerJobs()...)...)
 }

@@ -10,6 +10,7 @@ import (
 const (
 	varRiverBench    = "benchmark settings" // MaxWorkers 2000, FetchCooldown 2 ms, FetchPollInterval 20 ms
 	varRiverDefaults = "defaults"
+	varRiverMW100    = "MaxWorkers 100, defaults" // default fetch settings
 	varCelery        = "prefork -c 2"
 	varPgbench8      = "pgbench 8 clients"
 	varPgbench32     = "pgbench 32 clients"
@@ -41,6 +42,7 @@ const (
 	naCeleryLatency = "no durable completion record without a result backend"
 	naCeleryDAG     = "chains and chords need a result backend"
 	naCeiling       = "see the ceiling rows"
+	naNotCosted     = "FlowForge's cost only"
 )
 
 // tableRows are the lines of the table, in order.
@@ -60,6 +62,18 @@ func tableRows(p plan) []rowSpec {
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
 				sysCeiling: pickMetric(metricOpsPerS, "C", varPublish)},
 			NA: map[string]string{sysRiver: "one client process", sysCelery: "one layout: row above"}},
+		{Label: "W1 · separate daemons (defaults) ÷ River benchmark settings, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
+				sysRiver: pickOf("W1", varRiverBench)},
+			NA: map[string]string{sysCelery: "one layout: row above", sysCeiling: "-"}},
+		{Label: "W1 · separate daemons (defaults) ÷ River MaxWorkers 100, default fetch, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
+				sysRiver: pickOf("W1", varRiverMW100)},
+			NA: map[string]string{sysCelery: "one layout: row above", sysCeiling: "-"}},
+		{Label: "W1 · separate daemons (defaults) ÷ quorum queue publish+consume ceiling, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate"),
+				sysCeiling: pickMetric(metricPubConsPerS, "C", varConsume)},
+			NA: map[string]string{sysRiver: "no broker", sysCelery: "one layout: row above"}},
 		{Label: "W1 · separate daemons, worker --concurrency 64, tasks/s", Metric: metricTasksPerS, HigherBetter: true,
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon "+modeSeparate64), sysFFBefore: pickOf("W1", "daemon "+modeSeparate64),
 				sysRiver: pickOf("W1", varRiverBench)},
@@ -68,6 +82,12 @@ func tableRows(p plan) []rowSpec {
 			Cells: map[string]pick{sysFF: pickOf("W1", w1Any...), sysFFBefore: pickOf("W1", w1Any...),
 				sysCeiling: pickMetric(metricPubConsPerS, "C", varConsume)},
 			NA: map[string]string{sysRiver: "no broker", sysCelery: "one layout: row above"}},
+		{Label: "W1 · separate daemons (defaults), PostgreSQL CPU ms per task (drain)", Metric: metricDrainPgCPU,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate")},
+			NA:    map[string]string{sysRiver: naNotCosted, sysCelery: naNotCosted, sysCeiling: "-"}},
+		{Label: "W1 · separate daemons (defaults), write commits per task (drain)", Metric: metricDrainCommits,
+			Cells: map[string]pick{sysFF: pickOf("W1", "daemon separate"), sysFFBefore: pickOf("W1", "daemon separate")},
+			NA:    map[string]string{sysRiver: naNotCosted, sysCelery: naNotCosted, sysCeiling: "-"}},
 		{Label: "W1 peak worker RSS, --concurrency 64, MiB", Metric: metricWorkerRSS,
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon "+modeSeparate64), sysFFBefore: pickOf("W1", "daemon "+modeSeparate64)},
 			NA:    map[string]string{sysRiver: "-", sysCelery: "-", sysCeiling: "-"}},
@@ -91,7 +111,7 @@ func tableRows(p plan) []rowSpec {
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
 	}
-	return append(append(append(rows, dagRows(p)...), triggerRows()...), retentionRows(p)...)
+	return append(append(append(append(rows, openRows(p)...), dagRows(p)...), triggerRows()...), retentionRows(p)...)
 }
 
 func dagRows(p plan) []rowSpec {
@@ -139,17 +159,19 @@ func methodNotes(p plan) []string {
 		"W5: W2 on a clone (CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY) of a database holding the history; the buffers rows compare shared_blks_hit+read per call of every statement of a fixed serial workload (single-task runs one at a time) on a fresh clone and on the history clone: the worst ratio and the largest growth. A few buffers more per call is each B-tree one level deeper (logarithmic); a statement that scanned history would touch thousands more.",
 		"W7: W2 and the dashboard refresh (the reads of ffctl tui, 200 times) on a clone of a database whose backdated history (2,000,000 finished runs; quick: 200,000) the pruner deleted, then VACUUM ANALYZE (not FULL), against a clone of a fresh database, alternated three times; ratios of the medians, pruned ÷ fresh.",
 		"W2/W5: 8 closed loops, each waiting for its trigger (FlowForge store.Trigger, River InsertTx + commit) to commit, never for the run; runs/s and percentiles are of the runs triggered and completed inside the window (a backlog left at its end is not waited for). A system slower than its triggerers queues, and its latency is then mostly queueing.",
+		fmt.Sprintf("W2o open loop: single-task runs triggered at %g a second for %.0f s on a fixed schedule (trigger i due i/rate after the start, issued by the first of %d triggerers free; one that is late is recorded as lag, never skipped), then up to %.0f s for the system to finish them. FlowForge: fftrigger's store.Trigger against separate daemons at the tree's defaults; River: InsertTx + commit, its default fetch settings, MaxWorkers 2000. Triggers issued/s = n ÷ (the last one's issue time + one interval). Runs/s: completions committed inside the window (from the first run's created_at) per second of it; the percentiles are of every triggered run, created_at → completion committed, a run still open at the end counted with its age then (a lower bound; the finished row says whether any was).", p.OpenRate, p.OpenWindow.Seconds(), openTriggerers, p.OpenDrain.Seconds()),
+		w6Note(p),
 		"W5 history: 1,000,000 copies of a real finished run (all its rows: run, task run, events, outbox row), spread over the last 20 h, built once with the before column's build and migrated with the current ffctl for the current column (both leave the same 10 rows per run); River's is 1,000,000 completed jobs over the same 20 h (inside its 24 h retention, so its cleaner stays idle).",
-		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default.",
+		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default; '" + varRiverMW100 + "' (W1 only) the same fetch settings with MaxWorkers 100. The W1 rows 'separate daemons (defaults) ÷ …' put FlowForge's separate layout at the tree's defaults beside River at its benchmark settings, beside River at MaxWorkers 100 and default fetch, and beside the publish+consume ceiling (FF÷River, FF÷ceiling).",
 		"Celery: -P prefork -c 2, acks_late, a no-op task, a durable classic queue (Celery 5.2's global QoS rules out quorum queues), publisher confirms; its burn-down ends when the broker's global ack counter has counted the backlog (rabbitmq_prometheus, polled every 50 ms). Without a result backend it records no completion, so it has no latency figures, no chains and no chords.",
 		"FF÷ceiling: FlowForge's figure over the ceiling cell of its row, measured in the same run. The publish+consume ceiling is n ÷ (publish s + consume s) of the raw quorum-queue measurement (every dispatch is published once and consumed once): where FF÷ceiling nears 1 the broker is the limit; far below 1 it is not, and the limit is the work per task in the processes and PostgreSQL.",
-		"W1/W2 at --concurrency 64: the worker's default --concurrency is 4 (a handler may be a shell command); River runs MaxWorkers 2000. At 4 the worker's slots bound the drain (claim and finish batches stay at 1-2 rows); the c64 rows show FlowForge with slots to batch over, the setting to compare with River's.",
+		"W1/W2 at --concurrency 64: the rows without it run the worker's default --concurrency, whatever the tree ships (read from its ffctl, printed below the notes); River runs MaxWorkers 2000. The c64 rows show FlowForge with 64 slots to batch over, the setting to compare with River's.",
 		"W1 peak worker RSS: W1 with separate daemons and the worker at --concurrency 64 (its own variant, \"daemon separate c64\"); VmHWM of the worker process read from /proc just before its SIGTERM, in MiB (issue 14's bound: 50 MiB).",
 		"W2/W5 publisher's share (in the results file and the progress lines, outbox_p50_ms/outbox_p99_ms; W1 outbox_span_s): trigger → the outbox row's stamp committed, on the database clock.",
-		"FlowForge cost per task (below the table): W1's trigger and drain phases; write commits are WAL COMMIT records (pg_waldump), statements are pg_stat_statements calls of the daemons' role (the driver's own queries run as another role), CPU from /proc and the processes' rusage.",
+		"FlowForge cost per task (below the table, and the two W1 drain rows): W1's trigger and drain phases; write commits are WAL COMMIT records (pg_waldump), statements are pg_stat_statements calls of the daemons' role (the driver's own queries run as another role), CPU from /proc (PostgreSQL's and RabbitMQ's process trees) and each daemon process's rusage. The statement table is the last round's: calls per task, per call the execution and planning time (pg_stat_statements.track_planning on; plan ms/call counts only the calls that were planned, plans/call of them), shared buffers hit+read and WAL bytes.",
 	}
 	if p.Quick {
-		notes = append(notes, fmt.Sprintf("make bench-quick: one round, small backlogs (no 10 s minimum drain), %v windows, W5 history of %d task runs instead of 1,000,000.", p.Continuous, p.History))
+		notes = append(notes, fmt.Sprintf("make bench-quick: one round, small backlogs (no 10 s minimum drain), %v windows (W2o: %v), W5 history of %d task runs instead of 1,000,000.", p.Continuous, p.OpenWindow, p.History))
 	}
 	return notes
 }
@@ -165,8 +187,11 @@ func renderReport(res results) string {
 		b.WriteString("- " + n + "\n")
 	}
 	for _, k := range sortedKeys(res.Systems) {
+		if d := res.Systems[k].Defaults; d != "" {
+			fmt.Fprintf(&b, "- %s (%s): defaults as shipped: %s\n", systemLabels[k], res.Systems[k].Version, d)
+		}
 		if u := res.Systems[k].Unavailable; u != "" {
-			b.WriteString(fmt.Sprintf("- %s: N/A: %s\n", systemLabels[k], u))
+			fmt.Fprintf(&b, "- %s: N/A: %s\n", systemLabels[k], u)
 		}
 	}
 	b.WriteString(renderCosts(res.Samples))

@@ -21,7 +21,7 @@ const (
 	metricN            = "n"                  // W1: tasks in the backlog
 	metricDrainS       = "drain_s"            // W1: consumers' start → last durable completion
 	metricRunsPerS     = "runs_per_s"         // W2, W5: completions committed per second of the window
-	metricTriggerPerS  = "triggers_per_s"     // W2, W5: triggers committed per second
+	metricTriggerPerS  = "triggers_per_s"     // W2, W5: triggers committed per second; W6: runs (jobs) created per second of the timed part
 	metricP50          = "p50_ms"             // W2, W3, W5: trigger → completion committed
 	metricP99          = "p99_ms"             //
 	metricStampP50     = "stamp_p50_ms"       // W2, W5: trigger → the completion's own timestamp
@@ -47,4 +47,10 @@ const (
 	// metricOutboxSpanS is W1's first → last published_at stamp, in s: how
 	// long the publisher took to publish the backlog.
 	metricOutboxSpanS = "outbox_span_s"
+	// metricDrainPgCPU and metricDrainCommits are FlowForge's W1 drain
+	// cost per task (the daemons' work, the trigger's left out): PostgreSQL
+	// CPU ms and write commits (WAL COMMIT records); the cost table below
+	// the main one has the rest.
+	metricDrainPgCPU   = "drain_pg_cpu_ms_per_task"
+	metricDrainCommits = "drain_commits_per_task"
 )

@@ -4,9 +4,17 @@
 // it (without -race), and fails listing every mutant that survived — a
 // mutant survives when any test named for it still passes. Binaries that e2e
 // tests build (harness.BuildGo) get the same overlay through the
-// environment variable FLOWFORGE_MUTATION_OVERLAY.
+// environment variable FLOWFORGE_MUTATION_OVERLAY. Mutants whose tests
+// are not e2e's run -jobs at a time (default 2: most of a mutant's time is
+// its package's build); the e2e ones then run one at a time (runAll). Each
+// job has a directory of its own per mutant for the patched files, and a
+// database of its own for storetest's schemas (FLOWFORGE_TEST_SCHEMA_DATABASE:
+// flowforge_test_job1, _job2, ...), so that what PostgreSQL shares between
+// the schemas of one database (advisory locks, notification channels) is
+// never shared by two mutants running at once. An id given twice to -only
+// runs twice.
 //
-//	go run ./scripts/mutate [-catalogue e2e/MUTANTS.yaml] [-only id,id] [-list]
+//	go run ./scripts/mutate [-catalogue e2e/MUTANTS.yaml] [-only id,id] [-jobs N] [-list]
 //
 // Exit status: 0 every mutant killed, 1 a mutant survived or could not be
 // built or applied, 2 bad usage or an unreadable catalogue.
@@ -27,6 +35,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/e2e/harness"
 	"github.com/flowforge/flowforge/e2e/mutation"
 )
@@ -42,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	only := fs.String("only", "", "comma-separated mutant ids to run (default: all)")
 	list := fs.Bool("list", false, "list the mutants and exit")
 	timeout := fs.Duration("timeout", 2*time.Minute, "go test -timeout for each package run")
+	jobs := fs.Int("jobs", 2, "mutants run at once; a mutant whose tests include ./e2e always runs alone (its daemons' timing)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,13 +84,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer os.RemoveAll(tmp)
 
 	start := time.Now()
-	var bad []string
-	for i, m := range selected {
+	verdicts := runAll(ctx, selected, max(*jobs, 1), func(job, i int, m mutation.Mutant) (string, string) {
 		t0 := time.Now()
-		verdict, detail := runMutant(ctx, root, tmp, m, *timeout)
-		fmt.Fprintf(stdout, "mutate: [%d/%d] %-40s %-8s %5.1fs %s\n", i+1, len(selected), m.ID, verdict, time.Since(t0).Seconds(), detail)
-		if verdict != "killed" {
-			bad = append(bad, m.ID+" ("+verdict+")")
+		env := []string{storetest.TestDatabaseEnv + "=" + jobDatabase(job)}
+		verdict, detail := runMutant(ctx, root, filepath.Join(tmp, fmt.Sprintf("%03d-%s", i+1, m.ID)), m, env, *timeout)
+		return fmt.Sprintf("mutate: [%d/%d] %-40s %-8s %5.1fs %s\n", i+1, len(selected), m.ID, verdict, time.Since(t0).Seconds(), detail), verdict
+	}, stdout)
+	var bad []string
+	for i, v := range verdicts {
+		if v != "killed" {
+			bad = append(bad, selected[i].ID+" ("+v+")")
 		}
 	}
 	fmt.Fprintf(stdout, "mutate: %d mutants, %d killed, %d not, in %s\n", len(selected), len(selected)-len(bad), len(bad), time.Since(start).Round(time.Second))
@@ -110,9 +123,17 @@ func selectMutants(all []mutation.Mutant, only string) ([]mutation.Mutant, error
 	return out, nil
 }
 
-// runMutant returns "killed", "SURVIVED" or "BROKEN" and a detail line.
-func runMutant(ctx context.Context, root, tmp string, m mutation.Mutant, timeout time.Duration) (string, string) {
-	dir := filepath.Join(tmp, m.ID)
+// jobDatabase is the database that holds storetest's schemas for the
+// mutants job runs (numbered from 0): one per job, so that two test
+// binaries running at once never share one.
+func jobDatabase(job int) string {
+	return fmt.Sprintf("%s_job%d", storetest.TestDatabase, job+1)
+}
+
+// runMutant applies m in dir, a directory of this run's own, runs its
+// tests with env added to the environment, and returns "killed",
+// "SURVIVED" or "BROKEN" and a detail line.
+func runMutant(ctx context.Context, root, dir string, m mutation.Mutant, env []string, timeout time.Duration) (string, string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "BROKEN", err.Error()
 	}
@@ -127,7 +148,7 @@ func runMutant(ctx context.Context, root, tmp string, m mutation.Mutant, timeout
 	}
 	var survivors []string
 	for _, k := range m.Kill {
-		res, out, err := goTest(ctx, root, ovPath, k, timeout)
+		res, out, err := goTest(ctx, root, ovPath, k, env, timeout)
 		if err != nil {
 			return "BROKEN", fmt.Sprintf("%s: %v\n%s", k.Pkg, err, tail(out, 30))
 		}
@@ -147,9 +168,10 @@ func runMutant(ctx context.Context, root, tmp string, m mutation.Mutant, timeout
 	return "killed", ""
 }
 
-// goTest runs the named tests of one package under the overlay and returns
-// each top-level test's final action ("pass", "fail", "skip").
-func goTest(ctx context.Context, root, overlay string, k mutation.Kill, timeout time.Duration) (map[string]string, []byte, error) {
+// goTest runs the named tests of one package under the overlay, with env
+// added to the environment, and returns each top-level test's final action
+// ("pass", "fail", "skip").
+func goTest(ctx context.Context, root, overlay string, k mutation.Kill, env []string, timeout time.Duration) (map[string]string, []byte, error) {
 	pattern := "^(" + strings.Join(k.Tests, "|") + ")$"
 	args := []string{"test", "-overlay=" + overlay, "-count=1", "-json", "-timeout=" + timeout.String(), "-run", pattern}
 	if len(k.Tests) == 1 {
@@ -158,7 +180,7 @@ func goTest(ctx context.Context, root, overlay string, k mutation.Kill, timeout 
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, k.Pkg)...)
 	cmd.Dir = root
-	cmd.Env = append(withoutFFCTLBin(os.Environ()), harness.MutationOverlayEnv+"="+overlay)
+	cmd.Env = append(append(withoutFFCTLBin(os.Environ()), harness.MutationOverlayEnv+"="+overlay), env...)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

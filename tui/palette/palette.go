@@ -31,6 +31,8 @@ const (
 	Blue
 	Cyan
 	Magenta
+	// Pink is SKIPPED's alone: a task the scheduler decided not to run.
+	Pink
 )
 
 // Color returns c as a lipgloss colour: its ANSI value on a 16-colour
@@ -64,6 +66,8 @@ func (c Colour) values() (ansi, light, dark string) {
 		return "6", "30", "80"
 	case Magenta:
 		return "5", "127", "176"
+	case Pink:
+		return "13", "168", "211"
 	default:
 		return "", "", ""
 	}
@@ -89,7 +93,9 @@ func (s Spec) Style(r *lipgloss.Renderer) lipgloss.Style {
 // (READY cyan, RUNNING bold blue), a failed attempt waiting for its retry
 // yellow, success green, failure red (DEAD and a FAILED run bold;
 // UPSTREAM_FAILED, stopped by a DEAD ancestor, not bold: the cause is the
-// DEAD task), a cancellation magenta.
+// DEAD task), a cancellation magenta, a task the scheduler skipped
+// (SKIPPED: its when was false, or its trigger rule skipped it) pink, a
+// colour no other state has.
 func Of(state string) (spec Spec, ok bool) {
 	switch core.TaskState(state) {
 	case core.TaskPending:
@@ -108,6 +114,8 @@ func Of(state string) (spec Spec, ok bool) {
 		return Spec{Colour: Red}, true
 	case core.TaskCancelled:
 		return Spec{Colour: Magenta}, true
+	case core.TaskSkipped:
+		return Spec{Colour: Pink}, true
 	}
 	if core.RunState(state) == core.RunFailed {
 		return Spec{Colour: Red, Bold: true}, true

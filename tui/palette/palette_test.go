@@ -63,7 +63,7 @@ func TestEveryStateHasAColour(t *testing.T) {
 func TestColoursAreDistinct(t *testing.T) {
 	t.Parallel()
 	seen := map[string]Colour{}
-	for c := Grey; c <= Magenta; c++ {
+	for c := Grey; c <= Pink; c++ {
 		ansi, light, dark := c.values()
 		for _, v := range []string{"ansi " + ansi, "light " + light, "dark " + dark} {
 			if strings.HasSuffix(v, " ") {

@@ -51,3 +51,36 @@ func ReapExpired(t testing.TB, s *store.Store, limit int, backoff store.BackoffF
 	}
 	return res.Reaped
 }
+
+// FinishReady runs every READY task of run as a worker would: it claims
+// each as worker "w1" and finishes it with req (its ID, Token and
+// WorkerID filled in per task), then makes one scheduler pass, which
+// promotes what follows and settles the run. It returns whether the run
+// has ended. The test fails on an error or a lost claim.
+func FinishReady(t testing.TB, s *store.Store, run uuid.UUID, req store.FinishRequest) bool {
+	t.Helper()
+	ctx := context.Background()
+	r, err := s.GetRun(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range r.Tasks {
+		if task.State != core.TaskReady {
+			continue
+		}
+		ct, ok := Claim(t, s, task.ID, task.FencingToken, "w1", time.Minute)
+		if !ok {
+			t.Fatalf("claim %s lost", task.Name)
+		}
+		req.ID, req.Token, req.WorkerID = ct.ID, ct.FencingToken, "w1"
+		Finish(t, s, req)
+	}
+	if _, err := s.Advance(ctx, nil, 100, "test-scheduler"); err != nil {
+		t.Fatal(err)
+	}
+	r, err = s.GetRun(ctx, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Ended()
+}

@@ -3,8 +3,9 @@
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable).
 //
 // "Database" here is a schema of its own in the shared database
-// flowforge_test, selected through the URL's search_path: creating a schema
-// takes milliseconds where CREATE DATABASE takes most of a second. Each call
+// flowforge_test (or the one FLOWFORGE_TEST_SCHEMA_DATABASE names),
+// selected through the URL's search_path: creating a schema takes
+// milliseconds where CREATE DATABASE takes most of a second. Each call
 // creates its own schema and drops it in t.Cleanup. FlowForge's SQL uses
 // unqualified names, so it runs unchanged in any schema.
 package storetest
@@ -13,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"io/fs"
@@ -51,8 +53,27 @@ func NewDatabase(t testing.TB) string {
 	return NewDatabaseOn(t, AdminURL())
 }
 
-// TestDatabase is the database on the test server that holds the schemas.
+// TestDatabase is the database on the test server that holds the schemas,
+// unless TestDatabaseEnv names another.
 const TestDatabase = "flowforge_test"
+
+// TestDatabaseEnv is the environment variable that names the database
+// holding the schemas in TestDatabase's place (created on first use and
+// kept, as TestDatabase is). What PostgreSQL keeps per database, advisory
+// locks (goose's migration lock among them), notification channels and
+// pg_stat_activity's datname, is shared by every schema of one database,
+// and `make test` runs one package at a time; scripts/mutate, which runs
+// two test binaries at once, gives each its own database through it.
+const TestDatabaseEnv = "FLOWFORGE_TEST_SCHEMA_DATABASE"
+
+// testDatabase is the database that holds the schemas: TestDatabaseEnv's,
+// else TestDatabase.
+func testDatabase() string {
+	if d := os.Getenv(TestDatabaseEnv); d != "" {
+		return d
+	}
+	return TestDatabase
+}
 
 // NewDatabaseOn is NewDatabase on the server of adminURL.
 func NewDatabaseOn(t testing.TB, adminURL string) string {
@@ -61,17 +82,18 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 	defer cancel()
 	admin := connectOrSkip(t, ctx, adminURL)
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+TestDatabase); err != nil {
+	name := testDatabase()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) || (pe.Code != "42P04" && pe.Code != "23505") { // duplicate_database, or a concurrent create
-			t.Fatalf("create database %s: %v", TestDatabase, err)
+			t.Fatalf("create database %s: %v", name, err)
 		}
 	}
 	u, err := url.Parse(adminURL)
 	if err != nil {
 		t.Fatalf("parse %s: %v", store.RedactURL(adminURL), err)
 	}
-	u.Path = "/" + TestDatabase
+	u.Path = "/" + name
 	dbURL := u.String()
 	schema := randomName("fftest_")
 	db, err := pgx.Connect(ctx, dbURL)
@@ -148,10 +170,12 @@ func Open(t testing.TB, dbURL string) (*store.Store, string) {
 }
 
 // migrating serialises Open's migrations within the test binary: every
-// schema of TestDatabase shares goose's session advisory lock (advisory
+// schema of one database shares goose's session advisory lock (advisory
 // locks are per database), and a migration that finds it taken polls again
 // only after 5 s. Parallel tests wait here for each other's few hundred
-// milliseconds instead. It is the package's only state.
+// milliseconds instead (test binaries running at once wait for each other
+// unless TestDatabaseEnv gives each a database). It is the package's only
+// state.
 var migrating sync.Mutex
 
 // NewPrivateDatabase creates a real database of its own (CREATE DATABASE,
@@ -259,4 +283,28 @@ func RefusedURL(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return "postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=1"
+}
+
+// ForeignDriverDB returns a database/sql pool whose driver is not pgx's
+// (it never connects), closed in t.Cleanup: what store.FromDB and
+// client.NewDB refuse.
+func ForeignDriverDB(t testing.TB) *sql.DB {
+	db := sql.OpenDB(foreignConnector{})
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// foreignConnector and foreignDriver are ForeignDriverDB's driver.
+type foreignConnector struct{}
+
+func (foreignConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("storetest: the foreign driver does not connect")
+}
+
+func (foreignConnector) Driver() driver.Driver { return foreignDriver{} }
+
+type foreignDriver struct{}
+
+func (foreignDriver) Open(string) (driver.Conn, error) {
+	return nil, errors.New("storetest: the foreign driver does not connect")
 }

@@ -1,0 +1,1 @@
+../closedloop.go
