@@ -105,10 +105,10 @@ demo: ## run the word-count demo end to end (scripts/demo)
 # product's module graph). It starts a private PostgreSQL and a private
 # RabbitMQ node of its own, so it needs the packages `make test` set up but
 # none of the services running.
-bench: ## FlowForge vs River, Celery and the ceilings, 3 interleaved rounds (<= 20 min); writes scripts/bench/results/
+bench: ## FlowForge vs River, Celery and the ceilings, 3 interleaved rounds (about 70 min on 2 cores); writes scripts/bench/results/
 	cd scripts/bench && GOWORK=off $(GO) run .
 
-bench-quick: ## one small round of make bench (< 3 min); results under scripts/bench/results/quick/
+bench-quick: ## one small round of make bench (about 5 min); results under scripts/bench/results/quick/
 	cd scripts/bench && GOWORK=off $(GO) run . -quick
 
 lint: ## gofmt -l (must print nothing) and go vet
