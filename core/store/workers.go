@@ -121,25 +121,31 @@ SELECT w.id, w.role, w.hostname, w.pid, w.started_at, w.last_seen_at,
 // its first heartbeat) counts as not seen, so that an apply in that window
 // is not refused for a handler set nobody has reported.
 func (s *Store) LiveHandlers(ctx context.Context, within time.Duration) (handlers map[string][]string, workers int, err error) {
+	// One statement, so one snapshot: the handler sets and the count of
+	// workers must describe the same moment. Read in two statements, a
+	// worker that reported its handlers between them was counted without
+	// its handlers, and apply refused every handler ("registered by none
+	// of the 1 workers seen").
 	var rows []struct {
+		Workers int        `db:"workers"`
 		Handler *string    `db:"handler"`
 		Queues  StringList `db:"queues"`
 	}
 	err = s.db.SelectContext(ctx, &rows, `
-SELECT h AS handler, to_jsonb(array_agg(DISTINCT coalesce(w.queue, ''))) AS queues
-  FROM workers w LEFT JOIN LATERAL unnest(w.handlers) h ON true
- WHERE w.role IN ('worker', 'all') AND w.handlers IS NOT NULL AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
+WITH live AS (
+    SELECT w.handlers, w.queue FROM workers w
+     WHERE w.role IN ('worker', 'all') AND w.handlers IS NOT NULL AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'
+)
+SELECT (SELECT count(*) FROM live)::int AS workers, h AS handler,
+       to_jsonb(array_agg(DISTINCT coalesce(l.queue, ''))) AS queues
+  FROM live l LEFT JOIN LATERAL unnest(l.handlers) h ON true
  GROUP BY h`, within.Milliseconds())
 	if err != nil {
 		return nil, 0, fmt.Errorf("list live handlers: %w", err)
 	}
-	if err := s.db.GetContext(ctx, &workers, `
-SELECT count(*) FROM workers w
- WHERE w.role IN ('worker', 'all') AND w.handlers IS NOT NULL AND w.last_seen_at > now() - $1::bigint * interval '1 millisecond'`, within.Milliseconds()); err != nil {
-		return nil, 0, fmt.Errorf("count live workers: %w", err)
-	}
 	handlers = map[string][]string{}
 	for _, r := range rows {
+		workers = r.Workers
 		if r.Handler != nil {
 			handlers[*r.Handler] = r.Queues
 		}
