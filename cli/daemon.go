@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/clock"
@@ -39,7 +40,7 @@ func daemonCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "daemon",
 		Usage:     "run a FlowForge daemon: scheduler, publisher, worker, or all three in one process",
-		UsageText: "ffctl daemon all|scheduler|publisher|worker|api [command options]\n\nEach role takes its own flags and the common ones; all takes every role's.\n\nExample:\n  ffctl daemon all --allow-shell\n  ffctl daemon worker --concurrency 32 --health-addr 127.0.0.1:9093\n  ffctl daemon api --listen 127.0.0.1:8090",
+		UsageText: "ffctl daemon all|scheduler|publisher|worker|api [command options]\n\nEach role takes its own flags and the common ones; all takes every role's.\n\nExample:\n  ffctl daemon all --allow-shell\n  ffctl daemon worker --concurrency 32 --health-addr 127.0.0.1:9093\n  ffctl daemon worker --handlers http,noop\n  ffctl daemon api --listen 127.0.0.1:8090",
 		Subcommands: []*cli.Command{
 			sub(supervisor.RoleAll, "run scheduler, publisher and worker in one process (development default)"),
 			sub(supervisor.RoleScheduler, "promote ready tasks into the outbox, retry, reap expired leases, derive run states"),
@@ -93,7 +94,27 @@ func schedulerFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "misfire-grace", Usage: "scheduler: a schedule tick due longer ago than this was missed (no scheduler ran) and follows its schedule's catch-up policy", Value: store.MisfireGraceDefault, EnvVars: []string{"FLOWFORGE_MISFIRE_GRACE"}},
 		&cli.DurationFlag{Name: "sweep-interval", Usage: "scheduler: period of the sweep that runs without a notification (reaps, redispatches, advances runs with retries due, promotable tasks or nothing active left)", Value: scheduler.SweepIntervalDefault, EnvVars: []string{"FLOWFORGE_SWEEP_INTERVAL"}},
 		&cli.DurationFlag{Name: "full-sweep-interval", Usage: "scheduler: period of the full pass over every open run, the safety net behind notifications and the sweep (at least --sweep-interval; default " + scheduler.FullSweepIntervalDefault.String() + ", or --sweep-interval when that is longer)", EnvVars: []string{"FLOWFORGE_FULL_SWEEP_INTERVAL"}},
+		&cli.IntFlag{Name: "max-child-depth", Usage: fmt.Sprintf("scheduler: how deep child runs (a task's workflow:) may nest, %d to %d; a task that would start a deeper one is DEAD", scheduler.MaxChildDepthMin, scheduler.MaxChildDepthMax), Value: store.MaxChildDepthDefault, EnvVars: []string{"FLOWFORGE_MAX_CHILD_DEPTH"}},
 	}
+}
+
+// schedulerConfig maps the scheduler's flags and the retention flags to
+// cfg. Errors (usage): --max-child-depth 0, which the Config would take
+// for its default (the flag's default is that already, so a 0 given is a
+// mistake: it would fail every workflow task); retentionConfig's.
+func schedulerConfig(c *cli.Context, cfg *supervisor.Config) error {
+	cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"),
+		RedispatchAfter: c.Duration("redispatch-after"), MaxChildDepth: c.Int("max-child-depth")}
+	if c.IsSet("misfire-grace") {
+		// Unset: the Config's default, which a long --sweep-interval
+		// lifts (the grace is at least two sweeps).
+		cfg.Scheduler.MisfireGrace = c.Duration("misfire-grace")
+	}
+	if cfg.Scheduler.MaxChildDepth == 0 {
+		return usageError("%v", &daemon.SettingError{Component: "scheduler", Field: "MaxChildDepth", Flag: "max-child-depth", Value: 0,
+			Want: fmt.Sprintf("between %d and %d (default %d): at 0 every task that starts a child run would fail", scheduler.MaxChildDepthMin, scheduler.MaxChildDepthMax, store.MaxChildDepthDefault)})
+	}
+	return retentionConfig(c, cfg)
 }
 
 func publisherFlags() []cli.Flag {
@@ -106,6 +127,7 @@ func publisherFlags() []cli.Flag {
 func workerFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "concurrency", Usage: "worker: handlers run at once (also the prefetch)", Value: worker.ConcurrencyDefault, EnvVars: []string{"FLOWFORGE_CONCURRENCY"}},
+		&cli.StringSliceFlag{Name: "handlers", Usage: "worker: run only these handlers (comma-separated or repeated; default every registered one): the worker registers, consumes the queues of and reports only these, e.g. --handlers http,noop", EnvVars: []string{"FLOWFORGE_HANDLERS"}},
 		&cli.BoolFlag{Name: "allow-shell", Usage: "worker: enable the shell handler (runs commands as this user)", EnvVars: []string{"FLOWFORGE_ALLOW_SHELL"}},
 		&cli.IntFlag{Name: "shell-concurrency", Usage: "worker: shell commands run at once, at most (a shell task waits for a turn inside its attempt: its lease renewed, its timeout running); 0: twice the CPUs", EnvVars: []string{"FLOWFORGE_SHELL_CONCURRENCY"}},
 		&cli.StringSliceFlag{Name: "shell-env-pass", Usage: "worker: pass this variable of the worker's environment to shell commands, beyond PATH, HOME, USER, LOGNAME, TMPDIR, TZ, LANG, LANGUAGE and LC_* (repeatable; FLOWFORGE_* and PG* are refused)", EnvVars: []string{"FLOWFORGE_SHELL_ENV_PASS"}},
@@ -114,6 +136,34 @@ func workerFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "unknown-handler-grace", Usage: "worker: hand a task whose handler this worker lacks back to the queue (for a worker that has it) until it has been READY this long; then it fails permanently", Value: worker.UnknownHandlerGraceDefault, EnvVars: []string{"FLOWFORGE_UNKNOWN_HANDLER_GRACE"}},
 		&cli.DurationFlag{Name: "slot-wait", Usage: "worker: how long a delivery may wait for a free slot before it is handed back (keep below the broker's consumer_timeout)", Value: worker.SlotWaitDefault, EnvVars: []string{"FLOWFORGE_SLOT_WAIT"}},
 	}
+}
+
+// handlerSet returns the handler names of --handlers (trimmed, empty ones
+// dropped; nil when none is given), or a usage error naming one that
+// neither reg nor the built-ins of opt register.
+func handlerSet(names []string, reg *core.Registry, opt handlers.Options) ([]string, error) {
+	var set []string
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" {
+			set = append(set, n)
+		}
+	}
+	if len(set) == 0 {
+		if len(names) > 0 {
+			return nil, usageError("--handlers: no handler named (want e.g. --handlers http,noop)")
+		}
+		return nil, nil
+	}
+	known := core.NewRegistry()
+	for _, n := range reg.Names() {
+		h, _ := reg.Lookup(n)
+		_ = known.Register(n, h)
+	}
+	handlers.Register(known, opt)
+	if _, err := known.Only(set); err != nil {
+		return nil, usageError("--handlers: %v", err)
+	}
+	return set, nil
 }
 
 // daemonUsageError is the usage-error handler of `ffctl daemon ROLE`: a
@@ -199,13 +249,7 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 			Want: "positive: how long the first stop signal waits for in-flight tasks before aborting them (default " + supervisor.DefaultStopTimeout.String() + ")"})
 	}
 	if role.Runs(supervisor.RoleScheduler) {
-		cfg.Scheduler = scheduler.Config{SweepInterval: c.Duration("sweep-interval"), FullSweepInterval: c.Duration("full-sweep-interval"), RedispatchAfter: c.Duration("redispatch-after")}
-		if c.IsSet("misfire-grace") {
-			// Unset: the Config's default, which a long --sweep-interval
-			// lifts (the grace is at least two sweeps).
-			cfg.Scheduler.MisfireGrace = c.Duration("misfire-grace")
-		}
-		if err := retentionConfig(c, &cfg); err != nil {
+		if err := schedulerConfig(c, &cfg); err != nil {
 			return cfg, err
 		}
 	}
@@ -226,6 +270,11 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		}
 		cfg.Handlers = handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"),
 			ShellSupervisor: shellSupervisor(), ShellConcurrency: c.Int("shell-concurrency"), HTTPDenyPrivate: c.Bool("http-deny-private")}
+		only, err := handlerSet(c.StringSlice("handlers"), env.Registry, cfg.Handlers)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.WorkerHandlers = only
 	}
 	if role == supervisor.RoleAPI || role == supervisor.RoleAll {
 		cfg.API = apiConfig(c, role)

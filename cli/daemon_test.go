@@ -113,6 +113,29 @@ func TestDaemonRolesRefuseAnotherRolesFlag(t *testing.T) {
 	}
 }
 
+// TestDaemonWorkerHandlersMustBeRegistered: --handlers names handlers the
+// binary registers (the built-ins, --allow-shell's shell, a program's own);
+// another name, or none, is a usage error (exit 2) naming it and what is
+// registered, before anything is reached.
+func TestDaemonWorkerHandlersMustBeRegistered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown", []string{"--handlers", "noop,nope"}, []string{`--handlers: handler set: "nope" is not a registered handler`, "registered: fail, http, noop, sleep"}},
+		{"shell without --allow-shell", []string{"--handlers", "shell"}, []string{`"shell" is not a registered handler`}},
+		{"empty", []string{"--handlers", " , "}, []string{"--handlers: no handler named"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := ffDaemon(t, append([]string{"worker", "--health-addr", ""}, tc.args...)...)
+			expect(t, r, 2, tc.want...)
+		})
+	}
+}
+
 // TestDaemonAllTakesTheUnionOfTheRolesFlags: `daemon all` runs every
 // daemon, so it takes every role's flags (the API's --listen as
 // --api-listen), and each role takes its own:
@@ -149,9 +172,9 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
 		"prune": {"--prune"}, "prune-interval": {"--prune-interval", "30s"}, "retain-succeeded": {"--retain-succeeded", "3d"},
 		"retain-cancelled": {"--retain-cancelled", "1d12h"}, "retain-dead": {"--retain-dead", "30d"}, "retain-outbox": {"--retain-outbox", "6h"},
-		"misfire-grace": {"--misfire-grace", "2m"}, "stop-timeout": {"--stop-timeout", "45s"},
+		"misfire-grace": {"--misfire-grace", "2m"}, "stop-timeout": {"--stop-timeout", "45s"}, "max-child-depth": {"--max-child-depth", "3"},
 		"listen": {"--listen", "127.0.0.1:0"}, "api-listen": {"--api-listen", "127.0.0.1:0"}, "tls-cert": {"--tls-cert", "cert.pem"},
-		"tls-key": {"--tls-key", "key.pem"}, "insecure-no-auth": {"--insecure-no-auth"},
+		"tls-key": {"--tls-key", "key.pem"}, "insecure-no-auth": {"--insecure-no-auth"}, "handlers": {"--handlers", "noop,http"},
 	}
 	for _, role := range []string{"all", "scheduler", "publisher", "worker", "api"} {
 		t.Run(role, func(t *testing.T) {
@@ -202,6 +225,8 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 		{"negative sweep interval", supervisor.RoleScheduler, []string{"--sweep-interval", "-1s"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{SweepInterval: -time.Second} }},
 		{"a misfire grace below two sweeps", supervisor.RoleScheduler, []string{"--misfire-grace", "1ms"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{MisfireGrace: time.Millisecond} }},
 		{"negative redispatch-after", supervisor.RoleAll, []string{"--redispatch-after", "-1s"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{RedispatchAfter: -time.Second} }},
+		{"a child depth past the bound", supervisor.RoleScheduler, []string{"--max-child-depth", "101"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{MaxChildDepth: 101} }},
+		{"a negative child depth", supervisor.RoleAll, []string{"--max-child-depth", "-1"}, func(c *supervisor.Config) { c.Scheduler = scheduler.Config{MaxChildDepth: -1} }},
 		{"negative poll interval", supervisor.RolePublisher, []string{"--poll-interval", "-1s"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{PollInterval: -time.Second} }},
 		{"negative max message bytes", supervisor.RolePublisher, []string{"--max-message-bytes", "-1"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{MaxMessageBytes: -1} }},
 		{"negative pool size", supervisor.RoleWorker, []string{"--db-max-conns", "-1"}, func(c *supervisor.Config) { c.DBMaxConns = -1 }},

@@ -198,6 +198,8 @@ func TestCompletionCandidates(t *testing.T) {
 		{[]string{"run", "--generate-bash-completion"}, []string{"trigger", "list", "show", "wait", "cancel"}},
 		{[]string{"run", "trigger", "nightly", "--w", "--generate-bash-completion"}, []string{"--wait"}},
 		{[]string{"dead", "requeue", "-", "--generate-bash-completion"}, []string{"--reason", "--all", "--yes"}},
+		{[]string{"event", "--generate-bash-completion"}, []string{"send", "list"}},
+		{[]string{"event", "send", "order.approved", "--e", "--generate-bash-completion"}, []string{"--event-lookback"}},
 	} {
 		r := ffNoDB(tc.args...)
 		if r.code != 0 {

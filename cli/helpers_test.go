@@ -82,7 +82,7 @@ func expect(t *testing.T, r result, code int, want ...string) {
 
 // snapshotTables are the tables whose rows a refused command must not
 // change.
-var snapshotTables = []string{"workflows", "workflow_runs", "task_runs", "task_events", "outbox", "idempotency_keys", "workflow_pauses", "workflow_pause_events"}
+var snapshotTables = []string{"workflows", "workflow_runs", "task_runs", "task_events", "outbox", "idempotency_keys", "workflow_pauses", "workflow_pause_events", "events", "event_deliveries"}
 
 // snapshot returns, per table, the row count and a digest of every row, so
 // comparing two snapshots shows whether any row was added, removed or

@@ -368,6 +368,8 @@ func NewApp(env *Env) *cli.App {
 			daemonCommand(env),
 			workflowCommand(env),
 			runCommand(env),
+			eventCommand(env),
+			limitsCommand(env),
 			scheduleCommand(env),
 			taskCommand(env),
 			deadCommand(env),

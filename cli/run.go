@@ -63,7 +63,9 @@ func runShowCommand(env *Env) *cli.Command {
 		Usage: "show a run and its tasks",
 		UsageText: "ffctl run show RUN_ID [-o json]\n\n" +
 			"RUN_ID is the whole id or any unique prefix of at least 6 hex digits (as the dashboard shows);\n" +
-			"tasks are listed in DAG order (roots first), in the table and in JSON.\n\n" +
+			"tasks are listed in DAG order (roots first), in the table and in JSON. A task the scheduler holds\n" +
+			"says what it holds (a sleep its due time, a wait its event, key and timeout or the event that\n" +
+			"completed it, a workflow task its child run); a child run names its parent, a parent lists its children.\n\n" +
 			"Example:\n  ffctl run show 0b7c6d2e-8f0a-4c7e-9d55-3f1f8e2b7a10 -o json\n  ffctl run show 0b7c6d2e",
 		Flags:  []cli.Flag{outputFlag()},
 		Action: func(c *cli.Context) error { return runShow(c, env) },
@@ -143,8 +145,9 @@ func runShow(c *cli.Context, env *Env) error {
 	return printRun(env.Stdout, env.colours(), run, t.format)
 }
 
-// printRun writes a run with its tasks drawn as a tree, each task once
-// (dagLayout: a join named with its upstreams).
+// printRun writes a run (with its parent and child runs) and its tasks
+// drawn as a tree, each task once (dagLayout: a join named with its
+// upstreams), a held task's ERROR cell saying what it holds (taskNote).
 func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	if format == "json" {
 		return writeJSON(w, runJSON{Run: run.InDAGOrder()})
@@ -155,21 +158,22 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 		fmt.Fprintf(w, "  cancel requested %s\n", fmtTime(run.CancelRequestedAt))
 	}
 	printPaused(w, run.Paused)
+	if run.Waiting != "" {
+		fmt.Fprintf(w, "  %s\n", run.Waiting)
+	}
 	printRerunLines(w, run)
+	printFamilyLines(w, p, run)
 	fmt.Fprintln(w)
 	tw := newTable(w, p, "TASK", "TASK ID", "STATE", "ATTEMPT", "WORKER", "STARTED", "FINISHED", "ERROR")
+	children := runChildren(run)
 	for _, l := range dagLayout(run.Tasks) {
 		t := l.Node
 		worker := "-"
 		if t.WorkerID != nil {
 			worker = *t.WorkerID
 		}
-		errText := firstLine(t.Error, 60)
-		if t.WaitingForHandler != nil { // a worker handed it back: say what it waits for
-			errText = store.WaitingReasonPrefix + *t.WaitingForHandler
-		}
 		tw.row(taskCell(l), t.ID.String(), string(t.State),
-			fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtTime(t.StartedAt), fmtTime(t.FinishedAt), errText)
+			fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), worker, fmtTime(t.StartedAt), fmtTime(t.FinishedAt), taskNote(t, children))
 	}
 	if err := tw.flush(); err != nil {
 		return err

@@ -17,7 +17,7 @@ func runTriggerCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:  "trigger",
 		Usage: "start a run of a workflow",
-		UsageText: "ffctl run trigger NAME [--param k=v]... [--params-file F] [--idempotency-key K] [--wait [--timeout D]] [-o json]\n" +
+		UsageText: "ffctl run trigger NAME [--param k=v]... [--params-file F] [--idempotency-key K] [--priority P] [--wait [--timeout D]] [-o json]\n" +
 			"ffctl run trigger NAME --runs-file F [--batch-size N] [--from-line L] [-o json]\n\n" +
 			"--runs-file creates one run per line of F (a JSON params object; blank lines are skipped).\n" +
 			"Every line is checked first: a bad one is a usage error naming it, and nothing is triggered.\n" +
@@ -31,6 +31,7 @@ func runTriggerCommand(env *Env) *cli.Command {
 			&cli.StringFlag{Name: "params-file", Usage: "JSON object file of run params; - reads standard input"},
 			&cli.StringFlag{Name: "idempotency-key", Usage: "de-duplicate triggers: the same key and params return the existing run (exit 0); other params are refused (exit 1)"},
 			&cli.IntFlag{Name: "version", Usage: "workflow version (default newest)"},
+			&cli.IntFlag{Name: "priority", Usage: "the priority of every task of the run, 1 (lowest) to 4 (highest): it orders the waiters of a concurrency key or rate limit (default: each task's own)"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until the run ends; exit 0 only if it SUCCEEDED"},
 			&cli.StringFlag{Name: "runs-file", Usage: "bulk trigger: one run per line, each a JSON params object (blank lines skipped); - reads standard input; prints one run id per line"},
 			&cli.IntFlag{Name: "batch-size", Value: BatchSizeDefault, Usage: "with --runs-file: runs created per transaction"},
@@ -80,13 +81,19 @@ func runTrigger(c *cli.Context, env *Env) error {
 	} else if err := core.ValidateIdempotencyKey(k); err != nil {
 		return usageError("--idempotency-key: %v", err)
 	}
+	priority := 0
+	if c.IsSet("priority") {
+		if priority = c.Int("priority"); core.ValidatePriority(priority) != nil {
+			return usageError("--priority: %v", core.ValidatePriority(priority))
+		}
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	cl := newClient(s)
-	res, err := cl.Trigger(c.Context, name, params, client.TriggerOptions{Version: version, IdempotencyKey: c.String("idempotency-key")})
+	res, err := cl.Trigger(c.Context, name, params, client.TriggerOptions{Version: version, IdempotencyKey: c.String("idempotency-key"), Priority: priority})
 	switch {
 	case errors.Is(err, client.ErrInvalidParams):
 		return usageError("%v", err)

@@ -32,3 +32,20 @@ func TestDaemonStopTimeoutMustBePositive(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonMaxChildDepthZeroIsRefused: --max-child-depth 0, which the
+// Config would take for its default, is refused at start (exit 2) by the
+// scheduler and by all, naming the flag, the bounds and the default; a
+// role without a scheduler does not have the flag.
+func TestDaemonMaxChildDepthZeroIsRefused(t *testing.T) {
+	t.Parallel()
+	want := "ffctl: scheduler: --max-child-depth 0 (Config.MaxChildDepth): must be between 1 and 100 (default 10): at 0 every task that starts a child run would fail\n"
+	for _, role := range []supervisor.Role{supervisor.RoleScheduler, supervisor.RoleAll} {
+		if r := ffDaemon(t, string(role), "--health-addr", "", "--max-child-depth", "0"); r.code != 2 || r.stderr != want {
+			t.Errorf("ffctl daemon %s --max-child-depth 0:\n%s\nwant exit 2 and %q", role, r, want)
+		}
+	}
+	if r := ffDaemon(t, "worker", "--health-addr", "", "--max-child-depth", "3"); r.code != 2 || !strings.Contains(r.stderr, "--max-child-depth is a flag of daemon scheduler and daemon all, not of daemon worker") {
+		t.Errorf("ffctl daemon worker --max-child-depth 3:\n%s", r)
+	}
+}

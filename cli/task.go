@@ -47,8 +47,12 @@ func taskShow(c *cli.Context, env *Env) error {
 	}
 	w := env.Stdout
 	p := env.colours()
-	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s",
-		t.ID, core.TerminalText(t.Name), t.RunID, core.TerminalText(t.Workflow), core.TerminalText(t.Handler), p.state(string(t.State)), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun))
+	handler := core.TerminalText(t.Handler)
+	if handler == "" { // a held task: the scheduler runs it
+		handler = "-"
+	}
+	fmt.Fprintf(w, "task %s (%s)\n  run       %s (workflow %s)\n  handler   %s\n  state     %s\n  attempt   %d/%d\n  token     %d\n  error     %s\n%s%s",
+		t.ID, core.TerminalText(t.Name), t.RunID, core.TerminalText(t.Workflow), handler, p.state(string(t.State)), t.Attempt, t.MaxAttempts, t.FencingToken, firstLine(t.Error, 200), reuseLine(t.TaskRun), heldLine(t.TaskDetail)+flowLine(t.TaskRun))
 	printTaskOutput(w, t.TaskDetail)
 	fmt.Fprint(w, "\nATTEMPTS\n")
 	at := newTable(w, p, "ATTEMPT", "WORKER", "TOKEN", "STARTED", "FINISHED", "OUTCOME", "ERROR")

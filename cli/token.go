@@ -23,10 +23,10 @@ func tokenCommand(env *Env) *cli.Command {
 				Name:  "create",
 				Usage: "make a token and print its secret, once (only its hash is stored)",
 				UsageText: "ffctl token create NAME --role viewer|operator|admin [--expires D] [-o json]\n\n" +
-					"viewer reads runs, tasks, DEAD tasks and workflows; operator also triggers, cancels and\n" +
-					"requeues; admin also applies workflow files. The secret (ffk_...) is printed on standard\n" +
-					"output and never again: send it as Authorization: Bearer SECRET. NAME is spelt as a\n" +
-					"workflow name and is never reused, also once revoked.\n\n" +
+					"viewer reads runs, tasks, DEAD tasks, workflows and events; operator also triggers, cancels,\n" +
+					"requeues and sends events; admin also applies workflow files. The secret (ffk_...) is\n" +
+					"printed on standard output and never again: send it as Authorization: Bearer SECRET. NAME\n" +
+					"is spelt as a workflow name and is never reused, also once revoked.\n\n" +
 					"Example:\n  ffctl token create billing --role operator --expires 90d",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "role", Usage: "viewer, operator or admin (required)"},

@@ -1,7 +1,8 @@
 package cli
 
 // This file holds `workflow show`: a stored version, each task's effective
-// retry policy and timeout, and the workflow's rollbacks.
+// retry policy and timeout, its expressions and its sleep, wait_for or
+// workflow block, and the workflow's rollbacks.
 
 import (
 	"context"
@@ -72,7 +73,11 @@ func writeWorkflowTable(env *Env, shown shownWorkflow) error {
 			deps = fmt.Sprint(t.DependsOn)
 		}
 		e := effectiveOf(t)
-		tw.row(t.Name, t.Handler, deps, e.cell("max_attempts", strconv.Itoa(e.MaxAttempts)),
+		handler := t.Handler
+		if handler == "" { // a sleep, a wait or a child run: the scheduler holds it
+			handler = "-"
+		}
+		tw.row(t.Name, handler, deps, e.cell("max_attempts", strconv.Itoa(e.MaxAttempts)),
 			e.cell("initial_backoff", fmtDuration(time.Duration(e.InitialBackoff))),
 			e.cell("max_backoff", fmtDuration(time.Duration(e.MaxBackoff))), e.cell("timeout", e.timeoutText()))
 	}
@@ -99,8 +104,17 @@ func rollbackLine(ev store.WorkflowEvent) string {
 }
 
 // fmtDuration writes d as a Go duration without trailing zero units
-// ("1m", not "1m0s").
+// ("1m", not "1m0s"), whole days first as workflow files may write them
+// ("7d", "1d12h").
 func fmtDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	if d >= day {
+		days := fmt.Sprintf("%dd", d/day)
+		if d%day == 0 {
+			return days
+		}
+		return days + fmtDuration(d%day)
+	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")
@@ -139,11 +153,16 @@ type effectiveJSON struct {
 	ForEach   string `json:"for_each"`
 	MaxItems  *int   `json:"max_items"`
 	OnFailure bool   `json:"on_failure"`
+	// WaitTimeout and OnTimeout are a wait's timeout (core.MaxWait when
+	// the file sets none) and what it does ("fail" when the file sets
+	// nothing); null for any other kind.
+	WaitTimeout *core.Duration `json:"wait_timeout"`
+	OnTimeout   *string        `json:"on_timeout"`
 }
 
 // languageLines are what `workflow show` says under its table of a task's
-// when, trigger rule, on_failure and for_each: one line each, none for a
-// plain task.
+// when, trigger rule, on_failure, for_each and its sleep, wait_for or
+// workflow block: one line each, none for a plain task.
 func languageLines(t core.TaskDef) []string {
 	var out []string
 	if t.ForEach != "" {
@@ -158,7 +177,44 @@ func languageLines(t core.TaskDef) []string {
 	if t.OnFailure {
 		out = append(out, "on_failure: runs only when the run fails")
 	}
+	if l := heldDefLine(t); l != "" {
+		out = append(out, l)
+	}
 	return out
+}
+
+// heldDefLine is what `workflow show` says of a task's sleep, wait_for or
+// workflow block, the defaults the engine applies marked "(default)";
+// "" for a task with none.
+func heldDefLine(t core.TaskDef) string {
+	switch {
+	case t.Sleep != nil && t.Sleep.For != nil:
+		return "sleep for " + fmtDuration(time.Duration(*t.Sleep.For))
+	case t.Sleep != nil:
+		return "sleep until " + t.Sleep.Until
+	case t.WaitFor != nil:
+		w := t.WaitFor
+		key := "without a key"
+		if w.Key != "" {
+			key = "key " + w.Key
+		}
+		timeout := fmtDuration(w.WaitTimeout())
+		if w.Timeout == nil {
+			timeout += " (default)"
+		}
+		onTimeout := w.OnTimeout
+		if onTimeout == "" {
+			onTimeout = core.OnTimeoutFail + " (default)"
+		}
+		return fmt.Sprintf("wait_for event %s %s, timeout %s, on_timeout %s", w.Event, key, timeout, onTimeout)
+	case t.Workflow != nil:
+		params := "{} (default)"
+		if t.Workflow.Params != "" {
+			params = t.Workflow.Params
+		}
+		return fmt.Sprintf("workflow %s (its newest version when the task starts), params %s", t.Workflow.Name, params)
+	}
+	return ""
 }
 
 // effectiveOf returns t's effective retry policy and timeout.
@@ -170,6 +226,13 @@ func effectiveOf(t core.TaskDef) effectiveJSON {
 	if t.ForEach != "" {
 		n := t.MaxItemsOrDefault()
 		e.MaxItems = &n
+	}
+	if w := t.WaitFor; w != nil {
+		timeout, onTimeout := core.Duration(w.WaitTimeout()), w.OnTimeout
+		if onTimeout == "" {
+			onTimeout = core.OnTimeoutFail
+		}
+		e.WaitTimeout, e.OnTimeout = &timeout, &onTimeout
 	}
 	r := t.Retry
 	if r == nil {
@@ -259,6 +322,43 @@ type taskDefJSON struct {
 	OnFailure      bool            `json:"on_failure"`
 	ForEach        *string         `json:"for_each"`
 	MaxItems       *int            `json:"max_items"`
+	Sleep          *sleepSpecJSON  `json:"sleep"`
+	WaitFor        *waitSpecJSON   `json:"wait_for"`
+	Workflow       *childSpecJSON  `json:"workflow"`
+}
+
+// sleepSpecJSON, waitSpecJSON and childSpecJSON are a task's sleep,
+// wait_for and workflow blocks (core.SleepSpec, core.WaitSpec,
+// core.ChildSpec) with every field present, null when the file leaves it
+// out.
+type sleepSpecJSON struct {
+	For   *core.Duration `json:"for"`
+	Until *string        `json:"until"`
+}
+
+type waitSpecJSON struct {
+	Event     string         `json:"event"`
+	Key       *string        `json:"key"`
+	Timeout   *core.Duration `json:"timeout"`
+	OnTimeout *string        `json:"on_timeout"`
+}
+
+type childSpecJSON struct {
+	Name   string  `json:"name"`
+	Params *string `json:"params"`
+}
+
+// heldSpecsJSON sets tj's sleep, wait_for and workflow blocks from t's.
+func heldSpecsJSON(tj *taskDefJSON, t core.TaskDef) {
+	if s := t.Sleep; s != nil {
+		tj.Sleep = &sleepSpecJSON{For: s.For, Until: nonEmpty(s.Until)}
+	}
+	if w := t.WaitFor; w != nil {
+		tj.WaitFor = &waitSpecJSON{Event: w.Event, Key: nonEmpty(w.Key), Timeout: w.Timeout, OnTimeout: nonEmpty(w.OnTimeout)}
+	}
+	if c := t.Workflow; c != nil {
+		tj.Workflow = &childSpecJSON{Name: c.Name, Params: nonEmpty(c.Params)}
+	}
 }
 
 type retrySpecJSON struct {
@@ -288,6 +388,7 @@ func newWorkflowJSON(wf store.Workflow, events []store.WorkflowEvent) workflowJS
 		if r := t.Retry; r != nil {
 			tj.Retry = &retrySpecJSON{MaxAttempts: r.MaxAttempts, InitialBackoff: r.InitialBackoff, MaxBackoff: r.MaxBackoff}
 		}
+		heldSpecsJSON(&tj, t)
 		out.Definition.Tasks = append(out.Definition.Tasks, tj)
 		out.Effective = append(out.Effective, effectiveOf(t))
 	}

@@ -52,7 +52,8 @@ tasks:
 			"defaulted": []any{"max_attempts", "max_backoff", "timeout"}},
 	}
 	for i := range want {
-		for k, v := range map[string]any{"kind": "task", "trigger_rule": "all_success", "when": "", "for_each": "", "max_items": nil, "on_failure": false} {
+		for k, v := range map[string]any{"kind": "task", "trigger_rule": "all_success", "when": "", "for_each": "", "max_items": nil, "on_failure": false,
+			"wait_timeout": nil, "on_timeout": nil} {
 			want[i][k] = v
 		}
 		if !reflect.DeepEqual(v.Effective[i], want[i]) {
@@ -61,5 +62,70 @@ tasks:
 	}
 	if v.Events == nil || len(v.Events) != 0 {
 		t.Errorf("events = %v, want []", v.Events)
+	}
+}
+
+// TestWorkflowShowPrintsHeldBlocks: `workflow show` says each task's sleep,
+// wait_for or workflow block, the defaults the engine applies (a wait's
+// timeout of a year, on_timeout fail, a child's params {}) marked as such,
+// durations in days as a file may write them; -o json has the blocks in
+// the definition (which apply takes back) and a wait's effective timeout
+// and on_timeout.
+func TestWorkflowShowPrintsHeldBlocks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(shippingFile)
+	h.apply(`
+name: held
+tasks:
+  - {name: nap, sleep: {for: 36h}}
+  - {name: until, sleep: {until: "params.at"}}
+  - {name: approve, wait_for: {event: order.approved, key: "params.order_id", timeout: 7d, on_timeout: skip}}
+  - {name: any, wait_for: {event: ping}}
+  - {name: ship, workflow: {name: shipping, params: "{'order': params.order_id}"}}
+  - {name: bare, workflow: {name: shipping}}
+`)
+	out := h.must("workflow", "show", "held").stdout
+	for _, want := range []string{
+		"nap: sleep for 1d12h\n",
+		"until: sleep until params.at\n",
+		"approve: wait_for event order.approved key params.order_id, timeout 7d, on_timeout skip\n",
+		"any: wait_for event ping without a key, timeout 366d (default), on_timeout fail (default)\n",
+		"ship: workflow shipping (its newest version when the task starts), params {'order': params.order_id}\n",
+		"bare: workflow shipping (its newest version when the task starts), params {} (default)\n",
+		"\nnap      -        -",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	js := h.must("workflow", "show", "held", "-o", "json").stdout
+	var v struct {
+		Definition json.RawMessage `json:"definition"`
+		Effective  []struct {
+			Kind        string  `json:"kind"`
+			WaitTimeout *string `json:"wait_timeout"`
+			OnTimeout   *string `json:"on_timeout"`
+		} `json:"effective"`
+	}
+	if err := json.Unmarshal([]byte(js), &v); err != nil || len(v.Effective) != 6 {
+		t.Fatalf("%v\n%s", err, js)
+	}
+	kinds := []string{"sleep", "sleep", "wait", "wait", "workflow", "workflow"}
+	for i, e := range v.Effective {
+		if e.Kind != kinds[i] || (e.Kind == "wait") != (e.WaitTimeout != nil && e.OnTimeout != nil) {
+			t.Errorf("effective[%d] = %+v, want kind %s with a wait's timeout only for a wait", i, e, kinds[i])
+		}
+	}
+	if e := v.Effective[3]; *e.WaitTimeout != "8784h0m0s" || *e.OnTimeout != "fail" {
+		t.Errorf("the defaulted wait's effective timeout %s, on_timeout %s; want 8784h0m0s, fail", *e.WaitTimeout, *e.OnTimeout)
+	}
+	for _, want := range []string{`"sleep": {`, `"for": "36h0m0s"`, `"until": "params.at"`, `"on_timeout": "skip"`, `"key": null`, `"params": null`} {
+		if !strings.Contains(string(v.Definition), want) {
+			t.Errorf("the definition lacks %s:\n%s", want, v.Definition)
+		}
+	}
+	if r := h.ffIn(string(v.Definition), "workflow", "apply", "-f", "-"); r.code != 0 {
+		t.Errorf("apply of the shown definition: %s", r)
 	}
 }

@@ -121,3 +121,17 @@ func DecodeDispatch(body []byte) (Dispatch, error) {
 	}
 	return d, nil
 }
+
+// DispatchHandler returns the handler a dispatch message body names, for
+// routing (see broker.RoutingKey): "" when the body names none or is not a
+// JSON object. It reads only the handler field, so it is cheaper than
+// DecodeDispatch and validates nothing else.
+func DispatchHandler(body []byte) string {
+	var h struct {
+		Handler string `json:"handler"`
+	}
+	if json.Unmarshal(body, &h) != nil {
+		return ""
+	}
+	return h.Handler
+}

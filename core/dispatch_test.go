@@ -1,9 +1,11 @@
 package core_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,6 +210,59 @@ func TestForeignIsAnotherNamedInstallation(t *testing.T) {
 			d := core.Dispatch{Installation: c.message}
 			if got := d.Foreign(c.ours); got != c.isForeign {
 				t.Fatalf("Foreign = %v, want %v", got, c.isForeign)
+			}
+		})
+	}
+}
+
+func TestDispatchHandlerReadsOnlyTheHandler(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"a dispatch", `{"v":2,"task_run_id":"x","handler":"http","task":"a"}`, "http"},
+		{"no handler (an older dispatch)", `{"v":1,"task":"a"}`, ""},
+		{"not JSON", `garbage`, ""},
+		{"not an object", `[1,2]`, ""},
+		{"handler not a string", `{"handler":3}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := core.DispatchHandler([]byte(tc.body)); got != tc.want {
+				t.Fatalf("DispatchHandler(%s) = %q, want %q", tc.body, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRegistryOnlyKeepsTheNamedHandlers(t *testing.T) {
+	reg := core.NewRegistry()
+	h := func(context.Context, core.Task) (json.RawMessage, error) { return nil, nil }
+	reg.MustRegister("a", h)
+	reg.MustRegister("b", h)
+	reg.MustRegister("c", h)
+	for _, tc := range []struct {
+		name    string
+		only    []string
+		want    []string
+		wantErr string
+	}{
+		{name: "two of three", only: []string{"c", "a"}, want: []string{"a", "c"}},
+		{name: "a name twice", only: []string{"b", "b"}, want: []string{"b"}},
+		{name: "unknown", only: []string{"a", "z"}, wantErr: `"z" is not a registered handler (registered: a, b, c)`},
+		{name: "none", only: nil, wantErr: "no handler named"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := reg.Only(tc.only)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Names(), tc.want) {
+				t.Fatalf("Names() = %v, want %v", got.Names(), tc.want)
 			}
 		})
 	}

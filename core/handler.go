@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -99,6 +100,27 @@ func (r *Registry) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Only returns a new registry holding only the handlers of r named in
+// names (a worker limited to a handler set: ffctl daemon worker
+// --handlers). Errors: names is empty, or a name is not registered in r
+// (the error names it and what r registers).
+func (r *Registry) Only(names []string) (*Registry, error) {
+	if len(names) == 0 {
+		return nil, errors.New("handler set: no handler named")
+	}
+	only := NewRegistry()
+	for _, n := range names {
+		h, ok := r.Lookup(n)
+		if !ok {
+			return nil, fmt.Errorf("handler set: %q is not a registered handler (registered: %s)", n, strings.Join(r.Names(), ", "))
+		}
+		if !only.Has(n) {
+			_ = only.Register(n, h)
+		}
+	}
+	return only, nil
 }
 
 // PermanentError marks an error that no retry can fix: the task goes DEAD at

@@ -37,7 +37,8 @@ type Attempt struct {
 	StartedAt    time.Time  `json:"started_at"`
 	FinishedAt   *time.Time `json:"finished_at"`
 	// Outcome is the state the attempt left the task in: SUCCEEDED,
-	// RETRYING, DEAD or CANCELLED; RUNNING while it is in progress.
+	// RETRYING, DEAD, CANCELLED or SKIPPED (a wait's timeout); RUNNING
+	// while it is in progress.
 	Outcome TaskState `json:"outcome"`
 	// Error is why a failed attempt failed (the handler's error, or the
 	// reaper's "lease expired" note); null on success.
@@ -46,7 +47,9 @@ type Attempt struct {
 
 // AttemptOutcomes returns the states an attempt can end in, in the order of
 // the state machine's edges out of RUNNING (which it is read from):
-// SUCCEEDED, RETRYING, DEAD, CANCELLED. The slice is the caller's.
+// SUCCEEDED, RETRYING, DEAD, CANCELLED, SKIPPED (a wait whose timeout
+// passed with on_timeout: skip; a worker's attempt never ends so). The
+// slice is the caller's.
 func AttemptOutcomes() []TaskState {
 	return slices.Clone(legalTransitions[TaskRunning])
 }

@@ -92,7 +92,7 @@ func TestAttempts(t *testing.T) {
 // is exported with is the state machine's, and each is an attempt's end.
 func TestAttemptOutcomesAreTheEdgesOutOfRunning(t *testing.T) {
 	t.Parallel()
-	want := []core.TaskState{core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled}
+	want := []core.TaskState{core.TaskSucceeded, core.TaskRetrying, core.TaskDead, core.TaskCancelled, core.TaskSkipped}
 	got := core.AttemptOutcomes()
 	if !slices.Equal(got, want) {
 		t.Fatalf("AttemptOutcomes() = %v, want %v", got, want)

@@ -34,12 +34,29 @@ const (
 	KindForEach TaskKind = "for_each"
 )
 
-// Kind is the task's kind: for_each when it has ForEach.
+// Kind is the task's kind: for_each when it has ForEach, sleep, wait or
+// workflow when it has that block, else task.
 func (t TaskDef) Kind() TaskKind {
-	if t.ForEach != "" {
+	switch {
+	case t.ForEach != "":
 		return KindForEach
+	case t.Sleep != nil:
+		return KindSleep
+	case t.WaitFor != nil:
+		return KindWait
+	case t.Workflow != nil:
+		return KindWorkflow
 	}
 	return KindTask
+}
+
+// HoldsTasks reports whether any task of d is a sleep, a wait or a child
+// run (migration 00017's columns and tables).
+func (d *Definition) HoldsTasks() bool {
+	return slices.ContainsFunc(d.Tasks, func(t TaskDef) bool {
+		k := t.Kind()
+		return k.Held() && k != KindForEach
+	})
 }
 
 // Rule is the task's trigger rule (all_success when it gives none).
@@ -94,6 +111,15 @@ func (d *Definition) applyDefaults() {
 	}
 	for i := range d.Tasks {
 		t := &d.Tasks[i]
+		if k := t.Kind(); k.Held() && k != KindForEach {
+			// A sleep, a wait or a child run runs no handler: only a
+			// wait's retry policy (its timeout is an attempt) applies.
+			if k == KindWait && t.Retry == nil && df.Retry != nil {
+				r := *df.Retry
+				t.Retry = &r
+			}
+			continue
+		}
 		if t.Handler == "" {
 			t.Handler = df.Handler
 		}
@@ -147,10 +173,10 @@ func (d *Definition) checkLanguage(deps map[string][]string) error {
 				return fmt.Errorf("%w: task %q: depends on on_failure task %q, which runs only when its run fails", ErrBadWorkflow, t.Name, dep)
 			}
 		}
-		if t.When == "" && t.ForEach == "" {
-			continue
-		}
 		up := Ancestors(deps, t.Name)
+		if err := t.checkHeldExpressions(up); err != nil {
+			return fmt.Errorf("%w: task %q: %v", ErrBadWorkflow, t.Name, err)
+		}
 		if t.When != "" {
 			if _, err := expr.Compile(t.When, expr.Bool, up); err != nil {
 				return fmt.Errorf("%w: task %q: when: %v", ErrBadWorkflow, t.Name, err)

@@ -63,14 +63,18 @@ func (s TaskState) Active() bool {
 // rule, on_failure or for_each) takes it to READY, SKIPPED, UPSTREAM_FAILED
 // (its rule refuses a failed upstream), DEAD (an expression failed, or a
 // for_each gave more than max_items), RUNNING (a for_each expanded: it runs
-// through its elements, with no worker of its own) or SUCCEEDED (a for_each
-// over an empty list).
+// through its elements, with no worker of its own; a sleep, a wait or a
+// child run starts to hold) or SUCCEEDED (a for_each over an empty list).
+// A held wait whose timeout passes goes RUNNING -> SKIPPED (on_timeout:
+// skip) or RETRYING, and RETRYING -> RUNNING when it waits again. A DEAD
+// for_each task goes back to RUNNING with the requeue of one of its DEAD
+// elements (DEAD -> RUNNING), and its join ends it again.
 var legalTransitions = map[TaskState][]TaskState{
 	TaskPending:        {TaskReady, TaskCancelled, TaskUpstreamFailed, TaskSkipped, TaskRunning, TaskDead, TaskSucceeded},
 	TaskReady:          {TaskRunning, TaskDead, TaskCancelled},
-	TaskRunning:        {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled},
-	TaskRetrying:       {TaskReady, TaskCancelled},
-	TaskDead:           {TaskPending},
+	TaskRunning:        {TaskSucceeded, TaskRetrying, TaskDead, TaskCancelled, TaskSkipped},
+	TaskRetrying:       {TaskReady, TaskCancelled, TaskRunning},
+	TaskDead:           {TaskPending, TaskRunning},
 	TaskSucceeded:      nil,
 	TaskCancelled:      {TaskPending},
 	TaskUpstreamFailed: {TaskPending},

@@ -34,6 +34,11 @@ var legalEdges = map[[2]core.TaskState]bool{
 	{core.TaskPending, core.TaskRunning}:   true, // a for_each expanded
 	{core.TaskPending, core.TaskDead}:      true, // an expression failed
 	{core.TaskPending, core.TaskSucceeded}: true, // a for_each over []
+	// a held wait: its timeout passed (on_timeout: skip), and it waits
+	// again after its backoff
+	{core.TaskRunning, core.TaskSkipped}:  true,
+	{core.TaskRetrying, core.TaskRunning}: true,
+	{core.TaskDead, core.TaskRunning}:     true, // a for_each whose DEAD element is requeued
 }
 
 func TestTransitionTableIsExhaustive(t *testing.T) {

@@ -40,29 +40,6 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
 // ErrBadWorkflow is matched (errors.Is) by every workflow definition error.
 var ErrBadWorkflow = errors.New("invalid workflow")
 
-// Duration is a time.Duration written as a Go duration string ("30s",
-// "1m30s") in workflow files and stored definitions.
-type Duration time.Duration
-
-// MarshalJSON writes the duration as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
-// UnmarshalJSON accepts only a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"30s\" or \"5m\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("unparseable duration %q (use Go syntax such as \"30s\" or \"5m\")", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
 // Definition is a workflow as written in a workflow file (YAML or JSON) and
 // stored in workflows.definition.
 type Definition struct {
@@ -73,7 +50,10 @@ type Definition struct {
 	// task's own fields win, field by field at the top level): the stored
 	// tasks are the effective ones, and Defaults is kept for the record.
 	Defaults *TaskDefaults `json:"defaults,omitempty"`
-	Tasks    []TaskDef     `json:"tasks"`
+	// Concurrency bounds the open runs with the same key (run-level flow
+	// control, see flow.go): nil means no bound.
+	Concurrency *RunConcurrencySpec `json:"concurrency,omitempty"`
+	Tasks       []TaskDef           `json:"tasks"`
 }
 
 // TaskDef is one task of a Definition.
@@ -107,6 +87,24 @@ type TaskDef struct {
 	// MaxItems bounds ForEach's list (nil: MaxItemsDefault; 1 to
 	// MaxItemsLimit); a longer list fails the task. Only with ForEach.
 	MaxItems *int `json:"max_items,omitempty"`
+	// Sleep makes the task a durable sleep (KindSleep): nil means none.
+	Sleep *SleepSpec `json:"sleep,omitempty"`
+	// WaitFor makes the task wait for an event (KindWait): nil means none.
+	WaitFor *WaitSpec `json:"wait_for,omitempty"`
+	// Workflow makes the task a child run of another workflow
+	// (KindWorkflow): nil means none.
+	Workflow *ChildSpec `json:"workflow,omitempty"`
+	// Concurrency bounds the task runs with the same key that are
+	// dispatched or running at once, across every worker (see flow.go):
+	// nil means no bound.
+	Concurrency *ConcurrencySpec `json:"concurrency,omitempty"`
+	// RateLimit bounds the task runs with the same key that start in any
+	// window of its period: nil means no bound.
+	RateLimit *RateLimitSpec `json:"rate_limit,omitempty"`
+	// Priority orders the task's runs among the waiters of their
+	// concurrency key or rate limit: PriorityMin (1, lowest) to
+	// PriorityMax (4); nil means PriorityDefault (2).
+	Priority *int `json:"priority,omitempty"`
 }
 
 // RetrySpec is the retry block of a task; absent fields take the defaults of
@@ -329,11 +327,17 @@ func (d *Definition) Validate() error {
 	if err := ValidateDAG(deps); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadWorkflow, err)
 	}
+	if err := d.Concurrency.validate(); err != nil {
+		return fmt.Errorf("%w: concurrency: %v", ErrBadWorkflow, err)
+	}
 	return d.checkLanguage(deps)
 }
 
 func (t TaskDef) validate() error {
-	if strings.TrimSpace(t.Handler) == "" {
+	if err := t.validateHeld(); err != nil {
+		return err
+	}
+	if k := t.Kind(); strings.TrimSpace(t.Handler) == "" && (!k.Held() || k == KindForEach) {
 		return errors.New("handler is missing")
 	}
 	if len(t.Handler) > MaxHandlerLength {
@@ -348,6 +352,9 @@ func (t TaskDef) validate() error {
 		return err
 	}
 	if err := t.validateLanguage(); err != nil {
+		return err
+	}
+	if err := t.validateFlow(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}

@@ -59,7 +59,7 @@ func TestParseWorkflowFileRefusesBadSchedules(t *testing.T) {
 	for _, c := range []struct{ entries, want string }{
 		{"  - {name: n, cron: '@daily', every: 1h}\n", `invalid workflow: schedule "n": unknown field "every"`},
 		{"  - {name: n, cron: [1]}\n", `invalid workflow: schedule "n": cron: cannot unmarshal array into Go struct field ScheduleDef.cron of type string`},
-		{"  - {name: n, cron: '@daily', catchup_window: soon}\n", `invalid workflow: schedule "n": catchup_window: unparseable duration "soon" (use Go syntax such as "30s" or "5m")`},
+		{"  - {name: n, cron: '@daily', catchup_window: soon}\n", `invalid workflow: schedule "n": catchup_window: unparseable duration "soon" (use Go syntax such as "30s", "5m" or "24h", or days: "7d", "1d12h")`},
 		{"  - just-a-name\n", `invalid workflow: schedules[0]: want a mapping (name, cron, ...)`},
 		{"  - {cron: '@daily'}\n", `invalid workflow: schedules[0]: schedule name is missing`},
 		{"  - {name: n, cron: '@daily'}\n  - {name: n, cron: '@daily'}\n", `invalid workflow: schedule "n" is declared twice`},

@@ -202,15 +202,7 @@ func TestARedeliveredDispatchRunsTheHandlerOnce(t *testing.T) {
 	dispatchWaitPublished(t, db, 1)
 
 	// A foreign consumer takes the only message and holds it unacked.
-	conn, err := amqp.Dial(s.AMQPURLs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := s.BrokerChannel(t)
 	if err := ch.Qos(1, 0, false); err != nil {
 		t.Fatal(err)
 	}

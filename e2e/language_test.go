@@ -203,3 +203,135 @@ SELECT count(*) FROM task_events c JOIN task_runs ct ON ct.id = c.task_run_id
 		t.Fatalf("cleanup was made READY %d times after a's death, want once", n)
 	}
 }
+
+// TestRequeueingADeadElementLetsItsRunSucceedEndToEnd: mode 98. A shell
+// element fails until a marker file exists and dies (one attempt): count
+// is DEAD, merge UPSTREAM_FAILED, the run FAILED. `ffctl dead requeue` of
+// the element alone, once the marker exists, brings count back to RUNNING
+// in its statement (an audited DEAD -> RUNNING row, the operator's actor)
+// and merge to PENDING; the element runs again, the join ends count
+// SUCCEEDED with the three results in element order, merge runs, and the
+// run SUCCEEDED.
+func TestRequeueingADeadElementLetsItsRunSucceedEndToEnd(t *testing.T) {
+	t.Parallel()
+	marker := filepath.Join(t.TempDir(), "fixed")
+	s, db := languageStack(t, true, `name: chunks
+tasks:
+  - name: count
+    handler: shell
+    for_each: "[0, 1, 2]"
+    retry: {max_attempts: 1}
+    params: {command: [sh, -c, 'test "$FLOWFORGE_ITEM" != 1 || test -e `+marker+` || { echo marker missing >&2; exit 3; }; echo "$FLOWFORGE_ITEM" > "$FLOWFORGE_RESULT_FILE"']}
+  - {name: merge, handler: noop, depends_on: [count]}
+`)
+	id := s.Trigger(t, "chunks")
+	s.WaitRuns(t, "FAILED", 60*time.Second, id)
+	r := s.WaitRunTerminal(t, id, 60*time.Second)
+	languageWant(t, r, map[string]string{"count": "DEAD", "count[0]": "SUCCEEDED", "count[1]": "DEAD", "count[2]": "SUCCEEDED", "merge": "UPSTREAM_FAILED"})
+	element, _, _ := r.Task(t, "count[1]")
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.MustCLI(t, "dead", "requeue", element, "--reason", "marker created"); !strings.Contains(out, "requeued "+element+" and 2 other task(s) of its run") {
+		t.Fatalf("dead requeue printed %q, want count and merge moved with the element", out)
+	}
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, id)
+	languageWant(t, s.ShowRun(t, id), map[string]string{"count": "SUCCEEDED", "count[1]": "SUCCEEDED", "merge": "SUCCEEDED"})
+	var result string
+	if err := db.QueryRow(`SELECT result::text FROM task_runs WHERE run_id = $1 AND task_name = 'count'`, id).Scan(&result); err != nil || result != "[0, 1, 2]" {
+		t.Fatalf("count's result: %s (%v), want [0, 1, 2]", result, err)
+	}
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events e JOIN task_runs t ON t.id = e.task_run_id
+	 WHERE t.run_id = $1 AND t.task_name = 'count' AND e.from_state = 'DEAD' AND e.to_state = 'RUNNING'
+	   AND e.actor LIKE 'cli:%' AND e.reason LIKE '%element count[1] requeued%marker created'`, id); n != 1 {
+		t.Fatalf("%d audited DEAD -> RUNNING rows for count, want 1", n)
+	}
+}
+
+// TestACancelDuringAForEachEndToEnd: mode 99. A for_each over six
+// elements runs on a worker with three slots, each element waiting for a
+// file of its own: with one element SUCCEEDED, three RUNNING and two
+// READY, `ffctl run cancel` cancels the READY ones at once, the worker
+// stops the running ones (they end CANCELLED), count ends CANCELLED with
+// them, the run settles CANCELLED, and neither a READY element nor merge
+// ever starts.
+func TestACancelDuringAForEachEndToEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	s := harness.NewStack(t, harness.StackOptions{})
+	s.Daemon(t, "publisher", "publisher")
+	s.Daemon(t, "scheduler", "scheduler")
+	s.Daemon(t, "worker", "worker", "--allow-shell", "--concurrency", "3")
+	s.Apply(t, `name: gated
+tasks:
+  - name: count
+    handler: shell
+    for_each: "[0, 1, 2, 3, 4, 5]"
+    params: {command: [sh, -c, 'echo "$FLOWFORGE_ITEM" >> `+started+`; while [ ! -e `+dir+`/go-$FLOWFORGE_ITEM ]; do sleep 0.05; done; echo "$FLOWFORGE_ITEM" > "$FLOWFORGE_RESULT_FILE"']}
+  - {name: merge, handler: noop, depends_on: [count]}
+`)
+	db := s.DB(t)
+	id := s.Trigger(t, "gated")
+	states := func() map[string]int {
+		rows, err := db.Query(`SELECT state, count(*) FROM task_runs WHERE run_id = $1 AND element_of = 'count' GROUP BY state`, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]int{}
+		for rows.Next() {
+			var st string
+			var n int
+			if err := rows.Scan(&st, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[st] = n
+		}
+		return out
+	}
+	harness.Eventually(t, 60*time.Second, "three elements RUNNING", func() (bool, error) {
+		st := states()
+		return st["RUNNING"] == 3, fmt.Errorf("elements: %v", st)
+	})
+	var first int
+	if err := db.QueryRow(`SELECT element_index FROM task_runs WHERE run_id = $1 AND element_of = 'count' AND state = 'RUNNING' ORDER BY element_index LIMIT 1`, id).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("go-%d", first)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 60*time.Second, "one element SUCCEEDED, three RUNNING, two READY", func() (bool, error) {
+		st := states()
+		return st["SUCCEEDED"] == 1 && st["RUNNING"] == 3 && st["READY"] == 2, fmt.Errorf("elements: %v", st)
+	})
+	s.MustCLI(t, "run", "cancel", id, "--reason", "bad input")
+	harness.Eventually(t, 60*time.Second, "the run to settle", func() (bool, error) {
+		return harness.QueryInt(t, db, `SELECT count(*) FROM workflow_runs WHERE id = $1 AND finished_at IS NOT NULL`, id) == 1, nil
+	})
+	r := s.ShowRun(t, id)
+	if r.State != "CANCELLED" {
+		t.Fatalf("run: %s, want CANCELLED", r.State)
+	}
+	languageWant(t, r, map[string]string{"count": "CANCELLED", "merge": "CANCELLED"})
+	if st := states(); st["SUCCEEDED"] != 1 || st["CANCELLED"] != 5 || len(st) != 2 {
+		t.Fatalf("elements: %v, want 1 SUCCEEDED and 5 CANCELLED", st)
+	}
+	for from, want := range map[string]int{"READY": 2, "RUNNING": 3} {
+		if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events e JOIN task_runs t ON t.id = e.task_run_id
+		 WHERE t.run_id = $1 AND t.element_of = 'count' AND e.from_state = $2 AND e.to_state = 'CANCELLED'`, id, from); n != want {
+			t.Errorf("%d elements went %s -> CANCELLED, want %d", n, from, want)
+		}
+	}
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events e JOIN task_runs t ON t.id = e.task_run_id
+	 WHERE t.run_id = $1 AND t.task_name = 'merge' AND e.to_state IN ('READY', 'RUNNING')`, id); n != 0 {
+		t.Errorf("merge was made READY or RUNNING %d times", n)
+	}
+	b, err := os.ReadFile(started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Fields(string(b))); n != 4 {
+		t.Fatalf("%d elements started, want 4 (the first three and the one that took the freed slot): %q", n, b)
+	}
+}

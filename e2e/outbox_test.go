@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
@@ -148,15 +146,7 @@ func TestADeletedDispatchQueueUnderARunningPublisherLosesNothing(t *testing.T) {
 	pubAddr := pub.Health
 	pub.WaitForLog(t, "publisher: started", 30*time.Second)
 
-	conn, err := amqp.Dial(s.AMQPURLs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := s.BrokerChannel(t)
 	if _, err := ch.QueueDelete(s.Queue, false, false, false); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flowforge/flowforge/e2e/harness"
 )
@@ -27,15 +26,7 @@ func TestAConfirmedDispatchThatIsLostIsRedispatched(t *testing.T) {
 		st, err := s.Store.OutboxStatus(ctx)
 		return err == nil && st.Pending == 0 && st.PublishedLastMinute >= 1, err
 	})
-	conn, err := amqp.Dial(s.AMQPURLs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := s.BrokerChannel(t)
 	purged, err := ch.QueuePurge(s.Queue, false)
 	if err != nil || purged != 1 {
 		t.Fatalf("purge: %d messages, err %v; want the one dispatch", purged, err)

@@ -52,8 +52,14 @@ func TestSIGTERMWorkerFinishesInFlightTaskAndHandsBackUnclaimed(t *testing.T) {
 	if held.State != "READY" || crashClaims(t, db, held.ID) != 0 {
 		t.Fatalf("unclaimed task %+v; want still READY, never claimed", held)
 	}
-	bcfg := broker.Config{URLs: s.AMQPURLs, Queue: s.Queue}
-	harness.Eventually(t, 10*time.Second, "the unclaimed delivery to be back in the queue", func() (bool, error) {
+	// Routing by handler (mode 115): the delivery waits in the noop
+	// handler's own queue, which the old worker bound.
+	noopQueue, ok := broker.HandlerQueue(s.Queue, "noop")
+	if !ok {
+		t.Fatalf("no queue of its own for handler noop under %s", s.Queue)
+	}
+	bcfg := broker.Config{URLs: s.AMQPURLs, Queue: noopQueue}
+	harness.Eventually(t, 10*time.Second, "the unclaimed delivery to be back in the noop handler's queue", func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		ready, consumers, err := broker.QueueDepth(ctx, bcfg)

@@ -85,11 +85,12 @@ const (
 	scrTask
 	scrWorkflows
 	scrSchedules
+	scrLimits
 	nScreens
 )
 
-// tabs lists the screens reachable with 1-8 and tab, in order.
-var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers, scrWorkflows, scrSchedules}
+// tabs lists the screens reachable with 1-9 and tab, in order.
+var tabs = []screenID{scrRuns, scrRun, scrLeases, scrOutbox, scrDead, scrWorkers, scrWorkflows, scrSchedules, scrLimits}
 
 // shared is the context every screen sees.
 type shared struct {
@@ -167,6 +168,9 @@ type Model struct {
 	// the run (a schedule's tick, the Workflows screen, the search bar),
 	// or the Runs list when the Run screen was reached by its tab.
 	runBack screenID
+	// runTrail holds the runs a child or parent run was opened from (o,
+	// u), the last on top: esc goes back along it first (runtrail.go).
+	runTrail []trailStep
 
 	inflight [nScreens]bool
 	started  [nScreens]time.Time
@@ -218,6 +222,7 @@ func New(src Source, opt Options) *Model {
 		scrTask:      m.task,
 		scrWorkflows: newWorkflowsModel(c),
 		scrSchedules: newSchedulesModel(c),
+		scrLimits:    newLimitsModel(c),
 	}
 	m.help = help.New()
 	m.help.Styles.ShortKey = th.header
@@ -295,20 +300,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case dataMsg:
 		return m, m.onData(msg)
 	case openRunMsg:
-		m.run.open(msg.id)
-		switch m.cur {
-		case scrRun:
-		case scrTask:
-			m.runBack = m.back
-		default:
-			m.runBack = m.cur
-		}
-		if m.runBack == scrRun || m.runBack == scrTask {
-			m.runBack = scrRuns
-		}
-		m.cur = scrRun
-		m.inflight[scrRun] = false
-		return m, m.fetch(scrRun)
+		return m, m.openRun(msg)
+	case followRunMsg:
+		return m, m.followRun(msg)
 	case openTaskMsg:
 		m.task.open(msg.id)
 		m.back = msg.from
@@ -320,6 +314,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case scrTask:
 			m.cur = m.back
 		case scrRun:
+			if cmd, ok := m.backAlongTrail(); ok {
+				return m, cmd
+			}
 			m.cur = m.runBack
 		default:
 			m.cur = scrRuns
@@ -358,6 +355,27 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.onKey(msg)
 	}
 	return m, nil
+}
+
+// openRun shows run msg.id on the Run screen, esc going back to the
+// screen that opened it (the Runs list when that was the Run or the task
+// screen), the trail of child and parent runs forgotten.
+func (m *Model) openRun(msg openRunMsg) tea.Cmd {
+	m.run.open(msg.id)
+	m.runTrail = nil
+	switch m.cur {
+	case scrRun:
+	case scrTask:
+		m.runBack = m.back
+	default:
+		m.runBack = m.cur
+	}
+	if m.runBack == scrRun || m.runBack == scrTask {
+		m.runBack = scrRuns
+	}
+	m.cur = scrRun
+	m.inflight[scrRun] = false
+	return m.fetch(scrRun)
 }
 
 func (m *Model) onData(msg dataMsg) tea.Cmd {

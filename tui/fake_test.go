@@ -37,6 +37,7 @@ type fakeSource struct {
 	outbox   OutboxData
 	dead     []store.TaskRun
 	workers  []store.Worker
+	limits   []store.FlowLimit
 	filters  []RunFilter
 	requeued []uuid.UUID
 	reasons  []string
@@ -45,6 +46,7 @@ type fakeSource struct {
 	triggers []string       // "workflow params"
 	pauses   []string       // "pause|resume workflow reason"
 	sched    *fakeSchedules // the Schedules screen's world (schedules_test.go), made on first use
+	others   []store.Run    // runs Run serves besides run (a child run: held_test.go)
 }
 
 func (f *fakeSource) fail() error {
@@ -80,10 +82,12 @@ func (f *fakeSource) Run(_ context.Context, rid uuid.UUID) (RunData, error) {
 	if err := f.fail(); err != nil {
 		return RunData{}, err
 	}
-	if rid != f.run.ID {
-		return RunData{}, store.ErrNotFound
+	for _, r := range append([]store.Run{f.run}, f.others...) {
+		if r.ID == rid {
+			return RunData{Now: t0, Run: r}, nil
+		}
 	}
-	return RunData{Now: t0, Run: f.run}, nil
+	return RunData{}, store.ErrNotFound
 }
 
 func (f *fakeSource) Task(_ context.Context, tid uuid.UUID) (TaskData, error) {
@@ -125,6 +129,13 @@ func (f *fakeSource) Workers(context.Context) (WorkersData, error) {
 		return WorkersData{}, err
 	}
 	return WorkersData{Now: t0, Workers: f.workers}, nil
+}
+
+func (f *fakeSource) Limits(context.Context) (LimitsData, error) {
+	if err := f.fail(); err != nil {
+		return LimitsData{}, err
+	}
+	return LimitsData{Now: t0, Limits: f.limits}, nil
 }
 
 func (f *fakeSource) Requeue(_ context.Context, ids []uuid.UUID, reason string) ([]store.RequeueResult, error) {

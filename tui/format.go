@@ -7,32 +7,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
 )
 
-// fmtAge renders a duration compactly: 850ms, 45s, 3m12s, 2h05m, 3d04h.
-func fmtAge(d time.Duration) string {
-	neg := d < 0
-	if neg {
-		d = -d
-	}
-	var s string
-	switch {
-	case d < time.Second:
-		s = fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		s = fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		s = fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 24*time.Hour:
-		s = fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		s = fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
+// fmtAge renders a duration compactly: 850ms, 45s, 3m12s, 2h05m, 3d04h
+// (core.CompactDuration, the words ffctl uses too).
+func fmtAge(d time.Duration) string { return core.CompactDuration(d) }
 
 // since is the age of t at now (both on the database clock); "-" for nil.
 func since(now time.Time, t *time.Time) string {

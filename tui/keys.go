@@ -32,6 +32,7 @@ func newGlobalKeys() globalKeys {
 			key.NewBinding(key.WithKeys("6"), key.WithHelp("6", "workers")),
 			key.NewBinding(key.WithKeys("7"), key.WithHelp("7", "workflows")),
 			key.NewBinding(key.WithKeys("8"), key.WithHelp("8", "schedules")),
+			key.NewBinding(key.WithKeys("9"), key.WithHelp("9", "limits")),
 		},
 	}
 }
@@ -99,4 +100,9 @@ var (
 	keyApply    = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "apply"))
 	keyDiscard  = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "discard"))
 	keyQuitHelp = key.NewBinding(key.WithKeys("?", "esc"), key.WithHelp("?/esc", "close help"))
+	// keyChild opens the child run of the selected task (a `workflow:`
+	// task) and keyParent the run whose task started the one shown; esc
+	// then comes back (runtrail.go).
+	keyChild  = key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "open child run"))
+	keyParent = key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "up to parent run"))
 )

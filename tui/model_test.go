@@ -240,7 +240,7 @@ func TestScreenSwitching(t *testing.T) {
 	for _, c := range []struct {
 		key  string
 		want screenID
-	}{{"3", scrLeases}, {"tab", scrOutbox}, {"tab", scrDead}, {"tab", scrWorkers}, {"tab", scrWorkflows}, {"tab", scrSchedules}, {"tab", scrRuns}, {"shift+tab", scrSchedules}, {"7", scrWorkflows}, {"8", scrSchedules}, {"2", scrRun}, {"1", scrRuns}} {
+	}{{"3", scrLeases}, {"tab", scrOutbox}, {"tab", scrDead}, {"tab", scrWorkers}, {"tab", scrWorkflows}, {"tab", scrSchedules}, {"tab", scrLimits}, {"tab", scrRuns}, {"shift+tab", scrLimits}, {"9", scrLimits}, {"7", scrWorkflows}, {"8", scrSchedules}, {"2", scrRun}, {"1", scrRuns}} {
 		h.keys(c.key)
 		if h.m.cur != c.want {
 			t.Fatalf("after %q: screen %d, want %d", c.key, h.m.cur, c.want)

@@ -24,6 +24,12 @@ type runModel struct {
 	prompt prompt
 	cancel key.Binding
 	pause  key.Binding
+	// childOf maps a task's id (its row's key) to the child run it started
+	// (a `workflow:` task), for keyChild.
+	childOf map[string]uuid.UUID
+	// selectKey is the row the cursor goes to when the run is read ("":
+	// the first): the task a child run was opened from, on the way back.
+	selectKey string
 }
 
 func newRunModel(c *shared) *runModel {
@@ -76,6 +82,11 @@ func (m *runModel) setData(data any) {
 	m.data, m.loaded = d, true
 	th := m.c.theme
 	var rows []row
+	children := make(map[uuid.UUID]store.ChildRun, len(d.Run.Children))
+	for _, c := range d.Run.Children {
+		children[c.RunID] = c
+	}
+	m.childOf = map[string]uuid.UUID{}
 	for _, o := range core.DAGOrder(d.Run.Tasks) {
 		t := o.Node
 		worker := "-"
@@ -83,8 +94,17 @@ func (m *runModel) setData(data any) {
 			worker = core.TerminalText(*t.WorkerID)
 		}
 		errText := firstLine(t.Error)
+		if held := heldCell(t, children); held != "" && (t.State == core.TaskRunning || t.Error == nil) {
+			errText = held
+		}
+		if w := t.FlowWaitText(); w != "" { // waiting for its admission
+			errText = w
+		}
 		if t.WaitingForHandler != nil { // handed back: say what it waits for
 			errText = core.TerminalText(store.WaitingReasonPrefix + *t.WaitingForHandler)
+		}
+		if t.ChildRunID != nil {
+			m.childOf[t.ID.String()] = *t.ChildRunID
 		}
 		r := row{
 			key: t.ID.String(),
@@ -101,6 +121,10 @@ func (m *runModel) setData(data any) {
 		rows = append(rows, r)
 	}
 	m.tbl.setRows(rows)
+	if m.selectKey != "" {
+		m.tbl.selectKey(m.selectKey)
+		m.selectKey = ""
+	}
 }
 
 func (m *runModel) capturing() bool { return m.prompt.active }
@@ -119,6 +143,15 @@ func (m *runModel) update(msg keyMsg) tea.Cmd {
 		if r, ok := m.tbl.selected(); ok {
 			id := r.key
 			return func() tea.Msg { return openTaskMsg{id: id, from: scrRun} }
+		}
+	case key.Matches(msg, keyChild):
+		if child, ok := m.selectedChild(); ok {
+			return func() tea.Msg { return followRunMsg{id: child.String()} }
+		}
+	case key.Matches(msg, keyParent):
+		if m.hasParent() {
+			parent := m.data.Run.ParentRunID.String()
+			return func() tea.Msg { return followRunMsg{id: parent} }
 		}
 	case key.Matches(msg, m.pause):
 		if !m.loaded {
@@ -147,7 +180,31 @@ func (m *runModel) keys() []key.Binding {
 	if !m.loaded {
 		return []key.Binding{keyBack}
 	}
-	return []key.Binding{keyHistory, m.cancel, m.pause, keyBack}
+	keys := []key.Binding{keyHistory}
+	if _, ok := m.selectedChild(); ok {
+		keys = append(keys, keyChild)
+	}
+	if m.hasParent() {
+		keys = append(keys, keyParent)
+	}
+	return append(keys, m.cancel, m.pause, keyBack)
+}
+
+// hasParent reports whether the run shown is a child run whose parent is
+// still there (keyParent).
+func (m *runModel) hasParent() bool {
+	return m.loaded && m.data.Run.ParentRunID != nil && m.data.Run.ParentTask != nil
+}
+
+// selectedChild is the child run of the task under the cursor, if it
+// started one.
+func (m *runModel) selectedChild() (uuid.UUID, bool) {
+	r, ok := m.tbl.selected()
+	if !ok {
+		return uuid.Nil, false
+	}
+	id, ok := m.childOf[r.key]
+	return id, ok
 }
 
 func (m *runModel) view(width, height int) string {
@@ -164,9 +221,16 @@ func (m *runModel) view(width, height int) string {
 		head += " " + th.warn.Render("(cancel requested)")
 	}
 	info := fmt.Sprintf("%s v%d · %d/%d done · age %s", core.TerminalText(r.Workflow), r.WorkflowVersion, r.TasksDone, r.TasksTotal, fmtAge(m.data.Now.Sub(r.CreatedAt)))
+	if r.ChildrenTotal > 0 {
+		info += " · " + plural(r.ChildrenTotal, "child run")
+	}
 	params := "params " + core.TerminalText(compactJSON(r.Params))
 	lines := clip(head, width, 1) + "\n" + clip(info, width, 1) + "\n" + clip(th.dim.Render(params), width, 1) + "\n"
 	tableH := height - 3
+	if p := parentText(r); p != "" { // a child run: whose, and the key up
+		lines += clip(p, width, 1) + "\n"
+		tableH--
+	}
 	if r.Paused != nil { // its tasks wait: say why, and who can end it
 		lines += clip(th.warn.Render(pauseText(m.data.Now, r.Paused)+" · p resumes"), width, 1) + "\n"
 		tableH--

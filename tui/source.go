@@ -47,6 +47,15 @@ type Source interface {
 	ResumeWorkflow(ctx context.Context, workflow, reason string) (store.ResumeResult, error)
 	// ScheduleSource: the Schedules screen (tui/schedules.go).
 	ScheduleSource
+	// Limits lists flow control's keys, the hottest first (at most
+	// LimitsShown), as `ffctl limits list` does (store.Store.ListLimits).
+	Limits(ctx context.Context) (LimitsData, error)
+}
+
+// LimitsData feeds the Limits screen.
+type LimitsData struct {
+	Now    time.Time
+	Limits []store.FlowLimit
 }
 
 // WorkflowsData feeds the Workflows screen.

@@ -166,6 +166,20 @@ func (s *StoreSource) Workers(ctx context.Context) (WorkersData, error) {
 	return WorkersData{Now: now, Workers: w}, nil
 }
 
+// Limits reads flow control's keys with store.ListLimits, the hottest
+// first, at most LimitsShown.
+func (s *StoreSource) Limits(ctx context.Context) (LimitsData, error) {
+	now, err := s.Store.Now(ctx)
+	if err != nil {
+		return LimitsData{}, s.classify(ctx, fmt.Errorf("read clock: %w", err))
+	}
+	ls, err := s.Store.ListLimits(ctx, LimitsShown)
+	if err != nil {
+		return LimitsData{}, s.classify(ctx, err)
+	}
+	return LimitsData{Now: now, Limits: ls}, nil
+}
+
 // Requeue requeues the tasks with store.RequeueMany, as `ffctl dead
 // requeue` does: one statement for the set, each task audited and
 // reported on its own. A failed call (the database's error) is returned as

@@ -134,6 +134,16 @@ func (t *table) selected() (row, bool) {
 	return t.rows[t.cursor], true
 }
 
+// selectKey puts the cursor on the row with key k, if one is shown.
+func (t *table) selectKey(k string) {
+	for i, r := range t.rows {
+		if r.key == k {
+			t.cursor = i
+			return
+		}
+	}
+}
+
 // move moves the cursor by n rows, within bounds.
 func (t *table) move(n int) {
 	t.cursor += n

@@ -111,15 +111,25 @@ func (m *taskModel) view(width, height int) string {
 	if t.State == core.TaskDead && t.FinishedAt != nil {
 		died = "died " + t.FinishedAt.Local().Format("2006-01-02 15:04:05") + " (" + since(m.data.Now, t.FinishedAt) + " ago) · "
 	}
+	handler := core.TerminalText(t.Handler)
+	if handler == "" { // a held task: the scheduler runs it
+		handler = "-"
+	}
 	lines := []string{
 		th.header.Render("task "+t.ID.String()) + "  " + th.state(string(t.State)),
-		fmt.Sprintf("%s / %s · handler %s · run %s", core.TerminalText(t.Workflow), core.TerminalText(t.Name), core.TerminalText(t.Handler), shortID(t.RunID)),
+		fmt.Sprintf("%s / %s · handler %s · run %s", core.TerminalText(t.Workflow), core.TerminalText(t.Name), handler, shortID(t.RunID)),
 		fmt.Sprintf("attempt %d/%d · token %d · worker %s · lease %s", t.Attempt, t.MaxAttempts, t.FencingToken, worker, fmtLease(t.LeaseSeconds)),
 		died + "error " + firstLine(t.Error) + reusedNote(t.ReusedFrom),
 		th.dim.Render("params " + core.TerminalText(compactJSON(t.Params))),
 	}
 	if t.WaitingForHandler != nil {
 		lines = append(lines, th.warn.Render(core.TerminalText(store.WaitingReasonPrefix+*t.WaitingForHandler)+" (a worker handed it back)"))
+	}
+	if w := t.FlowWaitText(); w != "" { // waiting for flow control's admission
+		lines = append(lines, th.warn.Render(w))
+	}
+	if held := heldLine(t); held != "" { // a sleep, a wait, a child run: what it holds
+		lines = append(lines, held)
 	}
 	// The result, and a shell result's output tails, get what the history
 	// table can spare (it keeps at least historyMinLines).

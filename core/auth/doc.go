@@ -12,6 +12,7 @@
 // stored, and Verify compares it in constant time. The prefix makes a
 // leaked secret recognisable to secret scanners and to a reader.
 //
-// Roles are ordered: RoleViewer reads, RoleOperator also triggers, cancels
-// and requeues, RoleAdmin also applies workflows (Role.Allows).
+// Roles are ordered: RoleViewer reads, RoleOperator also triggers, cancels,
+// requeues and sends events, RoleAdmin also applies workflows
+// (Role.Allows).
 package auth

@@ -12,10 +12,11 @@ type Role string
 
 // The roles, least first.
 const (
-	// RoleViewer reads runs, tasks, DEAD tasks and workflows.
+	// RoleViewer reads runs, tasks, DEAD tasks, workflows and events.
 	RoleViewer Role = "viewer"
-	// RoleOperator also triggers runs, cancels them and requeues DEAD
-	// tasks.
+	// RoleOperator also triggers runs, cancels them, requeues DEAD tasks
+	// and sends events (an event completes the tasks waiting for it, which
+	// moves their runs on as a trigger does).
 	RoleOperator Role = "operator"
 	// RoleAdmin also applies workflow files.
 	RoleAdmin Role = "admin"

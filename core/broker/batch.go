@@ -9,9 +9,11 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// PublishBatch publishes msgs to the dispatch queue (default exchange,
-// routing key Config.Queue, persistent, mandatory, ContentType
-// application/json, MessageId = ID) and waits for all publisher confirms,
+// PublishBatch publishes msgs (persistent, mandatory, ContentType
+// application/json, MessageId = ID) each to its handler's queue through
+// the route exchange, or to the shared dispatch queue when the handler has
+// no queue bound or none of its own (see RoutingKey and the package doc,
+// "Routing"), and waits for all publisher confirms,
 // bounded by ctx and Config.ConfirmTimeout.
 //
 // The returned outcomes are aligned with msgs and always have len(msgs)
@@ -104,12 +106,12 @@ func (p *Publisher) publishAll(wctx context.Context, msgs []Message, keys []stri
 		if wctx.Err() != nil {
 			break
 		}
-		key := p.cfg.Queue
+		exchange, key := RoutingKey(p.cfg.Queue, m.Handler)
 		if keys != nil {
-			key = keys[i]
+			exchange, key = "", keys[i]
 		}
 		p.seq++
-		dc, err := p.ch.PublishWithDeferredConfirm("", key, true, false, amqp.Publishing{
+		dc, err := p.ch.PublishWithDeferredConfirm(exchange, key, true, false, amqp.Publishing{
 			Headers:      amqp.Table{seqHeader: int64(p.seq)},
 			ContentType:  "application/json",
 			DeliveryMode: amqp.Persistent,

@@ -43,8 +43,17 @@ type Config struct {
 	// Queue is the name of the durable quorum dispatch queue. Its
 	// dead-letter queue is Queue + ".dead". Default QueueDefault
 	// ("flowforge.dispatch"). Must not start with "amq." and must leave
-	// room for the ".dead" suffix within RabbitMQ's 255-byte limit.
+	// room for the ".unrouted" suffix within RabbitMQ's 255-byte limit.
+	// The route exchange (Queue + ".route"), the unrouted exchange (Queue +
+	// ".unrouted") and the handler queues (Queue + ".h." + handler) are
+	// named after it.
 	Queue string
+
+	// Handlers, for a consumer only, are the handlers whose own queues
+	// (HandlerQueue) it declares, binds to the route exchange and consumes
+	// beside the shared queue. Empty: it consumes the shared queue only, as
+	// before routing. A publisher ignores it.
+	Handlers []string
 
 	// ConfirmTimeout bounds one PublishBatch: publishing the batch and
 	// waiting for all its publisher confirms. When it elapses the connection
@@ -88,8 +97,8 @@ func (c Config) withDefaults() (Config, error) {
 	if strings.HasPrefix(c.Queue, "amq.") {
 		return c, fmt.Errorf("config: queue name %q uses the reserved prefix \"amq.\"", c.Queue)
 	}
-	if len(DeadLetterQueue(c.Queue)) > maxQueueNameLen {
-		return c, fmt.Errorf("config: queue name %q is too long (max %d bytes with the .dead suffix)", c.Queue, maxQueueNameLen)
+	if len(UnroutedExchange(c.Queue)) > maxQueueNameLen {
+		return c, fmt.Errorf("config: queue name %q is too long (max %d bytes with the .unrouted suffix)", c.Queue, maxQueueNameLen)
 	}
 	if c.ConfirmTimeout < 0 || c.DialTimeout < 0 || c.Heartbeat < 0 {
 		return c, errors.New("config: negative duration")

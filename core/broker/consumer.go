@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,10 @@ type Consumer struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 	tag  string
+	// tags and queues are the consumers of c, aligned: the shared queue
+	// under tag first, then each handler queue (Config.Handlers).
+	tags   []string
+	queues []string
 
 	out  chan Delivery
 	stop chan struct{} // closed by Close: the forwarder stops sending
@@ -102,9 +108,12 @@ func settleErr(op string, tag uint64, err error) error {
 
 // DialConsumer connects to the first reachable URL of cfg.URLs, declares
 // the topology (see package doc), sets the channel's prefetch to prefetch
-// unacknowledged messages (must be >= 1) and starts consuming the dispatch
-// queue with manual acknowledgements under consumerTag (empty: a random
-// "flowforge-<hex>" tag). It honours ctx for the whole setup. Errors: as for
+// unacknowledged messages per queue (must be >= 1) and starts consuming
+// the dispatch queue with manual acknowledgements under consumerTag
+// (empty: a random "flowforge-<hex>" tag), and each handler queue of
+// cfg.Handlers (see HandlerQueue) under consumerTag + ".h<i>", all into
+// one Deliveries channel. Quorum queues have no channel-wide prefetch: the
+// broker may hand the consumer up to prefetch deliveries per queue. It honours ctx for the whole setup. Errors: as for
 // DialPublisher (including *TopologyMismatchError), plus an invalid
 // prefetch.
 func DialConsumer(ctx context.Context, cfg Config, prefetch int, consumerTag string) (*Consumer, error) {
@@ -140,9 +149,11 @@ func setupConsumer(ctx context.Context, cfg Config, conn *amqp.Connection, prefe
 		ch      *amqp.Channel
 		cancels chan string
 		closes  chan *amqp.Error
-		src     <-chan amqp.Delivery
+		srcs    []<-chan amqp.Delivery
+		tags    []string
 	)
-	err := declareTopology(conn, cfg.Queue, cfg.Logger)
+	handlerQueues, err := declareTopology(conn, cfg.Queue, cfg.Handlers, cfg.Logger)
+	queues := append([]string{cfg.Queue}, handlerQueues...)
 	if err == nil {
 		ch, err = conn.Channel()
 		if err != nil {
@@ -150,17 +161,16 @@ func setupConsumer(ctx context.Context, cfg Config, conn *amqp.Connection, prefe
 		}
 	}
 	if err == nil {
+		// Per consumer (global=false): quorum queues have no channel-wide
+		// prefetch, so each queue's consumer may hold prefetch deliveries.
 		if err = ch.Qos(prefetch, 0, false); err != nil {
 			err = fmt.Errorf("set prefetch: %w", err)
 		}
 	}
 	if err == nil {
-		cancels = ch.NotifyCancel(make(chan string, 1))
+		cancels = ch.NotifyCancel(make(chan string, len(queues)))
 		closes = ch.NotifyClose(make(chan *amqp.Error, 1))
-		src, err = ch.Consume(cfg.Queue, tag, false, false, false, false, nil)
-		if err != nil {
-			err = fmt.Errorf("consume %s: %w", cfg.Queue, err)
-		}
+		srcs, tags, err = consumeAll(ch, queues, tag)
 	}
 	if !stop() {
 		return nil, ctx.Err()
@@ -169,46 +179,81 @@ func setupConsumer(ctx context.Context, cfg Config, conn *amqp.Connection, prefe
 		return nil, err
 	}
 	c := &Consumer{
-		cfg:  cfg,
-		log:  cfg.Logger.With("queue", cfg.Queue, "consumer_tag", tag),
-		conn: conn,
-		ch:   ch,
-		tag:  tag,
-		out:  make(chan Delivery),
-		stop: make(chan struct{}),
+		cfg:    cfg,
+		log:    cfg.Logger.With("queue", cfg.Queue, "consumer_tag", tag),
+		conn:   conn,
+		ch:     ch,
+		tag:    tag,
+		tags:   tags,
+		queues: queues,
+		out:    make(chan Delivery),
+		stop:   make(chan struct{}),
 	}
 	c.wg.Add(1)
-	go c.forward(src, cancels, closes)
+	go c.forward(srcs, cancels, closes)
 	return c, nil
 }
 
-// forward converts amqp deliveries until the source closes or Close is
-// called, then records why and closes c.out.
-func (c *Consumer) forward(src <-chan amqp.Delivery, cancels <-chan string, closes <-chan *amqp.Error) {
+// consumeAll starts a consumer on each of queues (the shared queue first,
+// under tag; each handler queue under tag + ".h<i>", or a random tag with
+// that suffix when tag leaves no room for it) and returns their delivery
+// channels and tags, aligned with queues.
+func consumeAll(ch *amqp.Channel, queues []string, tag string) ([]<-chan amqp.Delivery, []string, error) {
+	srcs := make([]<-chan amqp.Delivery, len(queues))
+	tags := make([]string, len(queues))
+	for i, q := range queues {
+		t := tag
+		if i > 0 {
+			suffix := ".h" + strconv.Itoa(i)
+			t = cmp.Or(tag, "flowforge") + suffix
+			if len(t) > maxQueueNameLen {
+				t = "flowforge-" + randomHex(8) + suffix
+			}
+		}
+		src, err := ch.Consume(q, t, false, false, false, false, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("consume %s: %w", q, err)
+		}
+		srcs[i], tags[i] = src, t
+	}
+	return srcs, tags, nil
+}
+
+// forward converts the deliveries of every queue's consumer (srcs) until
+// the sources close or Close is called, then records why and closes c.out.
+// When the broker cancels one queue's consumer (its queue deleted) the
+// others are cancelled too, so that the caller re-dials and re-declares.
+func (c *Consumer) forward(srcs []<-chan amqp.Delivery, cancels <-chan string, closes <-chan *amqp.Error) {
 	defer c.wg.Done()
 	defer close(c.out)
-	for d := range src {
-		select {
-		case c.out <- newDelivery(d):
-		case <-c.stop:
-			return // Close: err stays nil
-		}
+	var pumps sync.WaitGroup
+	ended := make(chan struct{}, len(srcs))
+	for _, src := range srcs {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			c.pump(src)
+			ended <- struct{}{}
+		}()
 	}
-	// amqp091 notifies cancel and close listeners before it closes src, so
-	// a non-blocking look is enough.
+	<-ended
+	// amqp091 notifies cancel and close listeners before it closes a
+	// source, so a non-blocking look is enough.
 	var err error
 	select {
 	case tag, ok := <-cancels:
 		if ok {
-			err = fmt.Errorf("consumer %s on queue %s: %w", tag, c.cfg.Queue, ErrConsumerCancelled)
+			err = fmt.Errorf("consumer %s on queue %s: %w", tag, c.queueOf(tag), ErrConsumerCancelled)
+			c.cancelAll()
 		}
 	default:
 	}
+	pumps.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case err != nil:
-		c.log.Warn("broker: cancelled consumer (queue deleted?)")
+		c.log.Warn("broker: cancelled consumer (queue deleted?)", "error", err)
 	case c.closing:
 	case c.ch.IsClosed() || c.conn.IsClosed():
 		err = ErrConnectionLost
@@ -225,6 +270,36 @@ func (c *Consumer) forward(src <-chan amqp.Delivery, cancels <-chan string, clos
 		err = ErrConnectionLost
 	}
 	c.err = err
+}
+
+// pump sends the deliveries of src to c.out until src closes or Close is
+// called.
+func (c *Consumer) pump(src <-chan amqp.Delivery) {
+	for d := range src {
+		select {
+		case c.out <- newDelivery(d):
+		case <-c.stop:
+			return // Close: err stays nil
+		}
+	}
+}
+
+// cancelAll cancels every consumer of c (those already gone answer with
+// an error, ignored): their sources close once the broker confirms.
+func (c *Consumer) cancelAll() {
+	for _, t := range c.tags {
+		_ = c.ch.Cancel(t, false)
+	}
+}
+
+// queueOf returns the queue consumed under tag.
+func (c *Consumer) queueOf(tag string) string {
+	for i, t := range c.tags {
+		if t == tag {
+			return c.queues[i]
+		}
+	}
+	return c.cfg.Queue
 }
 
 func newDelivery(d amqp.Delivery) Delivery {
@@ -308,7 +383,13 @@ func (c *Consumer) Cancel(ctx context.Context) error {
 	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
-		errc <- c.ch.Cancel(c.tag, false)
+		var first error
+		for _, t := range c.tags {
+			if err := c.ch.Cancel(t, false); err != nil && first == nil {
+				first = err
+			}
+		}
+		errc <- first
 	}()
 	select {
 	case err := <-errc:

@@ -1,6 +1,7 @@
 // Package broker is the only package in FlowForge that speaks AMQP. It
-// carries dispatch messages from the outbox publisher to workers through one
-// durable quorum queue on RabbitMQ (default "flowforge.dispatch").
+// carries dispatch messages from the outbox publisher to workers through
+// durable quorum queues on RabbitMQ: one per handler and a shared one
+// (default "flowforge.dispatch").
 //
 // # Topology
 //
@@ -9,11 +10,30 @@
 //   - <Queue>.dead: durable, x-queue-type=quorum (the dead-letter queue);
 //   - <Queue>: durable, x-queue-type=quorum, x-dead-letter-exchange="" and
 //     x-dead-letter-routing-key=<Queue>.dead, so a rejected message is
-//     moved to <Queue>.dead by the broker.
+//     moved to <Queue>.dead by the broker (the shared queue);
+//   - <Queue>.unrouted: a durable fanout exchange, bound to <Queue>;
+//   - <Queue>.route: a durable direct exchange with alternate-exchange
+//     <Queue>.unrouted.
+//
+// A Consumer also declares, for each of Config.Handlers whose name is safe
+// (HandlerQueue), <Queue>.h.<handler>: durable, quorum, dead-lettering into
+// <Queue>.dead like the shared queue, bound to <Queue>.route with the
+// handler's name as key; it consumes those queues and the shared queue.
 //
 // Each queue is first looked up with a passive declare on a throwaway
 // channel, then declared with FlowForge's arguments on another throwaway
 // channel.
+//
+// # Routing
+//
+// PublishBatch sends a message to <Queue>.route with its Message.Handler
+// as routing key (RoutingKey): it lands in the handler's queue when a
+// worker bound one, else the alternate exchange hands it to the shared
+// queue. Publisher confirms cover both (a message routed by the alternate
+// exchange is confirmed normally); a message neither routes (the shared
+// queue deleted) is returned. A handler without a safe name, and an empty
+// one, go to the shared queue by the default exchange. Older publishers
+// publish to the shared queue directly, which consumers still consume.
 //
 // # Behaviour on faults
 //
@@ -43,10 +63,13 @@
 //   - Consumer cancel. When the broker cancels the consumer (basic.cancel,
 //     e.g. the queue was deleted), Deliveries() closes and Err() wraps
 //     ErrConsumerCancelled; the channel stays open so deliveries in hand
-//     can still be settled. Redialing re-declares the queue.
+//     can still be settled. Redialing re-declares the queue. The broker
+//     cancelling one queue's consumer (a handler queue deleted) cancels
+//     the Consumer's other consumers too, so that it ends as a whole.
 //   - Queue mismatch. If a queue exists with other arguments (e.g. a
-//     classic queue of the same name) the broker refuses the declare with
-//     406 PRECONDITION_FAILED; DialPublisher and DialConsumer return a
+//     classic queue of the same name), or an exchange with another type or
+//     arguments, the broker refuses the declare with 406
+//     PRECONDITION_FAILED; DialPublisher and DialConsumer return a
 //     *TopologyMismatchError explaining how to migrate. Retrying does not
 //     help.
 //   - Login refused. A wrong user or password, an unknown vhost or one the

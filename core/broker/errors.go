@@ -41,8 +41,11 @@ var (
 // returned by DialPublisher and DialConsumer; retrying does not help, an
 // operator has to migrate the queue. Match it with errors.As.
 type TopologyMismatchError struct {
-	// Queue is the name of the mismatching queue (the dispatch queue or its
-	// dead-letter queue).
+	// Kind is "exchange" when the mismatching object is an exchange (the
+	// route or unrouted exchange); empty means a queue.
+	Kind string
+	// Queue is the name of the mismatching queue (the dispatch queue, its
+	// dead-letter queue or a handler's queue) or exchange.
 	Queue string
 	// Required lists the arguments FlowForge declares the (durable, quorum)
 	// queue with, e.g. `x-queue-type="quorum"`.
@@ -55,6 +58,15 @@ type TopologyMismatchError struct {
 // Error explains the mismatch and how to migrate.
 func (e *TopologyMismatchError) Error() string {
 	var b strings.Builder
+	if e.Kind == "exchange" {
+		fmt.Fprintf(&b, "exchange %q exists with a different type or arguments than FlowForge needs: %s", e.Queue, e.Required)
+		if e.Detail != "" {
+			fmt.Fprintf(&b, "; broker said: %s", e.Detail)
+		}
+		fmt.Fprintf(&b, "; to migrate: stop all FlowForge daemons, delete the exchange "+
+			"(rabbitmqadmin delete exchange name=%s), then restart the daemons so FlowForge re-declares it", e.Queue)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "queue %q exists with different arguments than FlowForge needs: a durable quorum queue with %s", e.Queue, e.Required)
 	if e.Detail != "" {
 		fmt.Fprintf(&b, "; broker said: %s", e.Detail)

@@ -48,6 +48,10 @@ func randHex(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
+// testHandlers returns the handler names this package's tests give
+// consumers (Config.Handlers); testConfig's cleanup deletes their queues.
+func testHandlers() []string { return []string{"alpha", "beta", "gamma"} }
+
 // testConfig returns a Config for a unique queue whose queues are deleted
 // when the test ends.
 func testConfig(t *testing.T) Config {
@@ -59,13 +63,14 @@ func testConfig(t *testing.T) Config {
 		ConfirmTimeout: 10 * time.Second,
 	}
 	t.Cleanup(func() {
-		adminDo(t, u, func(ch *amqp.Channel) error {
-			if _, err := ch.QueueDelete(cfg.Queue, false, false, false); err != nil {
-				return err
-			}
-			_, err := ch.QueueDelete(DeadLetterQueue(cfg.Queue), false, false, false)
-			return err
-		})
+		// The queues, exchanges and the handler queues the tests use.
+		c := cfg
+		c.Handlers = testHandlers()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := DeleteTopology(ctx, c); err != nil {
+			t.Errorf("delete topology: %v", err)
+		}
 	})
 	return cfg
 }

@@ -11,6 +11,10 @@ type Message struct {
 	ID string
 	// Body is the JSON payload (sent with ContentType application/json).
 	Body []byte
+	// Handler is the dispatch's handler name: the message is routed to
+	// the handler's own queue when one is bound, else to the shared queue
+	// (see RoutingKey). Empty: the shared queue.
+	Handler string
 }
 
 // Outcome is what became of one message of a PublishBatch. The zero value

@@ -72,7 +72,7 @@ func setupPublisher(ctx context.Context, cfg Config, conn *amqp.Connection) (*Pu
 	stop := context.AfterFunc(ctx, func() { _ = conn.CloseDeadline(time.Now()) })
 	connClose := conn.NotifyClose(make(chan *amqp.Error, 1))
 	blocks := conn.NotifyBlocked(make(chan amqp.Blocking, 8))
-	err := declareTopology(conn, cfg.Queue, cfg.Logger)
+	_, err := declareTopology(conn, cfg.Queue, nil, cfg.Logger)
 	var ch *amqp.Channel
 	if err == nil {
 		ch, err = conn.Channel()

@@ -39,17 +39,18 @@ func topology(queue string) []queueSpec {
 }
 
 // declareTopology declares the dispatch queue and its dead-letter queue on
-// conn. For each queue it first checks with a passive declare on a
+// conn, then the routing (declareRouting: the route and unrouted exchanges
+// and a queue per handler of handlers, which it returns). For each queue it first checks with a passive declare on a
 // throwaway channel whether the queue exists, then declares it (durable,
 // quorum, dead-letter arguments) on another throwaway channel. If the
 // broker refuses the declare with 406 PRECONDITION_FAILED it returns a
 // *TopologyMismatchError. A closed connection yields an error wrapping
 // ErrConnectionLost. Publisher and Consumer call it on every dial.
-func declareTopology(conn *amqp.Connection, queue string, log *slog.Logger) error {
+func declareTopology(conn *amqp.Connection, queue string, handlers []string, log *slog.Logger) ([]string, error) {
 	for _, q := range topology(queue) {
 		existing, exists, err := inspectQueue(conn, q.name)
 		if err != nil {
-			return fmt.Errorf("declare topology: %w", err)
+			return nil, fmt.Errorf("declare topology: %w", err)
 		}
 		if exists {
 			log.Debug("broker: queue exists, verifying arguments", "queue", q.name, "messages", existing.Messages, "consumers", existing.Consumers)
@@ -57,32 +58,21 @@ func declareTopology(conn *amqp.Connection, queue string, log *slog.Logger) erro
 		if err := declareQueue(conn, q); err != nil {
 			if isAMQPCode(err, amqp.PreconditionFailed) {
 				mm := &TopologyMismatchError{Queue: q.name, Required: q.required, Detail: amqpReason(err)}
-				return mm
+				return nil, mm
 			}
-			return fmt.Errorf("declare topology: queue %s: %w", q.name, err)
+			return nil, fmt.Errorf("declare topology: queue %s: %w", q.name, err)
 		}
 	}
-	return nil
+	return declareRouting(conn, queue, handlers, log)
 }
 
 // declareQueue declares q on its own channel, so that a channel exception
 // cannot poison the caller's channel.
 func declareQueue(conn *amqp.Connection, q queueSpec) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return lost(fmt.Errorf("open channel: %w", err))
-	}
-	_, err = ch.QueueDeclare(q.name, true, false, false, false, q.args)
-	if err != nil {
-		if !isAMQPCode(err, amqp.PreconditionFailed) && conn.IsClosed() {
-			return lost(err)
-		}
-		return err // the channel is closed by the exception
-	}
-	if err := ch.Close(); err != nil {
-		return lost(fmt.Errorf("close channel: %w", err))
-	}
-	return nil
+	return onChannel(conn, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(q.name, true, false, false, false, q.args)
+		return err
+	})
 }
 
 // inspectQueue passively declares name on a throwaway channel. exists is

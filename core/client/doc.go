@@ -1,9 +1,10 @@
 // Package client starts and inspects FlowForge runs from a Go program: the
 // same triggers, reads and operator actions as ffctl's `run trigger`, `run
 // show`, `run wait`, `run cancel`, `run list`, `task show`, `dead list`,
-// `dead requeue`, `workflow list`, `workflow apply` and `token ...`
-// (which are built on it, as the HTTP API of package daemon/api is), with
-// the same validation and the same errors, as a typed API.
+// `dead requeue`, `workflow list`, `workflow apply`, `event send`, `event
+// list` and `token ...` (which are built on it, as the HTTP API of package
+// daemon/api is), with the same validation and the same errors, as a typed
+// API.
 //
 // Its point is TriggerTx: a run started inside the caller's own
 // transaction, so that "charge the card and start the fulfilment workflow"
@@ -19,6 +20,15 @@
 // The trigger is one statement on tx (store.Store.TriggerTx says which
 // locks it takes, all released with tx and none of them wanted by the
 // daemons); the publishers are woken at the commit.
+//
+// SendEvent is the other half of a task that waits (`wait_for: {event:
+// order.approved, key: "params.order_id"}`): it completes every task
+// waiting for the event's name and key, the payload its result, and an
+// event sent twice with one id is delivered once:
+//
+//	res, err := c.SendEvent(ctx, "order.approved", Approval{By: "ana"},
+//		client.SendEventOptions{Key: "42", ID: "approval-42"})
+//	// res.Completed: the task runs it completed; res.Duplicate: the id was sent before
 //
 // A Client over a *pgxpool.Pool (New) or a *sql.DB of pgx's driver
 // (NewDB) runs everything else on that pool. Errors match ErrNotFound,

@@ -22,28 +22,29 @@ var (
 	// cancel of a run that has ended or was cancelled already; a requeue
 	// of a task that is not DEAD (or whose run was cancelled).
 	ErrConflict = errors.New("conflict")
-	// ErrInvalidParams: a run's params were refused before anything was
-	// written: not JSON, not an object, a NUL character (\u0000), more than
-	// core.MaxParamsBytes, an unpaired surrogate, a key twice in one
-	// object, an idempotency key that is too long or not UTF-8, params
-	// from which a task's idempotency key or params template cannot
-	// render (a missing param), or a batch too large. It also matches
-	// ErrInvalidInput.
+	// ErrInvalidParams: a run's params (or an event's payload) were
+	// refused before anything was written: not JSON, not an object, a NUL
+	// character (\u0000), more than core.MaxParamsBytes, an unpaired
+	// surrogate, a key twice in one object, an idempotency key that is
+	// too long or not UTF-8, params from which a task's idempotency key
+	// or params template cannot render (a missing param), or a batch too
+	// large. It also matches ErrInvalidInput.
 	ErrInvalidParams = errors.New("invalid params")
 	// ErrInvalidInput: a request refused before anything was read or
 	// written, for what it says rather than what is stored: a malformed
 	// id, an id prefix that matches two or more ids, a run id given for a
 	// task (or the reverse), a workflow name, version, reason, filter or
-	// option out of its bounds; and every ErrInvalidParams.
+	// option out of its bounds, an event's name, key, id or lookback
+	// (core.ErrBadEvent); and every ErrInvalidParams.
 	ErrInvalidInput = errors.New("invalid input")
 	// ErrPaused: the workflow is paused with mode drop, so the trigger
 	// created no run (the pause counted it as dropped). A pause with mode
 	// queue never refuses: its runs are created and wait.
 	ErrPaused = errors.New("workflow is paused (mode drop)")
 	// ErrOutcomeUnknown: a write that was its own transaction (Trigger,
-	// TriggerMany, Cancel, RequeueDead) got no answer to its commit: it may
-	// or may not have been made. Retry a trigger with the same idempotency
-	// key, or read the run. TriggerTx never returns it: the commit is the
+	// TriggerMany, Cancel, RequeueDead, SendEvent) got no answer to its
+	// commit: it may or may not have been made. Retry a trigger with the
+	// same idempotency key (an event with the same id), or read the run. TriggerTx never returns it: the commit is the
 	// caller's.
 	ErrOutcomeUnknown = errors.New("the database did not answer the commit; the write may or may not have been made")
 )
@@ -66,7 +67,7 @@ func kindsOf(err error) []error {
 		return []error{ErrOutcomeUnknown}
 	case errors.As(err, &amb), errors.As(err, &wrong), errors.Is(err, core.ErrBadIDPrefix),
 		errors.Is(err, core.ErrBadWorkflow), errors.Is(err, core.ErrBadReason), errors.Is(err, store.ErrBadRunFilter),
-		errors.Is(err, auth.ErrBadToken), errors.Is(err, schedule.ErrBadSchedule):
+		errors.Is(err, auth.ErrBadToken), errors.Is(err, schedule.ErrBadSchedule), errors.Is(err, core.ErrBadEvent):
 		return []error{ErrInvalidInput}
 	}
 	return nil

@@ -89,6 +89,9 @@ func (c *Client) checkHandlers(ctx context.Context, def *core.Definition) (handl
 	sort.Strings(hc.live)
 	at := map[string]int{}
 	for _, t := range def.Tasks {
+		if k := t.Kind(); k.Held() && k != core.KindForEach {
+			continue // a sleep, a wait or a child run: no handler runs it
+		}
 		if _, ok := live[t.Handler]; ok {
 			continue
 		}

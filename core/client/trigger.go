@@ -26,6 +26,11 @@ type TriggerOptions struct {
 	IdempotencyKey string
 	// Version is the workflow version to run, from 1; 0 means the newest.
 	Version int
+	// Priority, when not 0, overrides the priority of every task of the
+	// run: core.PriorityMin (1) to core.PriorityMax (4); it orders the
+	// waiters of a concurrency key or a rate limit. Out of range:
+	// ErrInvalidParams.
+	Priority int
 }
 
 // TriggerResult says which run a trigger produced: RunID, and Existing
@@ -152,7 +157,7 @@ func triggerRequest(workflow string, params any, opts TriggerOptions) (store.Tri
 	if err != nil {
 		return store.TriggerRequest{}, mapError(err)
 	}
-	return store.TriggerRequest{Workflow: workflow, Version: opts.Version, Params: raw, IdempotencyKey: opts.IdempotencyKey}, nil
+	return store.TriggerRequest{Workflow: workflow, Version: opts.Version, Params: raw, IdempotencyKey: opts.IdempotencyKey, Priority: opts.Priority}, nil
 }
 
 func triggerManyRequest(workflow string, params []any, opts TriggerManyOptions) (store.TriggerManyRequest, error) {

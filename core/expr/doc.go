@@ -1,6 +1,7 @@
 // Package expr compiles and evaluates the expressions of a workflow file
-// (`when:` and `for_each:`) with CEL, github.com/google/cel-go: FlowForge
-// has no evaluator of its own.
+// (`when:`, `for_each:`, `sleep: {until:}`, `wait_for: {key:}` and
+// `workflow: {params:}`) with CEL, github.com/google/cel-go: FlowForge has
+// no evaluator of its own.
 //
 // An expression sees two variables:
 //
@@ -18,7 +19,7 @@
 // Compile checks an expression at `workflow apply` (syntax, names, types
 // against what is known: params and upstream values are dynamic, so
 // `upstream.merge.total > 1000` passes and is checked when it runs);
-// Program.Bool and Program.List evaluate it when the scheduler decides
-// the task. Their errors carry the expression, so that a task failed by
+// Program.Bool, List, Time, Key and Object evaluate it when the scheduler
+// decides the task. Their errors carry the expression, so that a task failed by
 // one says which.
 package expr

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
@@ -27,12 +30,27 @@ const (
 	Bool Want = iota
 	// List: a `for_each:` list.
 	List
+	// Time: a `sleep: {until:}` timestamp, a CEL timestamp or an RFC 3339
+	// string.
+	Time
+	// Key: a `wait_for: {key:}` key, a string or an integer (written in
+	// decimal).
+	Key
+	// Object: a child run's `workflow: {params:}`, a map with string keys.
+	Object
 )
 
 // String names w as a workflow file's error says it.
 func (w Want) String() string {
-	if w == List {
+	switch w {
+	case List:
 		return "list"
+	case Time:
+		return "timestamp (or an RFC 3339 string)"
+	case Key:
+		return "string (or int)"
+	case Object:
+		return "map"
 	}
 	return "bool"
 }
@@ -54,10 +72,18 @@ type Program struct {
 	src  string
 	want Want
 	prg  cel.Program
+	// constant: it reads neither params nor upstream.
+	constant bool
 }
 
 // Source returns the expression as written.
 func (p *Program) Source() string { return p.src }
+
+// Constant reports whether the expression reads neither params nor
+// upstream: its value is the same in every run, so `workflow apply` can
+// evaluate it once and refuse one that fails (`timestamp("notatime")`)
+// rather than fail each run's task.
+func (p *Program) Constant() bool { return p.constant }
 
 // Compile parses and type-checks src, which must give want (or a dynamic
 // value, checked when it runs), with upstream the names of the tasks it may
@@ -89,7 +115,13 @@ func Compile(src string, want Want, upstream []string) (*Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCompile, err)
 	}
-	return &Program{src: src, want: want, prg: prg}, nil
+	constant := true
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		if ref.Name == "params" || ref.Name == "upstream" {
+			constant = false
+		}
+	}
+	return &Program{src: src, want: want, prg: prg, constant: constant}, nil
 }
 
 // issueText is CEL's report of the issues, "ERROR: <input>:1:5: msg" and
@@ -107,6 +139,12 @@ func checkType(t *cel.Type, want Want) error {
 	case want == Bool && t.IsExactType(types.BoolType):
 		return nil
 	case want == List && t.Kind() == types.ListKind:
+		return nil
+	case want == Time && (t.IsExactType(types.TimestampType) || t.IsExactType(types.StringType)):
+		return nil
+	case want == Key && (t.IsExactType(types.StringType) || t.IsExactType(types.IntType) || t.IsExactType(types.UintType)):
+		return nil
+	case want == Object && t.Kind() == types.MapKind:
 		return nil
 	}
 	return fmt.Errorf("gives %s, want %s", cel.FormatCELType(t), want)
@@ -248,4 +286,72 @@ func compact(js []byte) json.RawMessage {
 		return js
 	}
 	return json.RawMessage(b.Bytes())
+}
+
+// Time evaluates a Time expression: a CEL timestamp, or a string in RFC
+// 3339 (`"2026-12-24T18:00:00Z"`). Any other value is an error (wrapping
+// ErrEval, naming the expression).
+func (p *Program) Time(ctx context.Context, in Input) (time.Time, error) {
+	out, err := p.eval(ctx, in)
+	if err != nil {
+		return time.Time{}, err
+	}
+	switch v := out.Value().(type) {
+	case time.Time:
+		return v, nil
+	case string:
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return time.Time{}, p.fail(fmt.Errorf("%q is not an RFC 3339 timestamp", v))
+		}
+		return t, nil
+	}
+	return time.Time{}, p.fail(fmt.Errorf("gives %s, want timestamp", out.Type().TypeName()))
+}
+
+// Key evaluates a Key expression: a string as it is, an integer in
+// decimal. Any other value (a double, a list, null) is an error (wrapping
+// ErrEval, naming the expression): a key compared by equality must not
+// depend on how a number is printed.
+func (p *Program) Key(ctx context.Context, in Input) (string, error) {
+	out, err := p.eval(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	switch v := out.Value().(type) {
+	case string:
+		return v, nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case uint64:
+		return strconv.FormatUint(v, 10), nil
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return strconv.FormatInt(int64(v), 10), nil
+		}
+	}
+	return "", p.fail(fmt.Errorf("gives %s, want string or int", out.Type().TypeName()))
+}
+
+// Object evaluates an Object expression and returns the map as a JSON
+// object. Any other value is an error (wrapping ErrEval, naming the
+// expression), and so is a map JSON cannot hold (a key that is not a
+// string).
+func (p *Program) Object(ctx context.Context, in Input) (json.RawMessage, error) {
+	out, err := p.eval(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if out.Type() != types.MapType {
+		return nil, p.fail(fmt.Errorf("gives %s, want map", out.Type().TypeName()))
+	}
+	native, err := out.ConvertToNative(reflect.TypeFor[*structpb.Struct]())
+	if err != nil {
+		return nil, p.fail(fmt.Errorf("the map cannot be a JSON object: %w", err))
+	}
+	js, err := protojson.Marshal(native.(*structpb.Struct))
+	if err != nil {
+		return nil, p.fail(fmt.Errorf("the map cannot be a JSON object: %w", err))
+	}
+	return compact(js), nil
 }

@@ -30,6 +30,9 @@ type AdvanceResult struct {
 	Skipped           int // PENDING -> SKIPPED: a when was false, a trigger rule or on_failure skipped it
 	Expanded          int // task runs inserted by the for_each tasks expanded (READY with their outbox rows)
 	ForEachEnded      int // for_each tasks ended with their elements (RUNNING -> SUCCEEDED, DEAD or CANCELLED)
+	FlowWaiting       int // made READY waiting for their admission (flow control: Admit)
+	HeldEnded         int // sleeps due, waits timed out, child runs ended (RUNNING -> SUCCEEDED, SKIPPED, RETRYING, DEAD or CANCELLED)
+	EventsMatched     int // waits that started after their event came (RUNNING -> SUCCEEDED)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
 	// Held, of a targeted pass (AdvanceRuns), are the open runs named that
@@ -48,10 +51,13 @@ type openRun struct {
 	State           core.RunState `db:"state"`
 	CancelRequested bool          `db:"cancel_requested"`
 	FailFast        bool          `db:"fail_fast"`
+	// RunWait: the run waits for its run-level concurrency slot (Admit);
+	// no task of it starts meanwhile.
+	RunWait bool `db:"run_wait"`
 }
 
 const qLockOpenRuns = `
-SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast
+SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast, run_wait
   FROM workflow_runs
  WHERE finished_at IS NULL AND (created_at, id) > ($1, $2)
  ORDER BY created_at, id
@@ -107,18 +113,19 @@ WITH cand AS (
                         WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on) AND p.state <> 'SUCCEEDED')
     UNION ALL
     SELECT t.id, t.state FROM task_runs t
-     WHERE t.run_id = ANY ($1::uuid[]) AND t.state = 'RETRYING' AND t.next_attempt_at <= now()
+     WHERE t.run_id = ANY ($1::uuid[]) AND t.state = 'RETRYING' AND t.next_attempt_at <= now() AND t.kind = 'task'
 ), promoted AS (
     UPDATE task_runs t
-       SET state = 'READY', fencing_token = t.fencing_token + 1, ready_at = now(), next_attempt_at = NULL
+       SET state = 'READY', fencing_token = t.fencing_token + 1, ready_at = now(), next_attempt_at = NULL,
+           flow_wait = ` + flowWaitT + `
       FROM cand
      WHERE t.id = cand.id AND t.state = cand.state
- RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, cand.state AS from_state
+ RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, cand.state AS from_state, t.flow_wait
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token,
            ` + dispatchPayloadSQL + `
-      FROM promoted
+      FROM promoted WHERE flow_wait IS NULL
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
@@ -127,7 +134,8 @@ WITH cand AS (
       FROM promoted
 )
 SELECT count(*) FILTER (WHERE from_state = 'PENDING') AS promoted,
-       count(*) FILTER (WHERE from_state = 'RETRYING') AS retries
+       count(*) FILTER (WHERE from_state = 'RETRYING') AS retries,
+       count(*) FILTER (WHERE flow_wait IS NOT NULL) AS waiting
   FROM promoted`
 
 // qRunCounts counts each run's tasks by state, in one snapshot, and also
@@ -198,6 +206,10 @@ func (s *Store) advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, 
 	if err := reconcileTasks(ctx, tx, runs, live, cancelled, actor, res); err != nil {
 		return err
 	}
+	kids, err := s.endHeld(ctx, tx, ids, live, stoppable(runs), actor, res)
+	if err != nil {
+		return err
+	}
 	if err := joinForEach(ctx, tx, ids, actor, res); err != nil {
 		return err
 	}
@@ -216,9 +228,10 @@ func (s *Store) advanceLocked(ctx context.Context, tx *sqlx.Tx, runs []openRun, 
 	if res.Promoted+res.RetriesDue+res.Expanded > 0 {
 		notices = append(notices, outboxNotice())
 	}
-	if len(stop) > 0 {
-		notices = append(notices, cancelNotice(stop))
+	if len(stop) > 0 || len(kids) > 0 {
+		notices = append(notices, cancelNotice(append(stop, kids...)))
 	}
+	notices = append(notices, runsNotices(kids)...)
 	return notifyAll(ctx, tx, notices...)
 }
 
@@ -266,15 +279,29 @@ func lockOpenRuns(ctx context.Context, tx *sqlx.Tx, cur Cursor, limit int, res *
 }
 
 // splitRuns returns the ids of runs (all of them), of those not cancelled
-// (live) and of those cancelled, each in the order of runs.
+// and not waiting for their run-level concurrency slot (live) and of those
+// cancelled, each in the order of runs.
+// stoppable returns the runs whose held tasks may have to stop
+// (qStopHeld): the cancelled ones and the fail_fast ones.
+func stoppable(runs []openRun) []uuid.UUID {
+	var out []uuid.UUID
+	for _, r := range runs {
+		if r.CancelRequested || r.FailFast {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
+
 func splitRuns(runs []openRun) (ids, live, cancelled []uuid.UUID) {
 	ids = make([]uuid.UUID, 0, len(runs))
 	live = make([]uuid.UUID, 0, len(runs))
 	for _, r := range runs {
 		ids = append(ids, r.ID)
-		if r.CancelRequested {
+		switch {
+		case r.CancelRequested:
 			cancelled = append(cancelled, r.ID)
-		} else {
+		case !r.RunWait:
 			live = append(live, r.ID)
 		}
 	}
@@ -342,12 +369,14 @@ func promoteTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, actor stri
 	var pr struct {
 		Promoted int `db:"promoted"`
 		Retries  int `db:"retries"`
+		Waiting  int `db:"waiting"`
 	}
 	if err := tx.GetContext(ctx, &pr, qPromote, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("promote tasks: %w", err)
 	}
 	res.Promoted += pr.Promoted
 	res.RetriesDue = pr.Retries
+	res.FlowWaiting += pr.Waiting
 	return nil
 }
 

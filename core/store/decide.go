@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -52,7 +53,7 @@ const decidableSQL = `(t.on_failure OR NOT EXISTS (
 // task has elements already (a requeued one: its elements are reopened,
 // not made again).
 const qDecideCandidates = `
-SELECT t.id, t.run_id, t.task_name, t.kind, t.trigger_rule, t.on_failure, coalesce(t.when_expr, '') AS when_expr,
+SELECT t.id, t.run_id, t.task_name, t.kind, t.fencing_token, t.trigger_rule, t.on_failure, coalesce(t.when_expr, '') AS when_expr,
        (SELECT coalesce(jsonb_agg(p.state), '[]') FROM task_runs p
          WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on)) AS upstream_states,
        EXISTS (SELECT 1 FROM task_runs d WHERE d.run_id = t.run_id AND d.state = 'DEAD') AS run_failing,
@@ -71,6 +72,7 @@ type candidate struct {
 	RunID          uuid.UUID     `db:"run_id"`
 	Name           string        `db:"task_name"`
 	Kind           core.TaskKind `db:"kind"`
+	Token          int64         `db:"fencing_token"`
 	Rule           string        `db:"trigger_rule"`
 	OnFailure      bool          `db:"on_failure"`
 	When           string        `db:"when_expr"`
@@ -94,31 +96,48 @@ func (c candidate) decision() core.Decision {
 
 // qDecide writes the pass's decisions over PENDING tasks, each guarded by
 // state: $1 the tasks, $2 the state each goes to (READY, SKIPPED,
-// UPSTREAM_FAILED, DEAD, RUNNING: a for_each task expanded, SUCCEEDED: a
-// for_each over an empty list, whose result is []), $3 its error (NULL
-// for none), $4 the history's reason, $5 the actor. A task made READY gets
-// its token bump and its outbox row in this statement, as in qPromote; a
-// task made DEAD takes its PENDING descendants to UPSTREAM_FAILED here too
-// (buryDownstream).
+// UPSTREAM_FAILED, DEAD, RUNNING: a for_each task expanded or a held task
+// started, SUCCEEDED: a for_each over an empty list, whose result is []),
+// $3 its error (NULL for none), $4 the history's reason, $5 the actor; a
+// held task's start: $6 its due time as milliseconds from now (database
+// clock: a sleep's for, a wait's timeout, also kept as its timeout_ms for
+// a wait that waits again), $7 as a timestamp (a sleep's until), $8 and
+// $9 a wait's event and key, $10 its on_timeout, $11 a child run's id. A
+// task made READY gets its token bump and its outbox row in this
+// statement, as in qPromote; a held task made RUNNING its attempt and
+// token bump (a child run's idempotency key is derived from that token:
+// childKey); a task made DEAD takes its PENDING descendants to
+// UPSTREAM_FAILED here too (buryDownstream).
 const qDecide = `
 WITH RECURSIVE d AS (
-    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS d(id, to_state, error, reason)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $6::bigint[], $7::timestamptz[],
+                         $8::text[], $9::text[], $10::text[], $11::text[])
+           AS d(id, to_state, error, reason, due_ms, due_at, wait_event, wait_key, on_timeout, child)
 ), moved AS (
     UPDATE task_runs t
        SET state = d.to_state,
-           fencing_token = CASE WHEN d.to_state = 'READY' THEN t.fencing_token + 1 ELSE t.fencing_token END,
+           fencing_token = CASE WHEN d.to_state = 'READY' OR (d.to_state = 'RUNNING' AND t.kind IN ` + heldKindsSQL + `)
+                                THEN t.fencing_token + 1 ELSE t.fencing_token END,
+           attempt = CASE WHEN d.to_state = 'RUNNING' AND t.kind IN ` + heldKindsSQL + ` THEN t.attempt + 1 ELSE t.attempt END,
+           due_at = CASE WHEN d.to_state = 'RUNNING' THEN coalesce(d.due_at, now() + d.due_ms * interval '1 millisecond') END,
+           timeout_ms = CASE WHEN d.to_state = 'RUNNING' AND t.kind = 'wait' THEN d.due_ms ELSE t.timeout_ms END,
+           wait_event = CASE WHEN d.to_state = 'RUNNING' THEN d.wait_event ELSE t.wait_event END,
+           wait_key = CASE WHEN d.to_state = 'RUNNING' THEN d.wait_key ELSE t.wait_key END,
+           on_timeout = CASE WHEN d.to_state = 'RUNNING' THEN d.on_timeout ELSE t.on_timeout END,
+           child_run_id = CASE WHEN d.to_state = 'RUNNING' THEN d.child::uuid ELSE t.child_run_id END,
            ready_at = CASE WHEN d.to_state = 'READY' THEN now() ELSE t.ready_at END,
            started_at = CASE WHEN d.to_state = 'RUNNING' THEN now() ELSE t.started_at END,
            finished_at = CASE WHEN d.to_state IN ('READY', 'RUNNING') THEN NULL ELSE now() END,
            result = CASE WHEN d.to_state = 'SUCCEEDED' THEN '[]'::jsonb END,
-           error = d.error
+           error = d.error,
+           flow_wait = CASE WHEN d.to_state = 'READY' THEN ` + flowWaitT + ` END
       FROM d
      WHERE t.id = d.id AND t.state = 'PENDING'
- RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, t.state, d.reason
+ RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, t.state, d.reason, t.wait_event, t.flow_wait
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token, ` + dispatchPayloadSQL + `
-      FROM moved WHERE state = 'READY'
+      FROM moved WHERE state = 'READY' AND flow_wait IS NULL
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
@@ -128,7 +147,8 @@ WITH RECURSIVE d AS (
 ), ` + buryDownstream + `
 SELECT count(*) FILTER (WHERE state = 'READY') AS ready,
        count(*) FILTER (WHERE state = 'SKIPPED') AS skipped,
-       count(*) FILTER (WHERE state <> 'READY') AS ended
+       count(*) FILTER (WHERE state <> 'READY') AS ended,
+       coalesce(jsonb_agg(id) FILTER (WHERE state = 'RUNNING' AND wait_event IS NOT NULL), '[]') AS waits
   FROM moved`
 
 // decided is what a pass decided over one task.
@@ -142,6 +162,13 @@ type decided struct {
 	// reopen: a requeued for_each, whose elements that did not succeed are
 	// made PENDING again (to RUNNING).
 	reopen bool
+	// A held task's start (to RUNNING; held.go): its due time in
+	// milliseconds from now or as a timestamp, a wait's event, key and
+	// on_timeout, a child run's id. Nil for none.
+	dueMS                         *int64
+	dueAt                         *time.Time
+	waitEvent, waitKey, onTimeout *string
+	child                         *uuid.UUID
 }
 
 // maxDecideRounds bounds how often one pass decides again after a
@@ -165,7 +192,7 @@ func (s *Store) decideTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, 
 		}
 		// Read afresh each round: a round's decisions add results (a
 		// for_each over an empty list SUCCEEDED with []).
-		ds, err := decideAll(ctx, newRunInputs(tx), cands)
+		ds, err := s.decideAll(ctx, newRunInputs(tx), cands)
 		if err != nil || len(ds) == 0 {
 			return err
 		}
@@ -179,7 +206,7 @@ func (s *Store) decideTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, 
 
 // decideAll decides each candidate: its rule, then its when, then, for a
 // for_each that runs, its list. A candidate that waits is left out.
-func decideAll(ctx context.Context, in *runInputs, cands []candidate) ([]decided, error) {
+func (s *Store) decideAll(ctx context.Context, in *runInputs, cands []candidate) ([]decided, error) {
 	var out []decided
 	for _, c := range cands {
 		d := decided{id: c.ID, parent: c}
@@ -194,7 +221,7 @@ func decideAll(ctx context.Context, in *runInputs, cands []candidate) ([]decided
 			d.reason = d.err
 		case core.DecideRun:
 			var err error
-			if d, err = runDecision(ctx, in, c); err != nil {
+			if d, err = s.runDecision(ctx, in, c); err != nil {
 				return nil, err
 			}
 		}
@@ -213,10 +240,11 @@ func skipReason(c candidate) string {
 
 // runDecision decides a candidate its rule lets run: SKIPPED when its when
 // is false, DEAD when an expression fails (the error names it), READY for
-// a task, and for a for_each RUNNING with its elements (SUCCEEDED over an
-// empty list; a reopen when it has elements already). The error is the
+// a task, for a for_each RUNNING with its elements (SUCCEEDED over an
+// empty list; a reopen when it has elements already), and for a sleep, a
+// wait or a child run RUNNING as heldDecision starts it. The error is the
 // database's, reading what the expressions need.
-func runDecision(ctx context.Context, in *runInputs, c candidate) (decided, error) {
+func (s *Store) runDecision(ctx context.Context, in *runInputs, c candidate) (decided, error) {
 	d := decided{id: c.ID, parent: c, to: core.TaskReady, reason: "dependencies succeeded"}
 	if c.OnFailure {
 		d.reason = "on_failure: the run is failing"
@@ -233,6 +261,9 @@ func runDecision(ctx context.Context, in *runInputs, c candidate) (decided, erro
 			d.to, d.reason = core.TaskSkipped, "when is false: "+c.When
 			return d, nil
 		}
+	}
+	if c.Kind.Held() && c.Kind != core.KindForEach {
+		return s.heldDecision(ctx, in, c, d)
 	}
 	if c.Kind != core.KindForEach {
 		return d, nil

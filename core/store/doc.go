@@ -27,14 +27,17 @@
 //
 //	file               | concern                                                         | tests
 //	-------------------+-----------------------------------------------------------------+-----------------------------------------
+//	admit.go           | Admit: flow control's admission (concurrency slots, rate starts) | admit_test.go, admit_runs_test.go, admit_export_test.go, admit_interleave_test.go
 //	advance.go         | Advance: the scheduler's pass (promote, fail_fast, settle)      | advance_test.go, interleave_test.go, upstream_test.go
 //	cancel.go          | CancelRun                                                       | cancel_test.go, notify_test.go
 //	cancelwake.go      | CancelWake: the cancel payload, encoded and decoded             | cancelwake_test.go, cancel_test.go
+//	childruns.go       | a run's child runs (Run.Children), a task's (TaskDetail.ChildRun) | heldshow_test.go, heldshow_plan_test.go, heldshow_export_test.go
 //	claim.go           | ClaimMany (READY -> RUNNING, fenced), ClaimedBy read-back       | claim_test.go, claim_duplicates_test.go, batch_test.go
 //	dashboard.go       | the dashboard's bounded counts and oldest pending dispatches    | dashboard_test.go, dashboard_export_test.go
 //	dead.go            | ListDeadTasks (`dead list`, the DEAD screen)                    | dead_test.go
 //	decide.go          | the pass's decision over tasks that are not plain (rules, when)  | language_test.go
 //	doc.go             | this package doc and its map                                    | doc_test.go
+//	events.go          | SendEvent, ListEvents: an event recorded and delivered once     | held_test.go
 //	finalstates.go     | the final run states' SQL literal, checked against core's list  | finalstates_test.go, finalstates_export_test.go
 //	finish.go          | FinishMany: an attempt's outcome, the burial of descendants     | finish_test.go, batch_test.go, lease_test.go
 //	finish_done.go     | a success's counter join and solo settle (finishPlain)          | join_test.go
@@ -42,6 +45,7 @@
 //	finish_readback.go | FinishRecorded: a finish whose reply was lost, read back        | finish_readback_test.go, finish_readback_export_test.go
 //	foreach.go         | a for_each's expansion, its elements' join, expression inputs   | foreach_test.go
 //	handback.go        | NoteWaitingForHandler, ReadyFor (a dispatch handed back)        | pause_test.go (ReadyFor); the hand-back in daemon/worker
+//	held.go            | a sleep, a wait, a child run: held RUNNING by the pass, ended   | held_test.go
 //	horizon.go         | DBHealth: the xmin horizon and dead tuples of the hot tables    | horizon_test.go
 //	idempotency.go     | ClaimIdempotencyKey, ForgetIdempotencyKey, ReuseNote            | idempotency_test.go, idempotency_reuse_test.go
 //	idprefix.go        | ResolveID: an id prefix to one run or task id                   | idprefix_test.go, idprefix_export_test.go
@@ -49,17 +53,18 @@
 //	json.go            | JSON and StringList, the column types of reads                  | workers_test.go (StringList); every read
 //	jump.go            | FindByIDPrefix: the dashboard's jump to a run or task           | jump_test.go
 //	language_floor.go  | the compat floor a version using the language raises             | language_test.go
+//	limits.go          | ListLimits, SetLimit, LimitEvents (`limits list`, `limits set`)  | limits_test.go
 //	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go
 //	locktrip.go        | one statement, its local settings, one round trip (inOneTrip)  | lease_test.go, claim_test.go, hotpath_plan_test.go, hotpath_export_test.go
 //	login.go           | IsLoginRefused: a refused login told from an outage             | login_test.go
-//	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go
+//	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go, migrate_lockorder_test.go
 //	migrate_retry.go   | MigrateRetrying: a migration that waits out a held lock         | migrate_retry_test.go
 //	notify.go          | the NOTIFY payloads and Listener                                | notify_test.go, targeted_test.go
 //	outbox.go          | LockOutbox and its batch, OutboxStatus                          | outbox_test.go, dispatch_payload_test.go
 //	pause.go           | PauseWorkflow, ResumeWorkflow and their reads                   | pause_test.go
 //	prune.go           | PruneRuns, PruneOutbox: the retention pruner's batches          | prune_test.go, prune_export_test.go, retention_size_test.go
 //	quarantine.go      | the outbox's quarantine: list, retry, drop, history             | quarantine_test.go
-//	query.go           | GetRun, GetTask, ListLeases, TaskStateOf                        | every test (fixtures_test.go reads through it)
+//	query.go           | GetRun, GetTask, ListLeases, TaskStateOf                        | every test (fixtures_test.go reads through it); heldshow_test.go, heldshow_plan_test.go (held fields)
 //	reach.go           | IsUnreachable: a lost database told from a refusal              | reach_test.go
 //	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
@@ -80,6 +85,7 @@
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
 //	token.go           | CreateToken, ListTokens, RevokeToken, TokenByKeyID: API tokens   | token_test.go
 //	trigger.go         | Trigger: a run and its task runs in one statement               | trigger_test.go, trigger_cache_test.go, idempotency_test.go
+//	trigger_args.go    | qTrigger's parameters: taskDefs, runKeys (keys, flow keys)      | trigger_test.go, admit_test.go, admit_runs_test.go
 //	trigger_many.go    | TriggerMany, CheckRuns (a bulk trigger's batches)               | trigger_many_test.go
 //	trigger_tx.go      | Querier, TriggerTx, TriggerManyTx: a trigger in a caller's tx   | trigger_tx_test.go; core/client's tests
 //	upstream.go        | the SQL that buries and revives a DEAD task's descendants       | upstream_test.go

@@ -117,7 +117,7 @@ const (
      WHERE t.fencing_token = q.tok AND `
 	finishReturning = `
  RETURNING t.id, t.run_id, t.task_name, t.state, t.attempt, t.fencing_token, t.result, t.started_at,
-           q.key, q.worker, q.error, q.reused_from, q.note
+           q.key, q.worker, q.error, q.reused_from, q.note, t.concurrency_key IS NOT NULL AS slot
 )`
 	finishRecords = `, ik AS (
     UPDATE idempotency_keys k SET result = fin.result, completed_at = now()

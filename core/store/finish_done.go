@@ -40,7 +40,11 @@ import (
 //     the statement except those it settled, and those in which it
 //     promoted every child it counted while the run was already past
 //     PENDING (nothing is left for a pass there: the promoted task will
-//     finish and name its run in turn).
+//     finish and name its run in turn) — but a run is named whatever the
+//     rest when the statement gave back a flow-control slot (a finished
+//     task with a concurrency key, a settled run with a run-level key) or
+//     promoted a child that waits for its admission: the scheduler's turn
+//     that follows runs the admission (store.Admit).
 //   - A promotion wakes the publishers (OutboxChannel), in the same
 //     notifying statement.
 const finishDoneTail = `, kids AS MATERIALIZED (
@@ -55,14 +59,15 @@ const finishDoneTail = `, kids AS MATERIALIZED (
        SET deps_succeeded = c.deps_succeeded + k.n,
            state = CASE WHEN ` + joinComplete + ` THEN 'READY' ELSE c.state END,
            fencing_token = CASE WHEN ` + joinComplete + ` THEN c.fencing_token + 1 ELSE c.fencing_token END,
-           ready_at = CASE WHEN ` + joinComplete + ` THEN now() ELSE c.ready_at END
+           ready_at = CASE WHEN ` + joinComplete + ` THEN now() ELSE c.ready_at END,
+           flow_wait = CASE WHEN ` + joinComplete + ` THEN ` + flowWaitC + ` ELSE c.flow_wait END
       FROM kids k, workflow_runs r
      WHERE c.id = k.id AND c.state = k.from_state AND r.id = c.run_id
- RETURNING c.id, c.run_id, c.task_name, c.handler, c.fencing_token, c.attempt, c.state, k.actor, r.state AS run_state
+ RETURNING c.id, c.run_id, c.task_name, c.handler, c.fencing_token, c.attempt, c.state, k.actor, r.state AS run_state, c.flow_wait
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token, ` + dispatchPayloadSQL + `
-      FROM counted WHERE state = 'READY'
+      FROM counted WHERE state = 'READY' AND flow_wait IS NULL
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 ), pev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
@@ -79,14 +84,16 @@ const finishDoneTail = `, kids AS MATERIALIZED (
      WHERE r.id = s.run_id AND r.cancel_requested_at IS NULL
        AND r.id = ANY (ARRAY(SELECT l.id FROM solo s2 CROSS JOIN LATERAL (
                                 SELECT l.id FROM workflow_runs l WHERE l.id = s2.run_id FOR UPDATE SKIP LOCKED) l))
- RETURNING r.id
+ RETURNING r.id, r.concurrency_key IS NOT NULL AS slot
 ), woken AS (
     SELECT f.run_id FROM fin f
-     WHERE f.run_id NOT IN (SELECT id FROM settled)
-       AND NOT (EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id)
-                AND NOT EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id AND (p.state <> 'READY' OR p.run_state = 'PENDING')))
+     WHERE f.slot OR f.run_id IN (SELECT id FROM settled WHERE slot)
+        OR (f.run_id NOT IN (SELECT id FROM settled)
+            AND NOT (EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id)
+                     AND NOT EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id
+                                        AND (p.state <> 'READY' OR p.run_state = 'PENDING' OR p.flow_wait IS NOT NULL))))
 )` + finishNotify + `, nob AS (
-    SELECT pg_notify('` + OutboxChannel + `', '') WHERE EXISTS (SELECT 1 FROM counted WHERE state = 'READY')
+    SELECT pg_notify('` + OutboxChannel + `', '') WHERE EXISTS (SELECT 1 FROM counted WHERE state = 'READY' AND flow_wait IS NULL)
 )
 SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified,
        (SELECT count(*) FROM nob) AS promoted FROM fin`

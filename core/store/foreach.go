@@ -49,16 +49,18 @@ WITH e AS (
 ), ins AS (
     INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
                            initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
-                           fencing_token, ready_at, idempotency_ttl_ms, kind, trigger_rule, element_of, element_index, item)
+                           fencing_token, ready_at, idempotency_ttl_ms, kind, trigger_rule, element_of, element_index, item,
+                           concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per_ms, flow_wait, priority)
     SELECT gen_random_uuid(), p.run_id, p.task_name || '[' || e.idx || ']', p.handler, coalesce(e.params, p.params), p.depends_on,
            'READY', p.max_attempts, p.initial_backoff_ms, p.max_backoff_ms, p.timeout_ms, NULLIF(e.ikey, ''),
-           1, now(), p.idempotency_ttl_ms, 'task', 'all_done', p.task_name, e.idx, e.item
+           1, now(), p.idempotency_ttl_ms, 'task', 'all_done', p.task_name, e.idx, e.item,
+           p.concurrency_key, p.concurrency_limit, p.rate_key, p.rate_limit, p.rate_per_ms, ` + flowWaitP + `, p.priority
       FROM e JOIN task_runs p ON p.id = e.parent
      WHERE p.state = 'RUNNING' AND p.kind = 'for_each'
- RETURNING id, run_id, task_name, handler, fencing_token
+ RETURNING id, run_id, task_name, handler, fencing_token, flow_wait
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
-    SELECT id, fencing_token, ` + dispatchPayloadSQL + ` FROM ins
+    SELECT id, fencing_token, ` + dispatchPayloadSQL + ` FROM ins WHERE flow_wait IS NULL
 )
 SELECT count(*) FROM ins`
 
@@ -138,6 +140,7 @@ func joinForEach(ctx context.Context, tx *sqlx.Tx, ids []uuid.UUID, actor string
 // the next round of decisions may find decidable).
 func (s *Store) writeDecisions(ctx context.Context, tx *sqlx.Tx, ds []decided, actor string, res *AdvanceResult) (int, error) {
 	ids, to, errs, reasons := make([]uuid.UUID, len(ds)), make([]string, len(ds)), make([]*string, len(ds)), make([]string, len(ds))
+	var h heldArgs
 	var els elementArgs
 	var reopen []uuid.UUID
 	for i, d := range ds {
@@ -149,19 +152,30 @@ func (s *Store) writeDecisions(ctx context.Context, tx *sqlx.Tx, ds []decided, a
 			reopen = append(reopen, d.id)
 		}
 		els.add(d.id, d.elements)
+		h.add(d)
 	}
 	var n struct {
-		Ready   int `db:"ready"`
-		Skipped int `db:"skipped"`
-		Ended   int `db:"ended"`
+		Ready   int        `db:"ready"`
+		Skipped int        `db:"skipped"`
+		Ended   int        `db:"ended"`
+		Waits   StringList `db:"waits"`
 	}
-	if err := tx.GetContext(ctx, &n, qDecide, uuidArray(ids), to, errs, reasons, actor); err != nil {
+	if err := tx.GetContext(ctx, &n, qDecide, uuidArray(ids), to, errs, reasons, actor,
+		h.dueMS, h.dueAt, h.waitEvent, h.waitKey, h.onTimeout, h.child); err != nil {
 		return 0, fmt.Errorf("decide tasks: %w", err)
 	}
 	res.Promoted += n.Ready
 	res.Skipped += n.Skipped
+	waits, err := parseUUIDs(n.Waits)
+	if err != nil {
+		return 0, err
+	}
+	matched := res.EventsMatched
+	if err := s.armWaits(ctx, tx, waits, actor, res); err != nil {
+		return 0, err
+	}
 	reopened, err := s.expandForEach(ctx, tx, els, reopen, actor, res)
-	return n.Ended + reopened, err
+	return n.Ended + reopened + res.EventsMatched - matched, err
 }
 
 // elementArgs are qExpand's parameters, element by element.
@@ -221,6 +235,7 @@ type runInputs struct {
 type runInput struct {
 	workflow string
 	params   json.RawMessage
+	depth    int // 0 for a run no task started, its child's 1, ...
 	tasks    map[string]core.TaskDef
 	deps     map[string][]string
 	results  map[string]json.RawMessage
@@ -230,9 +245,9 @@ func newRunInputs(tx *sqlx.Tx) *runInputs {
 	return &runInputs{tx: tx, runs: map[uuid.UUID]*runInput{}}
 }
 
-// qRunInput reads a run's workflow, params and definition.
+// qRunInput reads a run's workflow, params, depth and definition.
 const qRunInput = `
-SELECT r.workflow_name, r.params, w.definition
+SELECT r.workflow_name, r.params, r.depth, w.definition
   FROM workflow_runs r JOIN workflows w ON w.id = r.workflow_id
  WHERE r.id = $1`
 
@@ -250,6 +265,7 @@ func (in *runInputs) load(ctx context.Context, run uuid.UUID) (*runInput, error)
 	var row struct {
 		Workflow string `db:"workflow_name"`
 		Params   []byte `db:"params"`
+		Depth    int    `db:"depth"`
 		Def      []byte `db:"definition"`
 	}
 	if err := in.tx.GetContext(ctx, &row, qRunInput, run); err != nil {
@@ -259,7 +275,7 @@ func (in *runInputs) load(ctx context.Context, run uuid.UUID) (*runInput, error)
 	if err := json.Unmarshal(row.Def, &def); err != nil {
 		return nil, fmt.Errorf("decode run %s's definition: %w", run, err)
 	}
-	ri := &runInput{workflow: row.Workflow, params: row.Params, tasks: map[string]core.TaskDef{}, deps: def.Deps(), results: map[string]json.RawMessage{}}
+	ri := &runInput{workflow: row.Workflow, params: row.Params, depth: row.Depth, tasks: map[string]core.TaskDef{}, deps: def.Deps(), results: map[string]json.RawMessage{}}
 	for _, t := range def.Tasks {
 		ri.tasks[t.Name] = t
 	}

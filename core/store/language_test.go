@@ -251,4 +251,17 @@ func TestTheFirstApplyOfTheLanguageRaisesTheCompatFloor(t *testing.T) {
 	if err := old.Check(st); !errors.Is(err, store.ErrSchemaTooNew) {
 		t.Fatalf("an older binary's window: %v, want ErrSchemaTooNew", err)
 	}
+	// A held task (a sleep here) raises it to 17: a binary of schema 16
+	// knows the language but would dispatch a sleep to a worker.
+	f.apply("name: napper\ntasks:\n  - {name: a, sleep: {for: 1s}}\n")
+	if got := floor(); got != store.HeldTasksFloor {
+		t.Fatalf("floor after a version with a sleep: %d, want %d", got, store.HeldTasksFloor)
+	}
+	st, err = f.s.SchemaState(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (store.SchemaWindow{Min: 16, Latest: store.HeldTasksFloor - 1}).Check(st); !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Fatalf("a binary of schema 16's window: %v, want ErrSchemaTooNew", err)
+	}
 }

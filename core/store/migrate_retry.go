@@ -42,7 +42,8 @@ type MigrateRetry struct {
 }
 
 // MigrateRetrying is Migrate, tried again (1+r.Retries attempts in all, with
-// doubling pauses) while a migration fails with a lock timeout: a
+// doubling pauses) while a migration fails with a lock timeout or is the
+// victim of a deadlock (it rolled back; trying again is safe): a
 // migration then never queues for long behind a long transaction while
 // every daemon statement on the table queues behind it. Each retry is
 // logged with the oldest transaction holding a lock on a table of the
@@ -64,7 +65,7 @@ func (s *Store) MigrateRetrying(ctx context.Context, r MigrateRetry) (MigrationR
 		}
 		out.Applied = append(out.Applied, res.Applied...)
 		out.To = res.To
-		if err == nil || !IsLockTimeout(err) {
+		if err == nil || !(IsLockTimeout(err) || isDeadlock(err)) {
 			if err == nil && attempt > 1 {
 				s.log.Info("migrate: locks taken after retrying", "attempt", attempt)
 			}
@@ -98,6 +99,10 @@ WHERE l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = cu
   AND c.relnamespace = current_schema()::regnamespace AND a.pid <> pg_backend_pid()
 ORDER BY a.xact_start ASC NULLS LAST
 LIMIT 1`
+
+// isDeadlock reports whether err is PostgreSQL's deadlock_detected
+// (SQLSTATE 40P01): the transaction was aborted to break a cycle.
+func isDeadlock(err error) bool { return pgCode(err) == "40P01" }
 
 // oldestLockHolder describes the oldest transaction holding a lock on a
 // table of the current schema, for messages; "none seen" when there is

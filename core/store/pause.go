@@ -162,7 +162,7 @@ WITH gone AS (
 ), locked AS (
     SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt
       FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
-     WHERE t.state = 'READY' AND r.workflow_name = (SELECT workflow_name FROM gone)
+     WHERE t.state = 'READY' AND t.flow_wait IS NULL AND r.workflow_name = (SELECT workflow_name FROM gone)
      ORDER BY t.id
        FOR UPDATE OF t
 ), fresh AS (

@@ -164,6 +164,49 @@ func (s *Store) PruneOutbox(ctx context.Context, age time.Duration, limit int) (
 	return n, nil
 }
 
+// EventIDMemoryDefault is how long past the end of its lookback an event
+// is kept by the pruner (PruneEvents' after): its id is remembered that
+// long, so the same id sent again within it is still a duplicate,
+// delivered to nothing; the lookback alone decides what a wait that
+// starts matches.
+const EventIDMemoryDefault = 7 * 24 * time.Hour
+
+// qPruneEvents deletes up to $2 events whose lookback ended more than $1
+// ms ago (keep_until, database clock), oldest first, with their delivery
+// rows (ON DELETE CASCADE). Through events_keep_until.
+const qPruneEvents = `
+DELETE FROM events WHERE id IN (
+    SELECT id FROM events WHERE keep_until < now() - $1::bigint * interval '1 millisecond'
+     ORDER BY keep_until LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
+// PruneEvents deletes one batch of at most limit (0: PruneBatchDefault)
+// events whose lookback ended more than after ago (qPruneEvents; the
+// pruner passes EventIDMemoryDefault) in one short transaction, and
+// returns how many it deleted. A pruned event's id is forgotten: sent
+// again, it is a new event. Errors: ErrBadPrune for a negative after or
+// limit, or the database's.
+func (s *Store) PruneEvents(ctx context.Context, after time.Duration, limit int) (int64, error) {
+	if after < 0 || limit < 0 {
+		return 0, fmt.Errorf("prune events: %w: after %v, limit %d", ErrBadPrune, after, limit)
+	}
+	if limit == 0 {
+		limit = PruneBatchDefault
+	}
+	var n int64
+	err := s.inPruneTx(ctx, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, qPruneEvents, after.Milliseconds(), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune events: %w", err)
+	}
+	return n, nil
+}
+
 // qPruneBounds sets the retention batch's own statement and lock timeouts
 // for its transaction only, and turns JIT compilation off in it: on a
 // history of millions of runs the planner's cost estimate of a batch

@@ -44,6 +44,40 @@ type Run struct {
 	// does not.
 	Reruns      []RerunLink `db:"-" json:"reruns,omitempty"`
 	RerunsTotal int         `db:"-" json:"reruns_total,omitempty"`
+	// ParentRunID and ParentTaskRunID name the run, and its `workflow:`
+	// task run, that started this run as a child; null for a run no task
+	// started. ParentTask is that task's name, null also once the parent
+	// run is deleted or pruned (the ids stay: no foreign key holds them).
+	ParentRunID     *uuid.UUID `db:"parent_run_id" json:"parent_run_id,omitempty"`
+	ParentTaskRunID *uuid.UUID `db:"parent_task_run_id" json:"parent_task_run_id,omitempty"`
+	ParentTask      *string    `db:"parent_task" json:"parent_task,omitempty"`
+	// Depth is how deep the run nests: 0 for a run no task started, 1 for
+	// its children, and so on (at most the scheduler's --max-child-depth).
+	Depth int `db:"depth" json:"depth"`
+	// Children are the runs this run's tasks started (ChildRun), at most
+	// ChildRunsShown, oldest first, and ChildrenTotal counts them all
+	// (a task retried or requeued starts a new child each attempt). GetRun
+	// sets them, ListRuns does not; absent when there are none.
+	Children      []ChildRun `db:"-" json:"children,omitempty"`
+	ChildrenTotal int        `db:"-" json:"children_total,omitempty"`
+	// ConcurrencyKey is the run's own concurrency key (its workflow's
+	// run-level `concurrency`), as evaluated at its trigger; null for none.
+	ConcurrencyKey *string `db:"concurrency_key" json:"concurrency_key,omitempty"`
+	// SlotsHeld and SlotsLimit are set while the run waits for a slot of
+	// its key (no task of it starts): the open runs holding one, and the
+	// key's effective limit. Null otherwise.
+	SlotsHeld  *int `db:"run_slots_held" json:"-"`
+	SlotsLimit *int `db:"run_slots_limit" json:"-"`
+	// Waiting says what a waiting run waits for ("waiting: run concurrency
+	// acme (2/2)"); absent otherwise.
+	Waiting string `db:"-" json:"waiting,omitempty"`
+}
+
+// withRunWaiting sets r.Waiting from the columns read.
+func withRunWaiting(r *Run) {
+	if r.ConcurrencyKey != nil && r.SlotsHeld != nil && r.SlotsLimit != nil {
+		r.Waiting = core.RunConcurrencyWaitText(*r.ConcurrencyKey, *r.SlotsHeld, *r.SlotsLimit)
+	}
 }
 
 // Ended reports whether the run has ended (core.RunEnded): its state is
@@ -91,12 +125,93 @@ type TaskRun struct {
 	// and ElementIndex its place in the list (from 0); null otherwise.
 	ElementOf    *string `db:"element_of" json:"element_of,omitempty"`
 	ElementIndex *int    `db:"element_index" json:"element_index,omitempty"`
+	// DueAt is when a RUNNING sleep wakes, or when a RUNNING wait times
+	// out (database clock); null otherwise (the scheduler clears it when
+	// the task ends).
+	DueAt *time.Time `db:"due_at" json:"due_at,omitempty"`
+	// DueSeconds is the time left until DueAt on the database clock, in
+	// seconds (negative: due, and not yet ended by a scheduler pass); null
+	// when DueAt is.
+	DueSeconds *float64 `db:"due_seconds" json:"due_seconds_left,omitempty"`
+	// WaitEvent is the name of the event a wait waits for and WaitKey the
+	// key it must carry ("" for an event sent without one, at most
+	// core.MaxEventKeyLength bytes: the task's wait_for.key evaluated when
+	// it started); OnTimeout is what its timeout does, "fail" or "skip".
+	// Null until the wait first starts, kept once it ended.
+	WaitEvent *string `db:"wait_event" json:"wait_event,omitempty"`
+	WaitKey   *string `db:"wait_key" json:"wait_key,omitempty"`
+	OnTimeout *string `db:"on_timeout" json:"on_timeout,omitempty"`
+	// CompletedByEvent is the id of the event that completed a SUCCEEDED
+	// wait (its delivery, event_deliveries); null otherwise.
+	CompletedByEvent *string `db:"completed_by_event" json:"completed_by_event,omitempty"`
+	// ChildRunID is the run a `workflow:` task started (its latest
+	// attempt's); null until it started one. Run.Children has its
+	// workflow and state.
+	ChildRunID *uuid.UUID `db:"child_run_id" json:"child_run_id,omitempty"`
+	// ConcurrencyKey and RateKey are the task's flow-control keys as
+	// evaluated when its run was triggered; null for a task without.
+	ConcurrencyKey *string `db:"concurrency_key" json:"concurrency_key,omitempty"`
+	RateKey        *string `db:"rate_key" json:"rate_key,omitempty"`
+	// Priority orders the task's run among the waiters of its key:
+	// core.PriorityMin (1) to core.PriorityMax (4).
+	Priority int `db:"priority" json:"priority"`
+	// FlowWait is what a READY task waits for before its dispatch:
+	// "concurrency" (a slot of ConcurrencyKey) or "rate" (room within
+	// RateKey's limit); null for a task not waiting (see flowColumns for
+	// FlowInUse, FlowLimit and FlowPerMs, set only while it waits).
+	FlowWait *string `db:"flow_wait" json:"flow_wait,omitempty"`
+	// FlowInUse counts the task runs holding a slot of ConcurrencyKey
+	// while FlowWait is "concurrency"; FlowLimit is the key's effective
+	// limit (the operator's, else the definitions') and FlowPerMs a rate
+	// key's period in milliseconds.
+	FlowInUse *int   `db:"flow_in_use" json:"flow_in_use,omitempty"`
+	FlowLimit *int   `db:"flow_limit" json:"flow_limit,omitempty"`
+	FlowPerMs *int64 `db:"flow_per_ms" json:"flow_per_ms,omitempty"`
+	// Waiting is FlowWaitText's words for a task waiting for its
+	// admission ("waiting: concurrency customer-42 (5/5)"); GetRun and
+	// GetTask set it, absent otherwise.
+	Waiting string `db:"-" json:"waiting,omitempty"`
+}
+
+// FlowWaitText is what a READY task waiting for flow control's admission
+// waits for, in core's words (core.ConcurrencyWaitText,
+// core.RateWaitText), for `run show`, `task show` and the dashboard; ""
+// for a task not waiting.
+func (t TaskRun) FlowWaitText() string {
+	if t.FlowWait == nil || t.State != core.TaskReady || t.FlowLimit == nil {
+		return ""
+	}
+	switch *t.FlowWait {
+	case FlowConcurrency:
+		if t.ConcurrencyKey != nil && t.FlowInUse != nil {
+			return core.ConcurrencyWaitText(*t.ConcurrencyKey, *t.FlowInUse, *t.FlowLimit)
+		}
+	case FlowRate:
+		if t.RateKey != nil && t.FlowPerMs != nil {
+			return core.RateWaitText(*t.RateKey, *t.FlowLimit, time.Duration(*t.FlowPerMs)*time.Millisecond)
+		}
+	}
+	return ""
+}
+
+// withWaiting sets the Waiting text of each task of ts.
+func withWaiting(ts []TaskRun) {
+	for i := range ts {
+		ts[i].Waiting = ts[i].FlowWaitText()
+	}
 }
 
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
        r.cancel_requested_at, r.created_at, r.started_at, r.finished_at,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS tasks_total,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED', 'SKIPPED')) AS tasks_done,
+       r.parent_run_id, r.parent_task_run_id, r.depth,
+       CASE WHEN r.parent_task_run_id IS NOT NULL THEN (SELECT p.task_name FROM task_runs p WHERE p.id = r.parent_task_run_id) END AS parent_task,
+       r.concurrency_key,
+       CASE WHEN r.run_wait AND r.finished_at IS NULL AND r.cancel_requested_at IS NULL THEN
+            (SELECT count(*) FROM workflow_runs h WHERE h.concurrency_key = r.concurrency_key AND h.finished_at IS NULL AND NOT h.run_wait) END AS run_slots_held,
+       CASE WHEN r.run_wait AND r.finished_at IS NULL AND r.cancel_requested_at IS NULL THEN
+            coalesce((SELECT coalesce(f.operator_limit, f.lim) FROM flow_limits f WHERE f.kind = 'run' AND f.key = r.concurrency_key), r.concurrency_limit) END AS run_slots_limit,
        ` + rerunOfColumn
 
 const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt, t.max_attempts, t.fencing_token,
@@ -108,21 +223,58 @@ const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt,
             AND e.worker_id IS NOT NULL) THEN t.handler END AS waiting_for_handler,
        CASE WHEN t.reused_from IS NOT NULL THEN jsonb_build_object('task_run_id', t.reused_from,
             'run_id', coalesce(t.reused_from_run, '00000000-0000-0000-0000-000000000000'::uuid)) END AS reused_from,
-       NULLIF(t.kind, 'task') AS kind, t.element_of, t.element_index`
+       NULLIF(t.kind, 'task') AS kind, t.element_of, t.element_index, ` + heldColumns + `, ` + flowColumns
 
-// GetRun returns the run with its tasks (in creation order), or ErrNotFound.
+// flowColumns are the TaskRun fields of flow control: the keys, and for a
+// READY task waiting for its admission what it waits for, its key's
+// effective limit (flow_limits, else the task's definition's), a rate
+// key's period and a concurrency key's holders (the predicate of the
+// partial index task_runs_slots): the subqueries run only for waiting
+// tasks.
+const flowColumns = `t.concurrency_key, t.rate_key, t.flow_wait, t.priority,
+       CASE WHEN t.state = 'READY' AND t.flow_wait = 'concurrency' THEN (SELECT count(*) FROM task_runs h
+            WHERE h.concurrency_key = t.concurrency_key AND h.kind = 'task' AND h.state IN ('READY', 'RUNNING')
+              AND h.flow_wait IS DISTINCT FROM 'concurrency') END AS flow_in_use,
+       CASE WHEN t.state = 'READY' AND t.flow_wait = 'concurrency' THEN coalesce((SELECT coalesce(f.operator_limit, f.lim)
+                 FROM flow_limits f WHERE f.kind = 'concurrency' AND f.key = t.concurrency_key), t.concurrency_limit)
+            WHEN t.state = 'READY' AND t.flow_wait = 'rate' THEN coalesce((SELECT coalesce(f.operator_limit, f.lim)
+                 FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_limit) END AS flow_limit,
+       CASE WHEN t.state = 'READY' AND t.flow_wait = 'rate' THEN coalesce((SELECT f.per_ms
+                 FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_per_ms) END AS flow_per_ms`
+
+// heldColumns are the TaskRun fields of a held task (core.TaskKind.Held):
+// its due time and the time left to it (database clock), what a wait
+// waits for, the event that completed a SUCCEEDED wait (a probe of
+// event_deliveries_task, only for those) and a child run's id.
+const heldColumns = `t.due_at,
+       CASE WHEN t.state = 'RUNNING' THEN extract(epoch FROM t.due_at - now())::float8 END AS due_seconds,
+       t.wait_event, t.wait_key, t.on_timeout, t.child_run_id,
+       CASE WHEN t.kind = 'wait' AND t.state = 'SUCCEEDED' THEN (SELECT d.event_id FROM event_deliveries d
+            WHERE d.task_run_id = t.id ORDER BY d.delivered_at DESC, d.event_id LIMIT 1) END AS completed_by_event`
+
+// qRun reads run $1 (runColumns) and qRunTasks its tasks, in creation
+// order (the unique (run_id, task_name) index).
+const (
+	qRun      = `SELECT ` + runColumns + ` FROM workflow_runs r WHERE r.id = $1`
+	qRunTasks = `SELECT ` + taskColumns + `, '' AS workflow_name FROM task_runs t WHERE t.run_id = $1 ORDER BY t.created_at, t.task_name`
+)
+
+// GetRun returns the run with its tasks (in creation order), its
+// workflow's pause, its reruns and its child runs, or ErrNotFound.
 func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 	var r Run
-	err := s.db.GetContext(ctx, &r, `SELECT `+runColumns+` FROM workflow_runs r WHERE r.id = $1`, id)
+	err := s.db.GetContext(ctx, &r, qRun, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("read run %s: %w", id, err)
 	}
-	if err := s.db.SelectContext(ctx, &r.Tasks, `SELECT `+taskColumns+`, '' AS workflow_name FROM task_runs t WHERE t.run_id = $1 ORDER BY t.created_at, t.task_name`, id); err != nil {
+	if err := s.db.SelectContext(ctx, &r.Tasks, qRunTasks, id); err != nil {
 		return Run{}, fmt.Errorf("read tasks of run %s: %w", id, err)
 	}
+	withWaiting(r.Tasks)
+	withRunWaiting(&r)
 	p, paused, err := s.WorkflowPause(ctx, r.Workflow)
 	if err != nil {
 		return Run{}, fmt.Errorf("read run %s: %w", id, err)
@@ -133,6 +285,9 @@ func (s *Store) GetRun(ctx context.Context, id uuid.UUID) (Run, error) {
 	if r.Reruns, r.RerunsTotal, err = s.rerunsOf(ctx, id); err != nil {
 		return Run{}, fmt.Errorf("read run %s: %w", id, err)
 	}
+	if r.Children, r.ChildrenTotal, err = s.childrenOf(ctx, id); err != nil {
+		return Run{}, fmt.Errorf("read run %s: %w", id, err)
+	}
 	return r, nil
 }
 
@@ -141,20 +296,35 @@ type TaskDetail struct {
 	TaskRun
 	Params JSON             `db:"params" json:"params"`
 	Events []core.TaskEvent `db:"-" json:"events"`
+	// ChildRun is the run ChildRunID names, with its workflow and state;
+	// null when the task started none, or once that run was deleted or
+	// pruned (ChildRunID stays).
+	ChildRun *ChildRun `db:"-" json:"child_run,omitempty"`
 }
 
-// GetTask returns a task with its whole history, or ErrNotFound.
+// qTask reads task run $1 (taskColumns) with its params and its run's
+// workflow.
+const qTask = `SELECT ` + taskColumns + `, t.params, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id WHERE t.id = $1`
+
+// GetTask returns a task with its whole history (and its child run, for a
+// `workflow:` task that started one), or ErrNotFound.
 func (s *Store) GetTask(ctx context.Context, id uuid.UUID) (TaskDetail, error) {
 	var d TaskDetail
-	err := s.db.GetContext(ctx, &d, `SELECT `+taskColumns+`, t.params, r.workflow_name FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id WHERE t.id = $1`, id)
+	err := s.db.GetContext(ctx, &d, qTask, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return TaskDetail{}, fmt.Errorf("task %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return TaskDetail{}, fmt.Errorf("read task %s: %w", id, err)
 	}
+	d.Waiting = d.FlowWaitText()
 	if err := s.db.SelectContext(ctx, &d.Events, `SELECT id, at, from_state, to_state, attempt, fencing_token, worker_id, actor, reason FROM task_events WHERE task_run_id = $1 ORDER BY id LIMIT 1000`, id); err != nil {
 		return TaskDetail{}, fmt.Errorf("read history of task %s: %w", id, err)
+	}
+	if d.ChildRunID != nil {
+		if d.ChildRun, err = s.childRun(ctx, *d.ChildRunID, d.TaskRun); err != nil {
+			return TaskDetail{}, fmt.Errorf("read task %s: %w", id, err)
+		}
 	}
 	return d, nil
 }

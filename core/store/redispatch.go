@@ -15,14 +15,16 @@ import (
 // merely slow, the two copies carry the same token and the first to arrive
 // claims while the other loses. The task's state does not change; the
 // history records the redispatch. A paused workflow's READY tasks are not
-// lost, they wait: they are skipped (ResumeWorkflow re-sends them).
+// lost, they wait: they are skipped (ResumeWorkflow re-sends them). A task
+// waiting for its admission (flow_wait) has no dispatch by design: the
+// admission writes it (Admit).
 const qRedispatch = `
 WITH stale AS (
     SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
            (SELECT max(o.dispatch) FROM outbox o
              WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
       FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
-     WHERE t.state = 'READY' AND t.ready_at < now() - $1::bigint * interval '1 millisecond'
+     WHERE t.state = 'READY' AND t.ready_at < now() - $1::bigint * interval '1 millisecond' AND t.flow_wait IS NULL
        AND NOT EXISTS (SELECT 1 FROM workflow_pauses p WHERE p.workflow_name = r.workflow_name)
        AND NOT EXISTS (SELECT 1 FROM outbox o
                         WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token

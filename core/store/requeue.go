@@ -24,6 +24,16 @@ var ErrNotDead = errors.New("task is not DEAD")
 const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
            started_at = NULL, finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
 
+// reopenForEach is the SET list of a DEAD for_each task brought back to
+// RUNNING by the requeue of one of its DEAD elements (qRequeue): it runs
+// through its elements again, holding no worker, and the pass's join
+// (qForEachJoin) ends it once they have all ended. The fencing token is
+// bumped (a new incarnation in its history), the error and finish time
+// cleared, the start time is the requeue's; its result was NULL (a DEAD
+// for_each task has none).
+const reopenForEach = `state = 'RUNNING', fencing_token = t.fencing_token + 1, error = NULL,
+           started_at = now(), finished_at = NULL`
+
 // qRequeue is DEAD -> PENDING for the set of task ids $1 in one statement,
 // after qLockRunsOfTasks locked their runs. The targets are the ids that
 // are DEAD in an uncancelled run. Each is moved back to PENDING: the
@@ -40,10 +50,16 @@ const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, att
 // descend from a DEAD task it leaves DEAD. Every task moved has an origin:
 // the target whose requeue moved it (itself for a target; the lead for
 // what fail_fast moves; for a descendant, the first target in the order
-// given it descends from). It returns one row per id given (ord set;
-// state and run_cancelled as the statement read them, state NULL for an
-// unknown id; origin set when it was moved), then one row per other task
-// moved (ord NULL).
+// given it descends from). A DEAD element it moves (element_of set) whose
+// for_each task is DEAD and not moved itself brings that task back to
+// RUNNING (foreach, reopenForEach: the join ends it again once its
+// elements have ended), audited, with the element as its origin; the
+// for_each task then counts as revived for its UPSTREAM_FAILED
+// descendants, unless another of its elements stays DEAD (still), which
+// will end it DEAD again. It returns one row per id given (ord set; state
+// and run_cancelled as the statement read them, state NULL for an unknown
+// id; origin set when it was moved), then one row per other task moved
+// (ord NULL).
 const qRequeue = `
 WITH RECURSIVE given AS (
     SELECT g.id, g.ord FROM unnest($1::uuid[]) WITH ORDINALITY AS g (id, ord)
@@ -54,19 +70,31 @@ WITH RECURSIVE given AS (
 ), lead AS (
     SELECT DISTINCT ON (run_id) run_id, id, fail_fast, ord FROM target ORDER BY run_id, ord
 ), direct AS (
-    SELECT t.id, t.state, t.run_id, t.task_name,
+    SELECT t.id, t.state, t.run_id, t.task_name, t.element_of,
            CASE WHEN lead.fail_fast THEN lead.id ELSE t.id END AS origin,
            CASE WHEN lead.fail_fast THEN lead.ord ELSE own.ord END AS ord
       FROM task_runs t JOIN lead ON lead.run_id = t.run_id LEFT JOIN target own ON own.id = t.id
      WHERE own.id IS NOT NULL
         OR (lead.fail_fast AND t.state IN ('DEAD', 'CANCELLED'))
+), foreach AS (
+    SELECT DISTINCT ON (p.id) p.id, p.run_id, p.task_name, d.origin, d.ord, d.task_name AS element
+      FROM direct d JOIN task_runs p ON p.run_id = d.run_id AND p.task_name = d.element_of
+     WHERE d.state = 'DEAD' AND p.state = 'DEAD' AND p.kind = 'for_each'
+       AND p.id NOT IN (SELECT id FROM direct)
+     ORDER BY p.id, d.ord
 ), revived (run_id, task_name, origin, ord) AS (
-    SELECT run_id, task_name, origin, ord FROM direct WHERE state = 'DEAD'
+    SELECT * FROM (SELECT run_id, task_name, origin, ord FROM direct WHERE state = 'DEAD'
+                   UNION ALL
+                   SELECT run_id, task_name, origin, ord FROM foreach) AS moved
     UNION
     SELECT c.run_id, c.task_name, v.origin, v.ord FROM revived v JOIN task_runs c ON c.run_id = v.run_id AND v.task_name = ANY (c.depends_on)
 ), still (run_id, task_name) AS (
-    SELECT t.run_id, t.task_name FROM task_runs t JOIN lead ON lead.run_id = t.run_id
-     WHERE t.state = 'DEAD' AND t.id NOT IN (SELECT id FROM direct)
+    SELECT * FROM (SELECT t.run_id, t.task_name FROM task_runs t JOIN lead ON lead.run_id = t.run_id
+                    WHERE t.state = 'DEAD' AND t.id NOT IN (SELECT id FROM direct) AND t.id NOT IN (SELECT id FROM foreach)
+                   UNION ALL
+                   SELECT t.run_id, t.element_of FROM task_runs t JOIN lead ON lead.run_id = t.run_id
+                    WHERE t.state = 'DEAD' AND t.element_of IS NOT NULL AND t.id NOT IN (SELECT id FROM direct)
+                      AND (t.run_id, t.element_of) NOT IN (SELECT run_id, task_name FROM direct)) AS dead
     UNION
     SELECT c.run_id, c.task_name FROM still v JOIN task_runs c ON c.run_id = v.run_id AND v.task_name = ANY (c.depends_on)
 ), cand AS (
@@ -82,8 +110,13 @@ WITH RECURSIVE given AS (
       FROM cand
      WHERE t.id = cand.id AND t.state = cand.state
  RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state, cand.origin
+), fe AS (
+    UPDATE task_runs t SET ` + reopenForEach + `
+      FROM foreach
+     WHERE t.id = foreach.id AND t.state = 'DEAD'
+ RETURNING t.id, t.run_id, t.attempt, t.fencing_token, foreach.origin, foreach.element
 ), reopen AS (
-    UPDATE workflow_runs r SET finished_at = NULL WHERE r.id IN (SELECT run_id FROM rq)
+    UPDATE workflow_runs r SET finished_at = NULL WHERE r.id IN (SELECT run_id FROM rq UNION SELECT run_id FROM fe)
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'PENDING', 0, fencing_token, $2,
@@ -91,11 +124,17 @@ WITH RECURSIVE given AS (
                 WHEN from_state = 'UPSTREAM_FAILED' THEN 'upstream task requeued with task ' || origin::text || ': ' || $3
                 ELSE 'fail_fast run requeued with task ' || origin::text || ': ' || $3 END
       FROM rq
+    UNION ALL
+    SELECT id, run_id, 'DEAD', 'RUNNING', attempt, fencing_token, $2,
+           'for_each: element ' || element || ' requeued with task ' || origin::text || ': ' || $3
+      FROM fe
 )
 SELECT g.id, g.ord, t.state, r.cancel_requested_at IS NOT NULL AS run_cancelled, rq.origin, t.run_id
   FROM given g LEFT JOIN task_runs t ON t.id = g.id LEFT JOIN workflow_runs r ON r.id = t.run_id LEFT JOIN rq ON rq.id = g.id
 UNION ALL
 SELECT rq.id, NULL, NULL, false, rq.origin, rq.run_id FROM rq WHERE rq.id NOT IN (SELECT id FROM given)
+UNION ALL
+SELECT fe.id, NULL, NULL, false, fe.origin, fe.run_id FROM fe WHERE fe.id NOT IN (SELECT id FROM given)
 ORDER BY ord NULLS LAST, id`
 
 // requeueRow is one row qRequeue returns.
@@ -138,10 +177,12 @@ type RequeueResult struct {
 	State core.TaskState
 	// With is the id whose requeue moved this task (RequeueMovedWith only).
 	With uuid.UUID
-	// Also lists the other tasks this id's requeue moved to PENDING (for
-	// RequeueMoved), in id order: its UPSTREAM_FAILED descendants, and in a
-	// fail_fast run the run's other DEAD tasks (given ids among them) and
-	// the tasks fail_fast cancelled.
+	// Also lists the other tasks this id's requeue moved (for
+	// RequeueMoved), in id order: to PENDING its UPSTREAM_FAILED
+	// descendants, and in a fail_fast run the run's other DEAD tasks
+	// (given ids among them) and the tasks fail_fast cancelled; to RUNNING
+	// the DEAD for_each task of a DEAD element, with the for_each task's
+	// UPSTREAM_FAILED descendants to PENDING.
 	Also []uuid.UUID
 }
 
@@ -175,7 +216,12 @@ func (r RequeueResult) Err() error {
 // the reason naming that task), so fail_fast cannot cancel the requeued
 // task again for a sibling that is still DEAD, and the run can reach
 // SUCCEEDED. The UPSTREAM_FAILED descendants of the tasks it requeues return
-// to PENDING with them, unless another ancestor of theirs stays DEAD.
+// to PENDING with them, unless another ancestor of theirs stays DEAD. A
+// DEAD element of a for_each task that is DEAD (and not requeued itself)
+// takes that task back to RUNNING (DEAD -> RUNNING, audited), so that its
+// join ends it again once the element has run: SUCCEEDED, its downstream
+// tasks revived with it, or DEAD again while another element stays DEAD
+// (its downstream tasks then stay UPSTREAM_FAILED).
 //
 // It returns one result per distinct id, in the order first given: a
 // refusal (unknown id, not DEAD, run cancelled) is a result, and changes
@@ -190,6 +236,9 @@ func (s *Store) RequeueMany(ctx context.Context, ids []uuid.UUID, actor, reason 
 		if err := mustEdge(from, core.TaskPending); err != nil {
 			return nil, err
 		}
+	}
+	if err := mustEdge(core.TaskDead, core.TaskRunning); err != nil {
+		return nil, err
 	}
 	if err := core.ValidateReason(reason); err != nil {
 		return nil, fmt.Errorf("requeue: %w", err)

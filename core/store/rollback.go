@@ -108,6 +108,9 @@ func rollbackTx(ctx context.Context, tx *sqlx.Tx, name string, to int, actor, re
 	if same {
 		return Workflow{}, WorkflowEvent{}, fmt.Errorf("roll back workflow %q: %w: version %d's definition is already the newest's (version %d)", name, ErrNothingToRollBack, to, cur.Version)
 	}
+	if err := checkChildWorkflows(ctx, tx, &old.Definition); err != nil {
+		return Workflow{}, WorkflowEvent{}, fmt.Errorf("roll back workflow %q to version %d: %w", name, to, err)
+	}
 	var wf Workflow
 	if err := tx.GetContext(ctx, &wf, qInsertWorkflow, name, cur.Version+1, old.RawDef); err != nil {
 		return Workflow{}, WorkflowEvent{}, fmt.Errorf("roll back workflow %q: insert version %d: %w", name, cur.Version+1, err)

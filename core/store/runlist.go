@@ -113,6 +113,9 @@ func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
+	for i := range out {
+		withRunWaiting(&out[i])
+	}
 	return out, nil
 }
 

@@ -71,6 +71,25 @@ type Options struct {
 	// before it commits: a test's (or a failpoint's) way to die holding an
 	// uncommitted expansion.
 	MidExpansion func()
+	// MidWaitArm, when set, is called inside a scheduler pass's
+	// transaction once it made waits RUNNING and matched them against the
+	// events kept, before it commits: a test's way to hold a pass there
+	// while an event is sent (qLockEventKey).
+	MidWaitArm func()
+	// MidChildStart, when set, is called inside a scheduler pass's
+	// transaction once it triggered a workflow task's child run and named
+	// the parent on it, before it commits: a test's (or a failpoint's) way
+	// to die holding an uncommitted child start.
+	MidChildStart func()
+	// MidAdmit, when set, is called inside an admission round's
+	// transaction (Admit) once it locked its keys and admitted, before it
+	// commits: a test's way to hold an admission there while another
+	// admitter of the same key runs (qLockFlowKeys).
+	MidAdmit func()
+	// MaxChildDepth bounds how deep child runs nest (a workflow task's
+	// child of a run at depth MaxChildDepth is refused: the task is DEAD);
+	// 0 means MaxChildDepthDefault. The scheduler's --max-child-depth.
+	MaxChildDepth int
 }
 
 // Store is a handle on FlowForge's database. It is safe for concurrent use.
@@ -85,6 +104,14 @@ type Store struct {
 	installation installationCache
 	// midExpansion: see Options.MidExpansion.
 	midExpansion func()
+	// midWaitArm: see Options.MidWaitArm.
+	midWaitArm func()
+	// midChildStart: see Options.MidChildStart.
+	midChildStart func()
+	// midAdmit: see Options.MidAdmit.
+	midAdmit func()
+	// maxDepth: see Options.MaxChildDepth.
+	maxDepth int
 }
 
 // Open connects to url (a postgres:// URL or key=value DSN) and pings it,
@@ -119,7 +146,8 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{db: db, log: log, defs: newDefCache(), oneShot: opt.OneShot, midExpansion: opt.MidExpansion}, nil
+	return &Store{db: db, log: log, defs: newDefCache(), oneShot: opt.OneShot, midExpansion: opt.MidExpansion,
+		midWaitArm: opt.MidWaitArm, midChildStart: opt.MidChildStart, midAdmit: opt.MidAdmit, maxDepth: opt.MaxChildDepth}, nil
 }
 
 // FromDB returns a Store on db, a database/sql pool of the caller's whose

@@ -118,6 +118,29 @@ SELECT t.run_id AS id, row_number() OVER (ORDER BY t.lease_expires_at) AS rn
 	// run's tasks (the unique (run_id, task_name) index) and of
 	// task_runs_dead_run; once the pass cancelled the run's
 	// unstarted tasks it no longer matches.
+	// qSweepHeldDue: held tasks (a sleep, a wait) RUNNING past their due
+	// time (database clock), earliest first: nothing writes when a sleep
+	// falls due or a wait times out, so nothing else names their runs.
+	// Through task_runs_held_due, which holds only the RUNNING held tasks.
+	qSweepHeldDue = `
+SELECT t.run_id AS id, row_number() OVER (ORDER BY t.due_at) AS rn
+  FROM task_runs t
+ WHERE t.state = 'RUNNING' AND t.due_at IS NOT NULL AND t.due_at <= now()
+ ORDER BY t.due_at
+ LIMIT $1`
+
+	// qSweepChildEnded: RUNNING child-run tasks whose child run ended
+	// (the child settles in its own run's transaction, which does not name
+	// the parent's run), through task_runs_held_child and a probe of the
+	// child by its primary key.
+	qSweepChildEnded = `
+SELECT t.run_id AS id, row_number() OVER (ORDER BY t.child_run_id) AS rn
+  FROM task_runs t
+ WHERE t.state = 'RUNNING' AND t.child_run_id IS NOT NULL
+   AND (SELECT c.finished_at FROM workflow_runs c WHERE c.id = t.child_run_id) IS NOT NULL
+ ORDER BY t.child_run_id
+ LIMIT $1`
+
 	qSweepFailFast = `
 SELECT r.id, row_number() OVER (ORDER BY r.created_at) AS rn
   FROM workflow_runs r
@@ -150,6 +173,10 @@ WITH c (kind, id, rn) AS (
     SELECT 5, id, rn FROM (` + qSweepPendingRunning + `) k
     UNION ALL
     SELECT 6, id, rn FROM (` + qSweepFailFast + `) k
+    UNION ALL
+    SELECT 7, id, rn FROM (` + qSweepHeldDue + `) k
+    UNION ALL
+    SELECT 8, id, rn FROM (` + qSweepChildEnded + `) k
 )
 SELECT id FROM c GROUP BY id ORDER BY min(rn), min(kind) LIMIT $1`
 
@@ -165,6 +192,8 @@ func sweepParts() []sweepPart {
 		{"nothing active", qSweepNothingActive},
 		{"pending run with a task running", qSweepPendingRunning},
 		{"failed fail_fast run with tasks to start", qSweepFailFast},
+		{"held task due", qSweepHeldDue},
+		{"child run ended", qSweepChildEnded},
 	}
 }
 
@@ -172,8 +201,9 @@ func sweepParts() []sweepPart {
 // should advance (AdvanceRuns) although no notification may have named
 // them (qSweepCandidates): retries due, promotable tasks (a lost
 // notification), cancelled runs, runs with nothing active (to settle),
-// PENDING runs with a task RUNNING, and failed fail_fast runs whose other
-// tasks could still start. Each kind is found through indexes on the live
+// PENDING runs with a task RUNNING, failed fail_fast runs whose other
+// tasks could still start, held tasks due (a sleep, a wait's timeout) and
+// child runs that ended. Each kind is found through indexes on the live
 // states, and the kinds share limit in turn, so one kind cannot crowd out
 // the others. It reads without locking; AdvanceRuns locks. The runs it
 // cannot see (a run whose derived state changed while tasks still run,

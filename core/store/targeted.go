@@ -36,7 +36,7 @@ import (
 // (qLockRunsOfTasks, which wait), take locks in the same order and cannot
 // deadlock; a targeted pass, like a full sweep, never waits.
 const qLockNamedRuns = `
-SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast
+SELECT id, created_at, state, cancel_requested_at IS NOT NULL AS cancel_requested, fail_fast, run_wait
   FROM workflow_runs
  WHERE id = ANY ($1::uuid[]) AND finished_at IS NULL
  ORDER BY id

@@ -28,6 +28,10 @@ type TriggerRequest struct {
 	IdempotencyKey string
 	// Actor is recorded in the history (OS user or process id).
 	Actor string
+	// Priority, when not 0, overrides the priority of every task of the
+	// run (core.PriorityMin to core.PriorityMax; it orders the waiters of
+	// a concurrency key or a rate limit). 0 keeps each task's own.
+	Priority int
 }
 
 // TriggerResult says which run the trigger produced.
@@ -55,13 +59,26 @@ type TriggerResult struct {
 //	              definition's; empty when no task's params hold a template)
 //	$23..$27      the language's columns of the definition's tasks (taskDefs:
 //	              kind, trigger_rule, on_failure, when_expr ("": none),
-//	              ready: a root that is plain, made READY here)
+//	              ready: a root that is plain, made READY here; one with
+//	              a concurrency or rate key ($33, $34) READY waiting for its
+//	              admission: flow_wait set, no outbox row)
 //	$28 text      TasksChannel (NULL: no wake-up of the schedulers, or the
 //	              caller sends it after the commit)
 //	$29 text[]    its payloads: the runs asked for, when a task of the
 //	              definition the trigger does not make READY has no
 //	              upstream (a root with when, on_failure, for_each: the
-//	              scheduler's pass decides it)
+//	              scheduler's pass decides it), or a root is READY waiting
+//	              for its admission (the schedulers' next round admits it)
+//	$30..$32      flow control's limits of the definition's tasks (taskDefs:
+//	              concurrency.limit, rate_limit.limit, .per in ms; 0: none)
+//	$33, $34 text[] the tasks' concurrency and rate-limit keys, run by run,
+//	              task by task ("": none; empty when no task has one)
+//	$35 text[]    the runs' own concurrency keys, run by run ("": none;
+//	              empty when the workflow has none): a run with one is
+//	              inserted waiting for its admission (run_wait)
+//	$36 int, $37 text the workflow's concurrency limit and strategy (0, "": none)
+//	$38 int[]     the runs' priorities, run by run (0: each task's own)
+//	$39 int[]     the tasks' priorities (core.TaskDef.PriorityOrDefault)
 //
 // wf is the stale-definition check: a caller may hold a cached definition,
 // and unless it asked for that version ($8; versions are immutable, never
@@ -103,9 +120,12 @@ WITH wf AS (
    WHERE workflow_name = $3::text AND mode = 'drop' AND EXISTS (SELECT 1 FROM wf) AND fresh.n > 0
   RETURNING 1
 ), run AS (
-  INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast, state, started_at)
+  INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast, state, started_at,
+                             concurrency_key, concurrency_limit, concurrency_strategy, run_wait, priority)
   SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool,
-         CASE WHEN true = ANY ($27::bool[]) THEN 'RUNNING' ELSE 'PENDING' END, CASE WHEN true = ANY ($27::bool[]) THEN now() END
+         CASE WHEN true = ANY ($27::bool[]) THEN 'RUNNING' ELSE 'PENDING' END, CASE WHEN true = ANY ($27::bool[]) THEN now() END,
+         NULLIF(($35::text[])[r.ord], ''), NULLIF($36::int, 0), NULLIF($37::text, ''), coalesce(($35::text[])[r.ord], '') <> '',
+         NULLIF(($38::int[])[r.ord], 0)
     FROM wf, input r
    WHERE NOT EXISTS (SELECT 1 FROM dropped)
   ON CONFLICT (idempotency_key) DO NOTHING
@@ -113,28 +133,36 @@ WITH wf AS (
 ), def AS MATERIALIZED (
   SELECT d.ord, d.name, d.handler, d.params, ARRAY(SELECT jsonb_array_elements_text(d.deps)) AS deps,
          d.ready AS root, d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms, d.ttl_ms,
-         d.kind, d.rule, d.on_failure, NULLIF(d.when_expr, '') AS when_expr
+         d.kind, d.rule, d.on_failure, NULLIF(d.when_expr, '') AS when_expr,
+         NULLIF(d.conc_limit, 0) AS conc_limit, NULLIF(d.rate_limit, 0) AS rate_limit, NULLIF(d.rate_per, 0) AS rate_per, d.priority
     FROM unnest($9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[],
-                $23::text[], $24::text[], $25::bool[], $26::text[], $27::bool[])
+                $23::text[], $24::text[], $25::bool[], $26::text[], $27::bool[], $30::int[], $31::int[], $32::bigint[], $39::int[])
          WITH ORDINALITY AS d(name, handler, params, deps, max_attempts, initial_ms, max_ms, timeout_ms, ttl_ms,
-                              kind, rule, on_failure, when_expr, ready, ord)
+                              kind, rule, on_failure, when_expr, ready, conc_limit, rate_limit, rate_per, priority, ord)
 ), task AS (
   INSERT INTO task_runs (id, run_id, task_name, handler, params, depends_on, state, max_attempts,
                          initial_backoff_ms, max_backoff_ms, timeout_ms, idempotency_key,
-                         fencing_token, ready_at, idempotency_ttl_ms, kind, trigger_rule, on_failure, when_expr)
+                         fencing_token, ready_at, idempotency_ttl_ms, kind, trigger_rule, on_failure, when_expr,
+                         concurrency_key, concurrency_limit, rate_key, rate_limit, rate_per_ms, priority, flow_wait)
   SELECT gen_random_uuid(), run.id, d.name, d.handler,
          COALESCE(($22::jsonb[])[(r.ord - 1) * $19::int + d.ord], d.params), d.deps,
          CASE WHEN d.root THEN 'READY' ELSE 'PENDING' END,
          d.max_attempts, d.initial_ms, d.max_ms, d.timeout_ms,
          NULLIF(($18::text[])[(r.ord - 1) * $19::int + d.ord], ''),
          CASE WHEN d.root THEN 1 ELSE 0 END, CASE WHEN d.root THEN now() END, NULLIF(d.ttl_ms, 0),
-         d.kind, d.rule, d.on_failure, d.when_expr
+         d.kind, d.rule, d.on_failure, d.when_expr,
+         NULLIF(($33::text[])[(r.ord - 1) * $19::int + d.ord], ''), d.conc_limit,
+         NULLIF(($34::text[])[(r.ord - 1) * $19::int + d.ord], ''), d.rate_limit, d.rate_per,
+         coalesce(NULLIF(($38::int[])[r.ord], 0), d.priority),
+         CASE WHEN NOT d.root THEN NULL
+              WHEN coalesce(($33::text[])[(r.ord - 1) * $19::int + d.ord], '') <> '' THEN 'concurrency'
+              WHEN coalesce(($34::text[])[(r.ord - 1) * $19::int + d.ord], '') <> '' THEN 'rate' END
     FROM run JOIN input r ON r.id = run.id CROSS JOIN def d
-  RETURNING id, run_id, task_name, handler, fencing_token, state
+  RETURNING id, run_id, task_name, handler, fencing_token, state, flow_wait
 ), root AS (
   INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
   SELECT id, fencing_token, ` + dispatchPayloadSQL + `
-    FROM task WHERE state = 'READY'
+    FROM task WHERE state = 'READY' AND flow_wait IS NULL
 )
 SELECT EXISTS (SELECT 1 FROM wf) AS current,
        EXISTS (SELECT 1 FROM dropped) AS dropped,
@@ -170,7 +198,7 @@ func (s *Store) trigger(ctx context.Context, q Querier, req TriggerRequest) (Tri
 	if req.IdempotencyKey != "" {
 		keys = []sql.NullString{{String: req.IdempotencyKey, Valid: true}}
 	}
-	runs := []newRun{{id: uuid.New(), params: params}}
+	runs := []newRun{{id: uuid.New(), params: params, priority: req.Priority}}
 	created, wf, err := s.insertRuns(ctx, q, req.Workflow, req.Version, runs, keys, 0)
 	if err != nil {
 		return TriggerResult{}, err
@@ -186,8 +214,9 @@ func (s *Store) trigger(ctx context.Context, q Querier, req TriggerRequest) (Tri
 // newRun is one run a trigger is about to insert: its id and its checked
 // params.
 type newRun struct {
-	id     uuid.UUID
-	params json.RawMessage
+	id       uuid.UUID
+	params   json.RawMessage
+	priority int // 0: the tasks' own
 }
 
 // staleRetries bounds how often insertRuns reloads a definition that a
@@ -268,54 +297,6 @@ func (s *Store) runTrigger(ctx context.Context, q Querier, args []any) (triggerR
 	return res, err
 }
 
-// triggerArgs are qTrigger's parameters for runs of wf (pinned: the caller
-// asked for this version). Errors wrap core.ErrBadParams (see
-// runKeys.add); with several runs as a *BadRunError naming the run.
-func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString) ([]any, error) {
-	def := &wf.Definition
-	ids := make([]string, len(runs))
-	params := make([]string, len(runs))
-	var rk runKeys
-	for i, r := range runs {
-		ids[i] = r.id.String()
-		params[i] = string(r.params)
-		if err := rk.add(def, r.params); err != nil {
-			if len(runs) > 1 {
-				return nil, &BadRunError{Index: i, Err: err}
-			}
-			return nil, err
-		}
-	}
-	ikeys := make([]*string, len(runs))
-	for i, k := range keys {
-		if k.Valid {
-			ikeys[i] = &k.String
-		}
-	}
-	t := newTaskDefs(def)
-	var wake any // $28: no wake-up of the schedulers
-	wakes := []string{}
-	if t.decidedRoots {
-		wake, wakes = TasksChannel, RunWake{Runs: runIDs(runs)}.Encode()
-	}
-	return []any{
-		ids, wf.ID, wf.Name, wf.Version, params, ikeys, def.FailFast, pinned,
-		t.names, t.handlers, t.params, t.deps, t.maxAttempts, t.initial, t.maxBackoff, t.timeouts, t.ttls,
-		rk.keys, len(def.Tasks),
-		OutboxChannel, "", rk.params,
-		t.kinds, t.rules, t.onFailure, t.whens, t.ready, wake, wakes,
-	}, nil
-}
-
-// runIDs returns the ids of runs.
-func runIDs(runs []newRun) []uuid.UUID {
-	ids := make([]uuid.UUID, len(runs))
-	for i, r := range runs {
-		ids[i] = r.id
-	}
-	return ids
-}
-
 // triggerParams checks the request's params (nil means {}) with
 // core.ValidateParams, and its idempotency key, and returns the params.
 // Errors wrap core.ErrBadParams.
@@ -330,92 +311,12 @@ func triggerParams(req TriggerRequest) (json.RawMessage, error) {
 	if err := core.ValidateIdempotencyKey(req.IdempotencyKey); err != nil {
 		return nil, err
 	}
+	if req.Priority != 0 {
+		if err := core.ValidatePriority(req.Priority); err != nil {
+			return nil, fmt.Errorf("%w: %w", core.ErrBadParams, err)
+		}
+	}
 	return params, nil
-}
-
-// taskDefs are a definition's tasks, column by column, as qTrigger takes
-// them ($9..$17): what every run of it copies into its task runs.
-type taskDefs struct {
-	names       []string
-	handlers    []string
-	params      []string // JSON objects
-	deps        []string // JSON arrays of task names
-	maxAttempts []int64
-	initial     []int64 // initial backoff, ms
-	maxBackoff  []int64 // ms
-	timeouts    []int64 // ms; 0: none
-	ttls        []int64 // ms; 0: a recorded result is reused for ever
-	// The language's columns ($23..$27): what the statements that promote
-	// a task read of it.
-	kinds, rules, whens []string
-	onFailure, ready    []bool
-	// decidedRoots: a task that is not made READY has no upstream, so
-	// only the scheduler's pass will start it (the trigger wakes them).
-	decidedRoots bool
-}
-
-func newTaskDefs(def *core.Definition) taskDefs {
-	n := len(def.Tasks)
-	t := taskDefs{
-		names: make([]string, n), handlers: make([]string, n), params: make([]string, n), deps: make([]string, n),
-		maxAttempts: make([]int64, n), initial: make([]int64, n), maxBackoff: make([]int64, n),
-		timeouts: make([]int64, n), ttls: make([]int64, n),
-		kinds: make([]string, n), rules: make([]string, n), whens: make([]string, n),
-		onFailure: make([]bool, n), ready: make([]bool, n),
-	}
-	for i, task := range def.Tasks {
-		t.names[i], t.handlers[i], t.params[i] = task.Name, task.Handler, "{}"
-		if len(task.Params) > 0 && string(task.Params) != "null" {
-			t.params[i] = string(task.Params)
-		}
-		d := task.DependsOn
-		if d == nil {
-			d = []string{}
-		}
-		db, _ := json.Marshal(d)
-		t.deps[i] = string(db)
-		p := task.Policy()
-		t.maxAttempts[i] = int64(p.MaxAttempts)
-		t.initial[i] = p.InitialBackoff.Milliseconds()
-		t.maxBackoff[i] = p.MaxBackoff.Milliseconds()
-		t.timeouts[i] = task.TimeoutOrZero().Milliseconds()
-		t.ttls[i] = task.IdempotencyTTLOrZero().Milliseconds()
-		t.kinds[i], t.rules[i], t.whens[i] = string(task.Kind()), string(task.Rule()), task.When
-		t.onFailure[i] = task.OnFailure
-		t.ready[i] = len(task.DependsOn) == 0 && task.Plain()
-		t.decidedRoots = t.decidedRoots || (len(task.DependsOn) == 0 && !task.Plain())
-	}
-	return t
-}
-
-// runKeys are what new runs' task runs render from their params, run by
-// run and task by task: the task idempotency keys ($18; empty while no task
-// of the definition has a key template) and the rendered task params ($22;
-// nil: the definition's; empty while no task's params hold a template).
-type runKeys struct {
-	keys   []string  // "": none
-	params []*string // JSON objects
-}
-
-// add appends what the task runs of a run of def with the checked params
-// render (core.RenderRunTasks). Errors wrap core.ErrBadParams: a template
-// that cannot be rendered (a missing param), a key that cannot be stored,
-// rendered params that cannot.
-func (rk *runKeys) add(def *core.Definition, params json.RawMessage) error {
-	rt, err := core.RenderRunTasks(def, params)
-	if err != nil {
-		return err
-	}
-	rk.keys = append(rk.keys, rt.Keys...)
-	for _, p := range rt.Params {
-		var ps *string
-		if p != nil {
-			s := string(p)
-			ps = &s
-		}
-		rk.params = append(rk.params, ps)
-	}
-	return nil
 }
 
 // existingRun returns the run that holds idempotency key ikey, which a

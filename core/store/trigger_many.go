@@ -116,7 +116,10 @@ func (s *Store) CheckRuns(ctx context.Context, workflow string, version int, par
 		params, err := triggerParams(TriggerRequest{Params: p})
 		if err == nil {
 			var rk runKeys
-			err = rk.add(&wf.Definition, params)
+			var flow *core.FlowPrograms
+			if flow, err = wf.flowPrograms(); err == nil {
+				err = rk.add(&wf.Definition, flow, params)
+			}
 		}
 		if err != nil {
 			return Workflow{}, &BadRunError{Index: i, Err: err}

@@ -22,13 +22,31 @@ type Workflow struct {
 	Definition core.Definition `db:"-" json:"definition"`
 	CreatedAt  time.Time       `db:"created_at" json:"created_at"`
 	RawDef     []byte          `db:"definition" json:"-"`
+	// flow are the definition's compiled flow-control keys (nil: none),
+	// compiled once per decoded version so that a trigger evaluates them
+	// without compiling CEL per run.
+	flow *core.FlowPrograms
 }
 
 func (w *Workflow) decode() error {
 	if err := json.Unmarshal(w.RawDef, &w.Definition); err != nil {
 		return fmt.Errorf("decode stored definition of %s v%d: %w", w.Name, w.Version, err)
 	}
+	flow, err := core.NewFlowPrograms(&w.Definition)
+	if err != nil {
+		return fmt.Errorf("decode stored definition of %s v%d: %w", w.Name, w.Version, err)
+	}
+	w.flow = flow
 	return nil
+}
+
+// flowPrograms returns w's compiled flow-control keys, compiling them when
+// w was not built by decode (nil: none).
+func (w *Workflow) flowPrograms() (*core.FlowPrograms, error) {
+	if w.flow != nil || !w.Definition.UsesFlowControl() {
+		return w.flow, nil
+	}
+	return core.NewFlowPrograms(&w.Definition)
 }
 
 const qLatestWorkflow = `
@@ -228,6 +246,9 @@ func applyWorkflowTx(ctx context.Context, tx *sqlx.Tx, def *core.Definition, raw
 			return cur, false, nil
 		}
 	}
+	if err := checkChildWorkflows(ctx, tx, def); err != nil {
+		return Workflow{}, false, err
+	}
 	var wf Workflow
 	if err := tx.GetContext(ctx, &wf, qInsertWorkflow, def.Name, cur.Version+1, raw); err != nil {
 		return Workflow{}, false, fmt.Errorf("insert workflow %q: %w", def.Name, err)
@@ -245,6 +266,56 @@ const qLockWorkflowName = `SELECT pg_advisory_xact_lock(hashtext('flowforge.work
 func lockWorkflowName(ctx context.Context, tx *sqlx.Tx, name string) error {
 	if _, err := tx.ExecContext(ctx, qLockWorkflowName, name); err != nil {
 		return fmt.Errorf("lock workflow %q: %w", name, err)
+	}
+	return nil
+}
+
+// checkChildWorkflows refuses def when a task of it starts a child run of
+// a workflow that is not applied, or when the workflows its tasks start
+// (their newest versions, and theirs in turn) start def's workflow again:
+// a cycle of child runs that would only end at --max-child-depth. The
+// error wraps core.ErrBadWorkflow and names the path. A cycle made by two
+// applies at once (each reading the other's older version) is not seen
+// here; the depth bound ends it at run time.
+func checkChildWorkflows(ctx context.Context, tx *sqlx.Tx, def *core.Definition) error {
+	type step struct{ name, path string }
+	var todo []step
+	for _, t := range def.Tasks {
+		if t.Workflow != nil {
+			todo = append(todo, step{t.Workflow.Name, def.Name + " -> " + t.Workflow.Name})
+		}
+	}
+	seen := map[string]bool{}
+	for len(todo) > 0 {
+		st := todo[0]
+		todo = todo[1:]
+		if st.name == def.Name {
+			return fmt.Errorf("%w: workflows start each other in a cycle (%s): each run would start another until --max-child-depth", core.ErrBadWorkflow, st.path)
+		}
+		if seen[st.name] {
+			continue
+		}
+		seen[st.name] = true
+		var w Workflow
+		err := tx.GetContext(ctx, &w, qLatestWorkflow, st.name)
+		if errors.Is(err, sql.ErrNoRows) {
+			if st.path == def.Name+" -> "+st.name {
+				return fmt.Errorf("%w: a task starts a child run of workflow %q, which is not applied (apply it first)", core.ErrBadWorkflow, st.name)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read workflow %q: %w", st.name, err)
+		}
+		var child core.Definition
+		if err := json.Unmarshal(w.RawDef, &child); err != nil {
+			return fmt.Errorf("decode workflow %q: %w", st.name, err)
+		}
+		for _, t := range child.Tasks {
+			if t.Workflow != nil {
+				todo = append(todo, step{t.Workflow.Name, st.path + " -> " + t.Workflow.Name})
+			}
+		}
 	}
 	return nil
 }

@@ -16,10 +16,10 @@ import (
 )
 
 // written counts what a refused request must not have written: runs,
-// task runs, history rows, workflow versions.
+// task runs, history rows, workflow versions, events.
 func (f *fixture) written() int {
 	f.t.Helper()
-	return f.count(`SELECT (SELECT count(*) FROM workflow_runs) + (SELECT count(*) FROM task_runs) + (SELECT count(*) FROM task_events) + (SELECT count(*) FROM workflows)`)
+	return f.count(`SELECT (SELECT count(*) FROM workflow_runs) + (SELECT count(*) FROM task_runs) + (SELECT count(*) FROM task_events) + (SELECT count(*) FROM workflows) + (SELECT count(*) FROM events)`)
 }
 
 // TestBadInputGetsTheCLIsAnswersAndWritesNothing: each bad request is
@@ -31,6 +31,7 @@ func TestBadInputGetsTheCLIsAnswersAndWritesNothing(t *testing.T) {
 	run := f.trigger("one", `{}`).String()
 	big := `{"params": {"blob": "` + strings.Repeat("x", core.MaxParamsBytes) + `"}}`
 	trig := "/v1/workflows/one/runs"
+	ev := "/v1/events/order.approved"
 	cases := []struct {
 		name   string
 		c      call
@@ -75,6 +76,22 @@ func TestBadInputGetsTheCLIsAnswersAndWritesNothing(t *testing.T) {
 		{"wrong method", call{method: "DELETE", path: "/v1/runs/" + run, role: auth.RoleAdmin}, 405, api.CodeMethodNotAllowed, "takes GET"},
 		{"apply not YAML", call{method: "PUT", path: "/v1/workflows/w", role: auth.RoleAdmin, body: "name: ["}, 400, api.CodeInvalidInput, "workflow file:"},
 		{"apply contradicting options", call{method: "PUT", path: "/v1/workflows/w?strict=true&allow_unknown_handler=1", role: auth.RoleAdmin, body: oneTask}, 400, api.CodeInvalidInput, "contradict"},
+		{"a bad event name", call{method: "POST", path: "/v1/events/Order%20Approved", role: auth.RoleOperator, body: `{}`}, 400, api.CodeInvalidInput, `invalid event: event name "Order Approved" must match`},
+		{"an event key with NUL", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"key": "4\u00002"}`}, 400, api.CodeInvalidInput, "invalid event: the key must be UTF-8 without NUL"},
+		{"an event key too long", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"key": "` + strings.Repeat("k", 513) + `"}`}, 400, api.CodeInvalidInput, "the key is 513 bytes, longer than the limit of 512"},
+		{"an event key a number", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"key": 42}`}, 400, api.CodeInvalidInput, `field "key": want a string, got JSON number`},
+		{"an event id too long", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"id": "` + strings.Repeat("i", 257) + `"}`}, 400, api.CodeInvalidInput, "the id is 257 bytes, longer than the limit of 256"},
+		{"an event payload an array", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"payload": [1]}`}, 400, api.CodeInvalidParams, "event payload: invalid params: want a JSON object, got an array"},
+		{"an event payload with NUL", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"payload": {"by": "a\u0000"}}`}, 400, api.CodeInvalidParams, "$.by contains a NUL character"},
+		{"an event payload null", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"payload": null}`}, 400, api.CodeInvalidParams, "want a JSON object, got null"},
+		{"an unknown event field", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"keys": "42"}`}, 400, api.CodeInvalidInput, `unknown field "keys"`},
+		{"an unparseable lookback", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"lookback": "soon"}`}, 400, api.CodeInvalidInput, `lookback: unparseable duration "soon"`},
+		{"a zero lookback", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"lookback": "0s"}`}, 400, api.CodeInvalidInput, `lookback "0s": must be positive and at most 366d`},
+		{"a lookback past a year", call{method: "POST", path: ev, role: auth.RoleOperator, body: `{"lookback": "400d"}`}, 400, api.CodeInvalidInput, `lookback "400d": must be positive and at most 366d`},
+		{"a query parameter on an event", call{method: "POST", path: ev + "?key=42", role: auth.RoleOperator, body: `{}`}, 400, api.CodeInvalidInput, `query parameter "key": unknown (this route takes none)`},
+		{"a bad event name filter", call{method: "GET", path: "/v1/events?name=A", role: auth.RoleViewer}, 400, api.CodeInvalidInput, `event name "A" must match`},
+		{"an event list limit too large", call{method: "GET", path: "/v1/events?limit=1001", role: auth.RoleViewer}, 400, api.CodeInvalidInput, "event list limit 1001: want 1 to 1000"},
+		{"an unknown event filter", call{method: "GET", path: "/v1/events?nam=x", role: auth.RoleViewer}, 400, api.CodeInvalidInput, `query parameter "nam": unknown (this route takes name, key, limit)`},
 	}
 	before := f.written()
 	for _, c := range cases {

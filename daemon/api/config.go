@@ -35,15 +35,17 @@ type Client interface {
 	RequeueDead(ctx context.Context, ids []string, opts client.ActionOptions) ([]client.RequeueResult, error)
 	ListWorkflows(ctx context.Context, limit int) ([]client.WorkflowSummary, error)
 	ApplyWorkflow(ctx context.Context, data []byte, opts client.ApplyOptions) (client.ApplyResult, error)
+	SendEvent(ctx context.Context, name string, payload any, opts client.SendEventOptions) (client.SendEventResult, error)
+	ListEvents(ctx context.Context, f client.EventFilter) ([]client.Event, error)
 }
 
 // Defaults and bounds of Config.
 const (
 	// ListenDefault is `ffctl daemon api`'s address.
 	ListenDefault = "127.0.0.1:8090"
-	// BodyMaxDefault bounds the body of a trigger, cancel or requeue: a
-	// run's params at their limit (core.MaxParamsBytes) and room for the
-	// rest of the object.
+	// BodyMaxDefault bounds the body of a trigger, an event, a cancel or
+	// a requeue: a run's params (an event's payload) at their limit
+	// (core.MaxParamsBytes) and room for the rest of the object.
 	BodyMaxDefault = core.MaxParamsBytes + 64<<10
 	// WaitDefault is a wait's timeout when the request gives none, and
 	// WaitMaxDefault the longest one it may give (Config.WaitMax).

@@ -13,6 +13,12 @@
 //	GET  /v1/dead                   viewer    ?workflow=&run=&limit= (`dead list`)
 //	GET  /v1/workflows              viewer    each workflow's newest version (`workflow list`)
 //	PUT  /v1/workflows/{name}       admin     a workflow file, YAML or JSON (`workflow apply`)
+//	POST /v1/events/{name}          operator  {"key", "payload", "id", "lookback"}: 200 {"event", "duplicate", "completed"} (`event send`)
+//	GET  /v1/events                 viewer    ?name=&key=&limit= (`event list`)
+//
+// Sending an event needs operator, as a trigger does: it completes the
+// tasks waiting for it (wait_for), which moves their runs on. Listing
+// events is a read, a viewer's.
 //
 // docs/openapi.yaml documents them (a test holds it to Routes and checks
 // every body against it). An error is always {"error": {"code",

@@ -11,16 +11,18 @@ import (
 )
 
 // FuzzDecodeRequest drives the one decoder of the API's JSON bodies
-// (decodeStrict) with arbitrary bytes, as a trigger's and as a reason's
-// body. It must never panic; it either refuses with a 400 invalid_input
-// saying why, or accepts a body whose fields, encoded again and decoded,
-// come back the same; accepted params are JSON that core.ValidateParams
-// judges without panicking. The seed corpus is testdata/fuzz/
+// (decodeStrict) with arbitrary bytes, as a trigger's, a reason's and an
+// event's body. It must never panic; it either refuses with a 400
+// invalid_input saying why, or accepts a body whose fields, encoded again
+// and decoded, come back the same; accepted params and payloads are JSON
+// that core.ValidateParams judges without panicking, and an accepted
+// lookback is text core.ParseDuration judges without panicking. The seed corpus is testdata/fuzz/
 // FuzzDecodeRequest (run by every `go test`); `make test` fuzzes it a few
 // seconds more.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, seed := range []string{``, `{}`, `{"params": {"day": "2026-11-30"}, "version": 2}`, `{"reason": "disk freed"}`,
-		`{"parms": {}}`, `{"params": [1]}`, `{"params": "\u0000"}`, `{"version": 1e400}`, `{} {}`, `[`, `null`} {
+		`{"parms": {}}`, `{"params": [1]}`, `{"params": "\u0000"}`, `{"version": 1e400}`, `{} {}`, `[`, `null`,
+		`{"key": "42", "payload": {"by": "ana"}, "id": "approval-42", "lookback": "7d"}`, `{"lookback": 7}`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -34,6 +36,17 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		var rr reasonRequest
 		checkDecoded(t, data, &rr)
+		var er sendEventRequest
+		checkDecoded(t, data, &er)
+		if err := decodeStrict(data, &er); err == nil {
+			if er.Payload != nil {
+				if !json.Valid(er.Payload) {
+					t.Fatalf("accepted a payload that is not JSON: %q", er.Payload)
+				}
+				_ = core.ValidateParams(er.Payload)
+			}
+			_, _ = core.ParseDuration(er.Lookback)
+		}
 	})
 }
 

@@ -42,6 +42,10 @@ func (s *Server) routes() []Route {
 		{http.MethodGet, "/v1/tasks/{id}", auth.RoleViewer, s.showTask},
 		{http.MethodPost, "/v1/tasks/{id}/requeue", auth.RoleOperator, s.requeueTask},
 		{http.MethodGet, "/v1/dead", auth.RoleViewer, s.listDead},
+		// Sending an event completes the tasks waiting for it and so moves
+		// their runs on, as a trigger starts one: an operator's.
+		{http.MethodPost, "/v1/events/{name}", auth.RoleOperator, s.sendEvent},
+		{http.MethodGet, "/v1/events", auth.RoleViewer, s.listEvents},
 	}
 }
 

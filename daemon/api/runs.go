@@ -21,11 +21,13 @@ import (
 
 // triggerRequest is the body of POST /v1/workflows/{name}/runs: the run's
 // params (a JSON object; absent: {}) and the version to run (0 or absent:
-// the newest), as `ffctl run trigger --params-file F --version N` takes
-// them. The idempotency key is the Idempotency-Key header.
+// the newest), and the priority of its tasks (0 or absent: their own), as
+// `ffctl run trigger --params-file F --version N --priority P` takes them.
+// The idempotency key is the Idempotency-Key header.
 type triggerRequest struct {
-	Params  json.RawMessage `json:"params"`
-	Version int             `json:"version"`
+	Params   json.RawMessage `json:"params"`
+	Version  int             `json:"version"`
+	Priority int             `json:"priority"`
 }
 
 // triggerResponse is the answer to a trigger: the run's id, and whether
@@ -52,7 +54,7 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if req.Params != nil {
 		params = req.Params
 	}
-	res, err := s.cfg.Client.Trigger(r.Context(), r.PathValue("name"), params, client.TriggerOptions{IdempotencyKey: key, Version: req.Version})
+	res, err := s.cfg.Client.Trigger(r.Context(), r.PathValue("name"), params, client.TriggerOptions{IdempotencyKey: key, Version: req.Version, Priority: req.Priority})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -51,6 +51,12 @@
 //     pass's transaction and before its commit, the scheduler exits with
 //     status ExitCode (3). Proves that the expansion dies with it whole
 //     and is made once, by a restarted or another scheduler (mode 94).
+//   - scheduler.exit-mid-child-start: once a scheduler pass has triggered
+//     a workflow task's child run and named the parent task on it, inside
+//     the pass's transaction and before its commit, the scheduler exits
+//     with status ExitCode (3). Proves that the child run dies with the
+//     pass and is started once, by a restarted or another scheduler (mode
+//     106).
 //
 // A daemon logs a warning at start when failpoints are configured, so a
 // failpoint left set in a real deployment is visible.

@@ -32,10 +32,12 @@ const (
 	SchedulerExitMidTick Name = "scheduler.exit-mid-tick"
 	// SchedulerExitMidExpansion: see the package documentation.
 	SchedulerExitMidExpansion Name = "scheduler.exit-mid-expansion"
+	// SchedulerExitMidChildStart: see the package documentation.
+	SchedulerExitMidChildStart Name = "scheduler.exit-mid-child-start"
 )
 
 var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch,
-	SchedulerExitMidTick, SchedulerExitMidExpansion}
+	SchedulerExitMidTick, SchedulerExitMidExpansion, SchedulerExitMidChildStart}
 
 // Failpoints is a set of armed failpoints, each with the number of times it
 // will still fire. A nil *Failpoints is valid and never fires. It is safe

@@ -69,6 +69,15 @@ type Metrics struct {
 	// TasksExpanded counts the task runs for_each expansions made (one per
 	// element).
 	TasksExpanded prometheus.Counter
+	// HeldTasksEnded counts the held tasks the scheduler ended: a sleep
+	// due, a wait timed out, a child run ended, a wait that started after
+	// its event came (an event's delivery to a running wait is its
+	// sender's, not counted here).
+	HeldTasksEnded prometheus.Counter
+	// TasksAdmitted counts the task runs flow control admitted
+	// (store.Admit), by kind: "concurrency" (given a slot) and "rate"
+	// (given a start within their rate limit).
+	TasksAdmitted *prometheus.CounterVec
 	// PublishOutcomes counts published outbox rows by outcome, labelled
 	// with broker.Outcome.String of one of broker.Outcomes ("confirmed",
 	// "nacked", "returned", "timed out", "not sent", "refused"). Every
@@ -253,6 +262,8 @@ func New() *Metrics {
 		TasksPromoted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_promoted_total", Help: "Tasks promoted to READY (dependencies met or retry due)."}),
 		TasksSkipped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_skipped_total", Help: "Tasks the scheduler decided not to run (SKIPPED: a when that was false, a trigger rule or on_failure)."}),
 		TasksExpanded:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_expanded_total", Help: "Task runs made by for_each expansions, one per element."}),
+		HeldTasksEnded:      prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_held_tasks_ended_total", Help: "Held tasks (sleep, wait_for, workflow) the scheduler ended: a sleep due, a wait timed out or matched at its start, a child run ended."}),
+		TasksAdmitted:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_tasks_admitted_total", Help: "Task runs flow control admitted, by kind: concurrency (a slot of their concurrency key), rate (a start within their rate limit)."}, []string{"kind"}),
 		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: labelHelp("Outbox publishes by outcome", "outcome", publishOutcomes())}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),
@@ -268,7 +279,8 @@ func New() *Metrics {
 	m.OutboxQuarantinedTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_outbox_quarantined_total", Help: "Outbox rows this process quarantined."})
 	r.MustRegister(m.OutboxQuarantinedTotal)
 	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.WriteBatchSize, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
-		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
+		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.TasksSkipped, m.TasksExpanded, m.HeldTasksEnded, m.TasksAdmitted,
+		m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		m.DBOldestTransactionSeconds, m.DBXminHorizonSeconds, m.DBXminHorizonXIDs, m.DBDeadTuples,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.SchedulerOutages = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_scheduler_outages_total", Help: "Losses of the database seen by the scheduler, each granting lapsed leases one lease of grace."})

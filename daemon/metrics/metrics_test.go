@@ -150,7 +150,7 @@ func TestDBHealthGaugesAreRegistered(t *testing.T) {
 // (core.FinalRunStates) and "published", the outbox rows pruned by age.
 func TestPruneStateLabelsAreTheFinalRunStates(t *testing.T) {
 	t.Parallel()
-	want := []string{PrunePublished}
+	want := []string{PrunePublished, PruneLookbackEnded}
 	for _, s := range core.FinalRunStates() {
 		want = append(want, string(s))
 	}

@@ -10,22 +10,28 @@ import (
 
 // PruneTables are the label values of Prune.Rows's table label: the tables
 // a prune deletes from (outbox rows of pruned runs and published outbox rows
-// pruned by age both count as outbox).
-var PruneTables = []string{"workflow_runs", "task_runs", "outbox", "task_events"}
+// pruned by age both count as outbox; events are pruned once their
+// lookback ended).
+var PruneTables = []string{"workflow_runs", "task_runs", "outbox", "task_events", "events"}
 
 // PrunePublished is Prune.Rows's state label for the published outbox rows
 // pruned by age.
 const PrunePublished = "published"
 
+// PruneLookbackEnded is Prune.Rows's state label for the events pruned
+// once their lookback ended (store.PruneEvents).
+const PruneLookbackEnded = "lookback_ended"
+
 // PruneStates returns the label values of Prune.Rows's state label: the
-// final state of the pruned run (core.FinalRunStates), or PrunePublished
-// for outbox rows pruned by age. The slice is the caller's.
+// final state of the pruned run (core.FinalRunStates), PrunePublished for
+// outbox rows pruned by age, or PruneLookbackEnded for events. The slice
+// is the caller's.
 func PruneStates() []string {
 	var out []string
 	for _, s := range core.FinalRunStates() {
 		out = append(out, string(s))
 	}
-	return append(out, PrunePublished)
+	return append(out, PrunePublished, PruneLookbackEnded)
 }
 
 // Prune holds the collectors of the scheduler's pruner (package
@@ -58,7 +64,9 @@ func NewPrune(m *Metrics) (*Prune, error) {
 	}
 	for _, t := range PruneTables {
 		for _, s := range PruneStates() {
-			if s == PrunePublished && t != "outbox" {
+			// published: outbox rows only; lookback_ended: events only, and
+			// events by nothing else.
+			if (s == PrunePublished && t != "outbox") || (s == PruneLookbackEnded) != (t == "events") {
 				continue
 			}
 			p.Rows.WithLabelValues(t, s)

@@ -39,6 +39,7 @@ const (
 type Store interface {
 	PruneRuns(ctx context.Context, req store.PruneRequest) (store.PruneCounts, error)
 	PruneOutbox(ctx context.Context, age time.Duration, limit int) (int64, error)
+	PruneEvents(ctx context.Context, after time.Duration, limit int) (int64, error)
 }
 
 // Config configures a Pruner. Zero durations and sizes take their
@@ -193,10 +194,12 @@ func (p *Pruner) classes() []class {
 }
 
 // PassResult is what one pass deleted: runs and what went with them by
-// the runs' final state, and published outbox rows pruned by age.
+// the runs' final state, published outbox rows pruned by age, and events
+// whose lookback ended.
 type PassResult struct {
 	Runs   map[core.RunState]store.PruneCounts
 	Outbox int64
+	Events int64
 }
 
 // Total is the sum of the runs' counts over every state.
@@ -219,9 +222,9 @@ func (p *Pruner) RunOnce(ctx context.Context) (PassResult, error) {
 	if err != nil {
 		p.m.PassFailures.Inc()
 	}
-	if t := res.Total(); t.Runs > 0 || res.Outbox > 0 {
+	if t := res.Total(); t.Runs > 0 || res.Outbox > 0 || res.Events > 0 {
 		attrs := []any{"runs", t.Runs, "task_runs", t.TaskRuns, "outbox_of_runs", t.Outbox, "task_events", t.TaskEvents,
-			"outbox_published", res.Outbox, "duration_ms", time.Since(start).Milliseconds()}
+			"outbox_published", res.Outbox, "events", res.Events, "duration_ms", time.Since(start).Milliseconds()}
 		for s, c := range res.Runs {
 			attrs = append(attrs, "runs_"+string(s), c.Runs)
 		}
@@ -230,7 +233,8 @@ func (p *Pruner) RunOnce(ctx context.Context) (PassResult, error) {
 	return res, err
 }
 
-// pass runs every class's batches, then the outbox's, adding to res.
+// pass runs every class's batches, then the outbox's and the events',
+// adding to res.
 func (p *Pruner) pass(ctx context.Context, res *PassResult) error {
 	for _, c := range p.classes() {
 		for {
@@ -255,6 +259,17 @@ func (p *Pruner) pass(ctx context.Context, res *PassResult) error {
 		}
 		res.Outbox += n
 		p.m.Rows.WithLabelValues("outbox", metrics.PrunePublished).Add(float64(n))
+		if n < int64(p.cfg.BatchSize) {
+			break
+		}
+	}
+	for {
+		n, err := p.cfg.Store.PruneEvents(ctx, store.EventIDMemoryDefault, p.cfg.BatchSize)
+		if err != nil {
+			return fmt.Errorf("pruner: %w", err)
+		}
+		res.Events += n
+		p.m.Rows.WithLabelValues("events", metrics.PruneLookbackEnded).Add(float64(n))
 		if n < int64(p.cfg.BatchSize) {
 			return nil
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/failpoint"
@@ -64,7 +65,7 @@ func (p *Publisher) cycle(ctx context.Context, ln *lane, pub *broker.Publisher) 
 	}
 	msgs := make([]broker.Message, len(sendable))
 	for i, r := range sendable {
-		msgs[i] = broker.Message{ID: strconv.FormatInt(r.ID, 10), Body: r.Payload}
+		msgs[i] = broker.Message{ID: strconv.FormatInt(r.ID, 10), Body: r.Payload, Handler: core.DispatchHandler(r.Payload)}
 	}
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
 	p.injectFaults(ctx, outcomes)

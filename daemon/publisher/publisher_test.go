@@ -102,8 +102,9 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 	queue := "fftest." + hex.EncodeToString(b)
 	raw := publisherChannel(t, amqpURL)
 	t.Cleanup(func() {
-		_, _ = raw.QueueDelete(queue, false, false, false)
-		_, _ = raw.QueueDelete(broker.DeadLetterQueue(queue), false, false, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteTopology(ctx, broker.Config{URLs: []string{amqpURL}, Queue: queue})
 	})
 
 	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
@@ -212,10 +213,11 @@ func publisherFixture(t testing.TB) (*store.Store, *sql.DB, string, string) {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	queue := "fftest." + hex.EncodeToString(b)
-	raw := publisherChannel(t, amqpURL)
+	_ = publisherChannel(t, amqpURL) // checks the broker answers
 	t.Cleanup(func() {
-		_, _ = raw.QueueDelete(queue, false, false, false)
-		_, _ = raw.QueueDelete(broker.DeadLetterQueue(queue), false, false, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteTopology(ctx, broker.Config{URLs: []string{amqpURL}, Queue: queue})
 	})
 	for _, src := range []string{
 		"name: small\ntasks:\n  - {name: a, handler: noop}\n",

@@ -83,6 +83,16 @@ type Config struct {
 	// or twice SweepInterval when that is longer); at least twice
 	// SweepInterval (a tick is seen at most one sweep after it is due).
 	MisfireGrace time.Duration
+	// MaxChildDepth bounds how deep child runs nest: a run started by no
+	// task has depth 0, its child runs 1, and a workflow task whose child
+	// would be deeper is DEAD, naming the bound (a workflow that starts
+	// itself, directly or through others, ends there). The pass that
+	// starts a child run is the store's, so the bound is the Store's:
+	// whoever opens it passes this as store.Options.MaxChildDepth (the
+	// supervisor does, for the process's store); the Scheduler itself does
+	// not read it. 0: store.MaxChildDepthDefault; otherwise
+	// MaxChildDepthMin to MaxChildDepthMax.
+	MaxChildDepth int
 	// Failpoints is a testing aid (package failpoint); nil in production.
 	Failpoints *failpoint.Failpoints
 	Logger     *slog.Logger
@@ -102,10 +112,21 @@ const (
 	SweepIntervalMax = time.Minute
 )
 
+// Bounds of Config.MaxChildDepth. Below 1 every workflow task would be
+// DEAD (leave such tasks out instead). Above 100 the bound no longer does
+// its job: apply refuses workflows that start each other in a cycle, but
+// a cycle closed by two applies at once is only ended by this bound, and
+// each level holds a run open until it ends.
+const (
+	MaxChildDepthMin = 1
+	MaxChildDepthMax = 100
+)
+
 // Validate checks the settings of c against their bounds, the one place
 // they are checked (ffctl maps its flags to a Config and reports this
 // error as a usage error): SweepInterval within [SweepIntervalMin,
-// SweepIntervalMax], FullSweepInterval not below it, BatchSize, ReapLimit,
+// SweepIntervalMax], FullSweepInterval not below it, MaxChildDepth within
+// [MaxChildDepthMin, MaxChildDepthMax], BatchSize, ReapLimit,
 // RedispatchAfter and OutageGap must not be negative; zero ones take their
 // defaults in New. The error is a *daemon.SettingError. The Store is New's
 // to check.
@@ -121,6 +142,7 @@ func (c Config) Validate() error {
 		daemon.CheckNotNegative("scheduler", "OutageGap", "", c.OutageGap, OutageGapDefault),
 		daemon.CheckNotNegative("scheduler", "MisfireGrace", "misfire-grace", c.MisfireGrace, store.MisfireGraceDefault),
 		c.checkMisfireGrace(),
+		daemon.CheckRange("scheduler", "MaxChildDepth", "max-child-depth", c.MaxChildDepth, store.MaxChildDepthDefault, MaxChildDepthMin, MaxChildDepthMax),
 	} {
 		if err != nil {
 			return err

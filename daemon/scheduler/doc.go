@@ -26,6 +26,10 @@
 //	          when none is DEAD any more
 //	          fail_fast: PENDING|READY|RETRYING --a task DEAD--> CANCELLED
 //	          PENDING --deps SUCCEEDED--> READY  + outbox row (same statement)
+//	          PENDING --deps SUCCEEDED--> RUNNING for a task the store holds
+//	          (sleep, wait_for, workflow: no worker, no outbox row); a child
+//	          run deeper than MaxChildDepth --> DEAD (the store's bound:
+//	          store.Options.MaxChildDepth, which the supervisor sets from it)
 //	          RETRYING --backoff elapsed--> READY + outbox row
 //	          derive run state (core.DeriveRunState); settle runs with no active task
 //

@@ -24,6 +24,7 @@ type Store interface {
 	AdvanceRuns(ctx context.Context, ids []uuid.UUID, actor string) (store.AdvanceResult, error)
 	SweepCandidates(ctx context.Context, limit int, from store.Cursor) ([]uuid.UUID, store.Cursor, error)
 	Redispatch(ctx context.Context, after time.Duration, limit int, actor string) (int, error)
+	Admit(ctx context.Context, after, actor string) (store.AdmitResult, error)
 }
 
 // Scheduler promotes, retries, reaps and derives run states.
@@ -50,6 +51,12 @@ type Scheduler struct {
 	// probeFrom is where the next sweep's probes of open runs start
 	// (store.SweepCandidates). Owned by the loop.
 	probeFrom store.Cursor
+
+	// admitNext is where the next admission round starts (store.Admit's
+	// Next); rateDue, when not zero, is when (process clock, only to wake)
+	// a rate key that task runs wait for has room again. Owned by the loop.
+	admitNext string
+	rateDue   time.Time
 
 	// badSpecs names the schedules whose unparsable spec was logged.
 	badSpecs map[string]bool
@@ -124,7 +131,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			bo.Succeeded()
 		}
 		var retryDue <-chan time.Time
-		if d, ok := s.held.wait(s.cfg.Clock.Now()); ok {
+		d, ok := s.held.wait(s.cfg.Clock.Now())
+		if !s.rateDue.IsZero() {
+			rd := max(s.rateDue.Sub(s.cfg.Clock.Now()), 0)
+			if !ok || rd < d {
+				d, ok = rd, true
+			}
+		}
+		if ok {
 			retry.Reset(d)
 			retryDue = retry.C
 		}
@@ -150,6 +164,42 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // targeted pass that could not reach the database ends the turn before its
 // sweep (which would fail as well); the requests are kept then.
 func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool) error {
+	if err := s.advanceTurn(ctx, runs, sweepDue); err != nil {
+		return err
+	}
+	return s.admit(ctx)
+}
+
+// admit runs the admission rounds of flow control (store.Admit) after a
+// turn: a round per turn, another at once when task runs given their
+// concurrency slot went on to wait for their rate limit, and another when
+// more keys wait than a round serves (up to four rounds). It keeps when a
+// rate key has room next, for the loop to wake then.
+func (s *Scheduler) admit(ctx context.Context) error {
+	s.rateDue = time.Time{}
+	for range 4 {
+		res, err := s.cfg.Store.Admit(ctx, s.admitNext, s.cfg.ID)
+		if err != nil {
+			return err
+		}
+		s.admitNext = res.Next
+		s.cfg.Metrics.TasksAdmitted.WithLabelValues("concurrency").Add(float64(res.Slots))
+		s.cfg.Metrics.TasksAdmitted.WithLabelValues("rate").Add(float64(res.Starts))
+		if res.RateDueOK {
+			due := s.cfg.Clock.Now().Add(res.RateDue)
+			if s.rateDue.IsZero() || due.Before(s.rateDue) {
+				s.rateDue = due
+			}
+		}
+		if res.ToRate == 0 && res.Next == "" {
+			return nil
+		}
+	}
+	return nil
+}
+
+// advanceTurn is a turn's passes: see turn.
+func (s *Scheduler) advanceTurn(ctx context.Context, runs *daemon.RunSet, sweepDue bool) error {
 	ids := s.held.take(s.cfg.Clock.Now())
 	var t daemon.Taken
 	if runs != nil {
@@ -327,12 +377,14 @@ func (s *Scheduler) record(res store.AdvanceResult) {
 	s.cfg.Metrics.TasksPromoted.Add(float64(res.Promoted + res.RetriesDue))
 	s.cfg.Metrics.TasksSkipped.Add(float64(res.Skipped))
 	s.cfg.Metrics.TasksExpanded.Add(float64(res.Expanded))
+	s.cfg.Metrics.HeldTasksEnded.Add(float64(res.HeldEnded + res.EventsMatched))
 	if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged+
-		res.Skipped+res.Expanded+res.ForEachEnded > 0 {
+		res.Skipped+res.Expanded+res.ForEachEnded+res.HeldEnded+res.EventsMatched > 0 {
 		s.log.Debug("scheduler: pass", "runs", res.Runs, "promoted", res.Promoted, "retries_due", res.RetriesDue,
 			"fail_fast_cancelled", res.FailFastCancelled, "fail_fast_revived", res.FailFastRevived,
 			"upstream_failed", res.UpstreamFailed, "upstream_revived", res.UpstreamRevived,
 			"skipped", res.Skipped, "expanded", res.Expanded, "for_each_ended", res.ForEachEnded,
+			"held_ended", res.HeldEnded, "events_matched", res.EventsMatched,
 			"runs_changed", res.RunsChanged, "runs_settled", res.RunsSettled)
 	}
 }

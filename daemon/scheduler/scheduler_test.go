@@ -76,6 +76,13 @@ func (f *fakeStore) Redispatch(context.Context, time.Duration, int, string) (int
 	return 0, nil
 }
 
+func (f *fakeStore) Admit(context.Context, string, string) (store.AdmitResult, error) {
+	if f.down {
+		return store.AdmitResult{}, errDown
+	}
+	return store.AdmitResult{}, nil
+}
+
 // TestTheSchedulerGrantsGraceOnlyAfterItsOwnOutage: mode 35. A pass after
 // a failed pass, or one that starts long after the previous one (on the
 // database clock), hands the reaper an outage from the last good pass to

@@ -130,7 +130,12 @@ type Config struct {
 	// Worker's Registry receives the built-in handlers (nil: a new one).
 	Worker   worker.Config
 	Handlers handlers.Options // the built-in handlers' options
-	DBHealth dbhealth.Config
+	// WorkerHandlers, when not empty, limits the worker to these handlers
+	// of Worker.Registry (built-ins included): it registers, reports in its
+	// presence and consumes the queues of only these (--handlers). A name
+	// not registered fails Run (core.Registry.Only's error).
+	WorkerHandlers []string
+	DBHealth       dbhealth.Config
 	// API is the HTTP API's (its Client, Logger, Metrics and CheckParams
 	// are the process's). RoleAPI serves it, on API.Listen or
 	// api.ListenDefault; RoleAll serves it when API.Listen is set.

@@ -249,6 +249,11 @@ func (p *process) buildWorker(ctx context.Context, st *store.Store) (func(), err
 	closePool := func() { _ = hbStore.Close() }
 	cfg := p.cfg.Worker
 	handlers.Register(cfg.Registry, p.cfg.Handlers)
+	if len(p.cfg.WorkerHandlers) > 0 {
+		if cfg.Registry, err = cfg.Registry.Only(p.cfg.WorkerHandlers); err != nil {
+			return closePool, fmt.Errorf("worker: --handlers: %w", err)
+		}
+	}
 	// The worker's broker cursor is its own, apart from the publisher's.
 	cfg.Broker = p.cfg.Broker
 	cfg.Broker.Cursor = &broker.Cursor{}

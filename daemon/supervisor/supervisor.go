@@ -83,9 +83,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopHealth()
-	fps := s.cfg.Scheduler.Failpoints
-	st, err := openStoreRetrying(ctx, s.dbURL, store.Options{MaxConns: s.cfg.DBMaxConns, Logger: s.log,
-		MidExpansion: func() { fps.ExitIf(failpoint.SchedulerExitMidExpansion) }})
+	st, err := openStoreRetrying(ctx, s.dbURL, s.storeOptions())
 	if err != nil {
 		return ignoreStop(ctx, err)
 	}
@@ -110,6 +108,22 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		return err
 	}
 	return p.takenOver
+}
+
+// storeOptions are the Options of the process's store: the main pool's
+// size, the process's logger, the failpoint that ends a scheduler pass
+// mid-expansion, and the scheduler's MaxChildDepth (the pass that starts
+// a child run is the store's; 0, the store's default, for a role that
+// runs no scheduler, which starts none).
+func (s *Supervisor) storeOptions() store.Options {
+	fps := s.cfg.Scheduler.Failpoints
+	opt := store.Options{MaxConns: s.cfg.DBMaxConns, Logger: s.log,
+		MidExpansion:  func() { fps.ExitIf(failpoint.SchedulerExitMidExpansion) },
+		MidChildStart: func() { fps.ExitIf(failpoint.SchedulerExitMidChildStart) }}
+	if s.cfg.Role.Runs(RoleScheduler) {
+		opt.MaxChildDepth = s.cfg.Scheduler.MaxChildDepth
+	}
+	return opt
 }
 
 // ignoreStop is err, or nil when ctx has ended (a stop while connecting).

@@ -24,6 +24,7 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/broker/brokertest"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/core/store/storetest"
 	"github.com/flowforge/flowforge/daemon/supervisor"
@@ -108,11 +109,9 @@ func amqpURL(t *testing.T) (url, queue string) {
 	queue = "fftest.supervisor." + hex.EncodeToString(b)
 	t.Cleanup(func() {
 		defer conn.Close()
-		if ch, err := conn.Channel(); err == nil {
-			_, _ = ch.QueueDelete(queue, false, false, false)
-			_, _ = ch.QueueDelete(broker.DeadLetterQueue(queue), false, false, false)
-			_ = ch.Close()
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteTopology(ctx, broker.Config{URLs: []string{url}, Queue: queue, Handlers: brokertest.Handlers()})
 	})
 	return url, queue
 }

@@ -175,6 +175,11 @@ func TestTwoCopiesOfADispatchWhoseBatchLostItsReplyRunOnce(t *testing.T) {
 	storetest.Apply(t, r.st, "name: one\ntasks:\n  - {name: a, handler: count}\n")
 	lead = r.taskOf(storetest.Trigger(t, r.st, "one", ""), "a").ID
 	dup = r.taskOf(storetest.Trigger(t, r.st, "one", ""), "a").ID
+	// The copy that runs is held until the other is settled: had it
+	// finished first, the other's read-back would see SUCCEEDED and lose
+	// its claim whether or not the worker knows what runs (CI saw the
+	// mutant worker-runs-every-copy-of-a-dispatch survive that way).
+	h.block = dup.String()
 	r.start()
 
 	r.sendCopies(lead, 1)
@@ -203,6 +208,7 @@ func TestTwoCopiesOfADispatchWhoseBatchLostItsReplyRunOnce(t *testing.T) {
 	}
 	close(first)
 	awaitSecondCopySettled(t, r, h, dup)
+	close(h.release)
 	for range 2 {
 		if f := r.awaitFinished(30 * time.Second); !f.OK || f.State != core.TaskSucceeded {
 			t.Fatalf("finish %+v, want SUCCEEDED", f)

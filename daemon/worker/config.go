@@ -53,7 +53,9 @@ const LeaseMin = 300 * time.Millisecond
 type Config struct {
 	Store Store
 	// Renewer defaults to Store when it implements Renewer.
-	Renewer  Renewer
+	Renewer Renewer
+	// Broker's Handlers are set by New to Registry's names: the worker
+	// consumes the shared queue and the queue of each handler it registers.
 	Broker   broker.Config
 	Registry *core.Registry
 	// Concurrency is the number of handlers run at once and the consumer's
@@ -143,6 +145,9 @@ func (c *Config) validate() error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
+	// Routing by handler: the consumer takes the queue of each handler
+	// this worker registers beside the shared queue.
+	c.Broker.Handlers = c.Registry.Names()
 	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.SlotWait = cmp.Or(c.SlotWait, SlotWaitDefault)

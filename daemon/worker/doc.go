@@ -1,5 +1,8 @@
-// Package worker is the daemon that runs tasks. For each delivery from the
-// dispatch queue:
+// Package worker is the daemon that runs tasks. It consumes the shared
+// dispatch queue and the queue of each handler it registers (routing by
+// handler, see package broker: a dispatch reaches the shared queue only
+// when no worker bound its handler's queue, or from an older publisher).
+// For each delivery:
 //
 //	decode        not a valid dispatch         -> log, count, Reject (dead-letter queue)
 //	installation  names another installation   -> a confirmed copy to the queue's tail, then

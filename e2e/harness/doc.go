@@ -18,7 +18,8 @@
 //   - NewStack: one isolated installation (database, queue, binary) and
 //     the observations every test makes of it: Daemon, DaemonEnv,
 //     ControlPlane and DaemonWithHealth start daemons; WaitRuns waits for
-//     run states; QueueDepth and Messages read the broker's queues;
+//     run states; QueueDepth and Messages read the broker's queues,
+//     BrokerChannel gives a test a channel of its own on the broker;
 //     MetricsText, Scrape, Metric and WaitMetric read a daemon's /metrics;
 //     QueryInt runs a one-integer query.
 //   - StartProxy: a fault-injecting TCP proxy on a free 127.0.0.1 port in

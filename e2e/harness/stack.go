@@ -16,7 +16,6 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
@@ -108,20 +107,25 @@ func (s *Stack) DB(t testing.TB) *sql.DB {
 	return db
 }
 
+// deleteQueues deletes the stack's queues and exchanges (the shared and
+// dead-letter queues, the route and unrouted exchanges and the queue of
+// each handler of KnownHandlers) from the first broker that answers.
 func (s *Stack) deleteQueues() {
 	for _, u := range s.AMQPURLs {
-		conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
-		if err != nil {
-			continue
-		}
-		ch, err := conn.Channel()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := broker.DeleteTopology(ctx, broker.Config{URLs: []string{u}, Queue: s.Queue, Handlers: KnownHandlers(), DialTimeout: 3 * time.Second})
+		cancel()
 		if err == nil {
-			_, _ = ch.QueueDelete(s.Queue, false, false, false)
-			_, _ = ch.QueueDelete(s.Queue+".dead", false, false, false)
+			return
 		}
-		conn.Close()
-		return
 	}
+}
+
+// KnownHandlers returns the handlers the e2e tests' workers register (the
+// built-ins and testbin's): a worker declares a queue for each (routing by
+// handler), which the stack's cleanup deletes.
+func KnownHandlers() []string {
+	return []string{"noop", "sleep", "fail", "http", "shell", "boom", "special"}
 }
 
 // Env returns the environment that points ffctl at this stack (health

@@ -22,6 +22,13 @@ type ffBuild struct {
 	// fftrigger's -mode tx and many work; without it fftrigger is built
 	// with -tags ffnoclient.
 	HasClient bool
+	// HasForEach says the tree has the workflow language's for_each (issue
+	// 26: core/store/foreach.go), so that its W4e workflow can be applied
+	// and run.
+	HasForEach bool
+	// HasFlow says the tree has flow control (issue 27: core/store/admit.go),
+	// so that the flow variants' workflows can be applied and run.
+	HasFlow bool
 }
 
 // buildTree builds ffctl and fftrigger from the module rooted at tree into
@@ -53,6 +60,10 @@ func buildTree(ctx context.Context, tree, triggerDir, outDir, label string) (ffB
 	}
 	_, err = os.Stat(filepath.Join(tree, "core", "client"))
 	b.HasClient = err == nil
+	_, err = os.Stat(filepath.Join(tree, "core", "store", "foreach.go"))
+	b.HasForEach = err == nil
+	_, err = os.Stat(filepath.Join(tree, "core", "store", "admit.go"))
+	b.HasFlow = err == nil
 	trigger := []string{"build", "-overlay", ov, "-o", b.Trigger, "./ffbenchtrigger"}
 	if !b.HasClient {
 		trigger = slices.Insert(trigger, 1, "-tags", "ffnoclient")

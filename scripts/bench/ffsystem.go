@@ -113,15 +113,16 @@ func (s *ffSystem) jobs() []job {
 	mode := p.FFMode
 	var out []job
 	for _, m := range []string{"all", "separate", modeSeparate64} {
-		out = append(out, job{System: s.sysKey, Workload: "W1", Variant: "daemon " + m,
-			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }})
+		out = append(append(out, job{System: s.sysKey, Workload: "W1", Variant: "daemon " + m,
+			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }}), s.flowW1Jobs(m)...)
 	}
-	return append(append(out,
+	out = append(append(out,
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
-			return s.ff.continuous(ctx, "W2", s.ff.baseDB, mode, p.Continuous)
-		}},
+			return s.ff.continuous(ctx, "W2", s.ff.baseDB, mode, wfOne, p.Continuous)
+		}}), s.flowW2Jobs(mode)...)
+	out = append(append(out,
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + modeAll64, run: func(ctx context.Context, _ int) (sample, error) {
-			return s.ff.continuous(ctx, "W2", s.ff.baseDB, modeAll64, p.Continuous)
+			return s.ff.continuous(ctx, "W2", s.ff.baseDB, modeAll64, wfOne, p.Continuous)
 		}},
 		job{System: s.sysKey, Workload: "W3", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.chain(ctx, mode, p.ChainRuns)
@@ -129,13 +130,27 @@ func (s *ffSystem) jobs() []job {
 		job{System: s.sysKey, Workload: "W4", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.fanOut(ctx, mode)
 		}},
+	), s.forEachJobs()...)
+	return append(append(out,
 		job{System: s.sysKey, Workload: "W5", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
-			return s.ff.continuous(ctx, "W5", s.ff.histDB, mode, p.Continuous)
+			return s.ff.continuous(ctx, "W5", s.ff.histDB, mode, wfOne, p.Continuous)
 		}},
 		job{System: s.sysKey, Workload: "W5", Variant: "buffers", FirstRoundOnly: true, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.buffersCheck(ctx, mode, p.BufferRuns)
 		}},
 	), append(append(s.openJobs(), s.triggerJobs()...), s.retentionJobs()...)...)
+}
+
+// forEachJobs is W4e, for a tree that has for_each (the before column
+// predates it).
+func (s *ffSystem) forEachJobs() []job {
+	if s.ff == nil || !s.ff.build.HasForEach {
+		return nil
+	}
+	mode := s.env.plan.FFMode
+	return []job{{System: s.sysKey, Workload: workloadForEach, Variant: "daemon " + mode, run: func(ctx context.Context, round int) (sample, error) {
+		return s.ff.forEachFanOut(ctx, mode, round)
+	}}}
 }
 
 // retentionJobs is W7 (the current tree only: the earlier one has no
@@ -152,8 +167,14 @@ func (s *ffSystem) retentionJobs() []job {
 
 // burnDown runs W1 with the layout's backlog, sized to drain long enough.
 func (s *ffSystem) burnDown(ctx context.Context, mode string) (sample, error) {
-	n := s.w1N[mode]
-	smp, err := s.env.plan.burnDownSized(&n, func(n int) (sample, error) { return s.ff.burnDown(ctx, mode, n) })
-	s.w1N[mode] = n
+	return s.burnDownWF(ctx, mode, mode, wfOne)
+}
+
+// burnDownWF runs W1 of workflow wf with the backlog kept under key (a
+// layout, or a flow variant: each sized on its own).
+func (s *ffSystem) burnDownWF(ctx context.Context, mode, key, wf string) (sample, error) {
+	n := s.w1N[key]
+	smp, err := s.env.plan.burnDownSized(&n, func(n int) (sample, error) { return s.ff.burnDown(ctx, mode, wf, n) })
+	s.w1N[key] = n
 	return smp, err
 }

@@ -11,7 +11,9 @@ import (
 // store.Trigger; FlowForge has no bulk trigger) before any daemon runs; the
 // clock starts when the daemons of mode are started and stops at the last
 // SUCCEEDED commit. The trigger and the drain are costed separately.
-func (f *flowforge) burnDown(ctx context.Context, mode string, n int) (sample, error) {
+//
+// wf is wfOne, or a flow variant's workflow (flowworkloads.go).
+func (f *flowforge) burnDown(ctx context.Context, mode, wf string, n int) (sample, error) {
 	s := sample{}
 	db, err := f.freshDB(ctx, f.baseDB)
 	if err != nil {
@@ -30,7 +32,7 @@ func (f *flowforge) burnDown(ctx context.Context, mode string, n int) (sample, e
 	if err != nil {
 		return s, err
 	}
-	tr, err := f.trigger(ctx, db, "-mode", "bulk", "-n", strconv.Itoa(n), "-workflow", wfOne)
+	tr, err := f.trigger(ctx, db, "-mode", "bulk", "-n", strconv.Itoa(n), "-workflow", wf)
 	if err != nil {
 		return s, err
 	}
@@ -49,7 +51,7 @@ func (f *flowforge) burnDown(ctx context.Context, mode string, n int) (sample, e
 	if err != nil {
 		return s, err
 	}
-	_, _, last, err := ffRunTimes(ctx, pool, wfOne, time.Time{}, time.Time{})
+	_, _, last, err := ffRunTimes(ctx, pool, wf, time.Time{}, time.Time{})
 	if err != nil {
 		return s, err
 	}
@@ -82,15 +84,16 @@ func sumCPU(u map[string]daemonUsage) float64 {
 // continuous is W2 (template baseDB) and W5 (template histDB): 8
 // closed-loop triggerers for dur against running daemons; runs/s and the
 // latencies are those of the runs triggered and SUCCEEDED inside the
-// window (the daemons are stopped at its end).
-func (f *flowforge) continuous(ctx context.Context, workload, template, mode string, dur time.Duration) (sample, error) {
+// window (the daemons are stopped at its end). wf is wfOne, or a flow
+// variant's workflow (flowworkloads.go).
+func (f *flowforge) continuous(ctx context.Context, workload, template, mode, wf string, dur time.Duration) (sample, error) {
 	return f.onFreshRun(ctx, template, mode, func(run *ffRun) (sample, error) {
 		s := sample{}
 		t0, err := dbNow(ctx, run.pool)
 		if err != nil {
 			return s, err
 		}
-		tr, err := f.trigger(ctx, run.db, "-mode", "loop", "-loops", "8", "-duration", dur.String(), "-workflow", wfOne)
+		tr, err := f.trigger(ctx, run.db, "-mode", "loop", "-loops", "8", "-duration", dur.String(), "-workflow", wf)
 		if err != nil {
 			return s, err
 		}
@@ -101,7 +104,7 @@ func (f *flowforge) continuous(ctx context.Context, workload, template, mode str
 		if err := run.d.failed(); err != nil {
 			return s, err
 		}
-		committed, stamped, _, err := ffRunTimes(ctx, run.pool, wfOne, t0, t1)
+		committed, stamped, _, err := ffRunTimes(ctx, run.pool, wf, t0, t1)
 		if err != nil {
 			return s, err
 		}
@@ -129,16 +132,58 @@ func (f *flowforge) chain(ctx context.Context, mode string, runs int) (sample, e
 // trigger → SUCCEEDED committed.
 func (f *flowforge) fanOut(ctx context.Context, mode string) (sample, error) {
 	return f.onFreshRun(ctx, f.baseDB, mode, func(run *ffRun) (sample, error) {
-		if _, err := f.trigger(ctx, run.db, "-mode", "bulk", "-n", "1", "-loops", "1", "-workflow", wfFan); err != nil {
+		wall, err := run.oneRun(ctx, wfFan)
+		if err != nil {
 			return sample{}, err
 		}
-		if err := ffWaitSettled(ctx, run.pool, 5*time.Minute, run.d.failed); err != nil {
-			return sample{}, err
-		}
-		committed, _, _, err := ffRunTimes(ctx, run.pool, wfFan, time.Time{}, time.Time{})
-		if err != nil || len(committed) != 1 {
-			return sample{}, fmt.Errorf("fan-out run: %d SUCCEEDED runs: %w", len(committed), err)
-		}
-		return sample{Metrics: map[string]float64{metricWallS: committed[0] / 1000}}, nil
+		return sample{Metrics: map[string]float64{metricWallS: wall}}, nil
 	})
+}
+
+// forEachFanOut is W4e: one run of a for_each over forEachWidth elements
+// and a join (wfForEach), wall time trigger → SUCCEEDED committed; and, on
+// the same daemons in the same job, one run of W4's static fan-out
+// (wfFan), so that the ratio of the two (metricOverStatic) is paired: what
+// the scheduler's expansion and join cost over a fan-out declared in the
+// file. The two runs take turns going first (odd rounds the static one),
+// so that neither always has the warmer caches.
+func (f *flowforge) forEachFanOut(ctx context.Context, mode string, round int) (sample, error) {
+	return f.onFreshRun(ctx, f.baseDB, mode, func(run *ffRun) (sample, error) {
+		order := []string{wfFan, wfForEach}
+		if round%2 == 0 {
+			order = []string{wfForEach, wfFan}
+		}
+		wall := map[string]float64{}
+		for _, wf := range order {
+			w, err := run.oneRun(ctx, wf)
+			if err != nil {
+				return sample{}, err
+			}
+			wall[wf] = w
+		}
+		return sample{Metrics: map[string]float64{
+			metricWallS: wall[wfForEach], metricStaticWallS: wall[wfFan], metricOverStatic: wall[wfForEach] / wall[wfFan],
+		}}, nil
+	})
+}
+
+// oneRun triggers one run of workflow wf on run's daemons, waits for every
+// run of the database to settle SUCCEEDED, and returns that run's wall
+// time, trigger → SUCCEEDED committed, in s (the database has no other run
+// of wf).
+func (run *ffRun) oneRun(ctx context.Context, wf string) (float64, error) {
+	if _, err := run.f.trigger(ctx, run.db, "-mode", "bulk", "-n", "1", "-loops", "1", "-workflow", wf); err != nil {
+		return 0, err
+	}
+	if err := ffWaitSettled(ctx, run.pool, 5*time.Minute, run.d.failed); err != nil {
+		return 0, err
+	}
+	committed, _, _, err := ffRunTimes(ctx, run.pool, wf, time.Time{}, time.Time{})
+	if err != nil {
+		return 0, err
+	}
+	if len(committed) != 1 {
+		return 0, fmt.Errorf("%s: %d SUCCEEDED runs, want 1", wf, len(committed))
+	}
+	return committed[0] / 1000, nil
 }

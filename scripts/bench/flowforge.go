@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,9 @@ const (
 	wfOne   = "bench-one"   // one noop task: W1, W2, W5
 	wfChain = "bench-chain" // chainSteps noop tasks in a line: W3
 	wfFan   = "bench-fan"   // fanWidth parallel noop tasks and a join: W4
+	// wfForEach is a for_each noop task over forEachWidth elements and a
+	// join: W4e (trees with for_each only, ffBuild.HasForEach).
+	wfForEach = "bench-foreach"
 )
 
 // chainSteps is W3's chain length; fanWidth W4's parallel tasks. The join
@@ -31,8 +35,15 @@ const (
 	fanWidth   = 999
 )
 
-// workflowFiles returns the YAML of the benchmark's workflows by name.
-func workflowFiles() map[string]string {
+// forEachWidth is W4e's elements: a for_each's elements are task runs the
+// scheduler makes, not tasks the file declares, so core.MaxTasks does not
+// cap them (max_items does, 10,000 by default).
+const forEachWidth = 1000
+
+// workflowFiles returns the YAML of the benchmark's workflows by name;
+// with forEach, W4e's too (a tree without for_each refuses its file); with
+// flow, the flow variants' (a tree without flow control refuses theirs).
+func workflowFiles(forEach, flow bool) map[string]string {
 	var chain, fan strings.Builder
 	fmt.Fprintf(&chain, "name: %s\ntasks:\n", wfChain)
 	for i := 1; i <= chainSteps; i++ {
@@ -49,11 +60,33 @@ func workflowFiles() map[string]string {
 		fmt.Fprintf(&fan, "  - {name: p%d, handler: noop}\n", i)
 	}
 	fmt.Fprintf(&fan, "  - {name: join, handler: noop, depends_on: [%s]}\n", strings.Join(deps, ", "))
-	return map[string]string{
+	files := map[string]string{
 		wfOne:   fmt.Sprintf("name: %s\ntasks:\n  - {name: t, handler: noop}\n", wfOne),
 		wfChain: chain.String(),
 		wfFan:   fan.String(),
 	}
+	if forEach {
+		files[wfForEach] = forEachFile()
+	}
+	if flow {
+		for name, src := range flowFiles() {
+			files[name] = src
+		}
+	}
+	return files
+}
+
+// forEachFile is W4e's workflow: split, a noop for_each task over a
+// literal list of forEachWidth integers (evaluated when the scheduler
+// expands it, as a list from params or an upstream result would be), and
+// join below it.
+func forEachFile() string {
+	items := make([]string, forEachWidth)
+	for i := range items {
+		items[i] = strconv.Itoa(i)
+	}
+	return fmt.Sprintf("name: %s\ntasks:\n  - {name: split, handler: noop, for_each: \"[%s]\"}\n  - {name: join, handler: noop, depends_on: [split]}\n",
+		wfForEach, strings.Join(items, ", "))
 }
 
 // flowforge is one FlowForge build under test on the private servers.
@@ -86,7 +119,7 @@ func (f *flowforge) setup(ctx context.Context) error {
 	if _, err := f.ffctl(ctx, f.baseURL, "migrate"); err != nil {
 		return err
 	}
-	for name, yaml := range workflowFiles() {
+	for name, yaml := range workflowFiles(f.build.HasForEach, f.build.HasFlow) {
 		path := filepath.Join(f.dir, name+".yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 			return fmt.Errorf("%s: %w", f.build.Label, err)

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/flowforge/flowforge/core"
 )
 
 func TestParseWaldumpCommits(t *testing.T) {
@@ -59,7 +62,23 @@ func TestCopyStatement(t *testing.T) {
 }
 
 func TestWorkflowFiles(t *testing.T) {
-	w := workflowFiles()
+	if _, ok := workflowFiles(false, false)[wfForEach]; ok {
+		t.Errorf("a tree without for_each is given W4e's workflow")
+	}
+	w := workflowFiles(true, true)
+	for name, src := range w {
+		if _, err := core.ParseDefinition([]byte(src)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	def, err := core.ParseDefinition([]byte(w[wfForEach]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(def.Tasks) != 2 || def.Tasks[0].ForEach == "" || !strings.HasPrefix(def.Tasks[0].ForEach, "[0, 1, 2") ||
+		!strings.HasSuffix(def.Tasks[0].ForEach, fmt.Sprintf(", %d]", forEachWidth-1)) || def.Tasks[1].Name != "join" {
+		t.Errorf("W4e's workflow: %+v", def.Tasks)
+	}
 	if n := strings.Count(w[wfChain], "handler: noop"); n != chainSteps {
 		t.Errorf("chain has %d tasks, want %d", n, chainSteps)
 	}

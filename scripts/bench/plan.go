@@ -62,10 +62,13 @@ func planFor(quick bool) plan {
 }
 
 // workloadIDs are the workloads -only can name: W1…W7, W2o (W2's open
-// loop) and C (the ceilings).
+// loop), W4e (W4 through a for_each) and C (the ceilings).
 func workloadIDs() []string {
-	return []string{"W1", "W2", workloadOpen, "W3", "W4", "W5", "W6", "W7", "C"}
+	return []string{"W1", "W2", workloadOpen, "W3", "W4", workloadForEach, "W5", "W6", "W7", "C"}
 }
+
+// workloadForEach is W4's fan-out made by a for_each (ffworkloads.go).
+const workloadForEach = "W4e"
 
 // workloadOpen is W2's open loop: a fixed offered rate (see openworkloads.go).
 const workloadOpen = "W2o"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -180,6 +181,34 @@ func TestTheW1SeparateDefaultsRows(t *testing.T) {
 		}
 		if math.Abs(float64(got)-want.ratio) > 1e-9 {
 			t.Errorf("%s: ratio %v, want %v", label, got, want.ratio)
+		}
+	}
+}
+
+// TestTheW4eRows: the for_each row puts FlowForge's W4e beside River's W4
+// (FF÷River), and the paired row shows W4e's own ratio to the static
+// fan-out; the before column and the peers say why they have none.
+func TestTheW4eRows(t *testing.T) {
+	samples := []sample{
+		{System: sysFF, Workload: workloadForEach, Variant: "daemon all", Round: 1,
+			Metrics: map[string]float64{metricWallS: 1.5, metricStaticWallS: 1.0, metricOverStatic: 1.5}},
+		{System: sysRiver, Workload: "W4", Variant: varRiverBench, Round: 1, Metrics: map[string]float64{metricWallS: 0.5}},
+	}
+	byLabel := map[string]row{}
+	for _, r := range computeRows(tableRows(planFor(false)), samples, nil) {
+		byLabel[r.Label] = r
+	}
+	wall, ok := byLabel[fmt.Sprintf("W4e for_each %d + join (River: its W4 static fan-out), s", forEachWidth)]
+	if !ok || float64(wall.Cells[sysFF].Summary.Median) != 1.5 || math.Abs(float64(wall.FFRiver)-3) > 1e-9 {
+		t.Errorf("W4e row: %+v, want FlowForge 1.5 s and FF÷River 3", wall)
+	}
+	paired, ok := byLabel[fmt.Sprintf("W4e for_each %d ÷ W4 static fan-out %d, same daemons, paired", forEachWidth, fanWidth)]
+	if !ok || float64(paired.Cells[sysFF].Summary.Median) != 1.5 {
+		t.Errorf("W4e ÷ W4 row: %+v, want 1.5", paired)
+	}
+	for _, r := range []row{wall, paired} {
+		if c := r.Cells[sysFFBefore]; c.NA != naNoForEach {
+			t.Errorf("%s: before column %+v, want %q", r.Label, c, naNoForEach)
 		}
 	}
 }

@@ -134,7 +134,7 @@ func (f *flowforge) afterPruning(ctx context.Context, mode string, dur time.Dura
 	var runs, p50, dash [2][]float64
 	for range w7Pairs {
 		for i, template := range []string{f.baseDB, f.prunedDB()} {
-			w, err := f.continuous(ctx, "W7", template, mode, dur)
+			w, err := f.continuous(ctx, "W7", template, mode, wfOne, dur)
 			if err != nil {
 				return s, err
 			}

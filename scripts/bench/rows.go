@@ -43,6 +43,7 @@ const (
 	naCeleryDAG     = "chains and chords need a result backend"
 	naCeiling       = "see the ceiling rows"
 	naNotCosted     = "FlowForge's cost only"
+	naNoForEach     = "no for_each before issue 26"
 )
 
 // tableRows are the lines of the table, in order.
@@ -91,6 +92,9 @@ func tableRows(p plan) []rowSpec {
 		{Label: "W1 peak worker RSS, --concurrency 64, MiB", Metric: metricWorkerRSS,
 			Cells: map[string]pick{sysFF: pickOf("W1", "daemon "+modeSeparate64), sysFFBefore: pickOf("W1", "daemon "+modeSeparate64)},
 			NA:    map[string]string{sysRiver: "-", sysCelery: "-", sysCeiling: "-"}},
+	}
+	rows = append(rows, flowRows(p, "W1")...)
+	rows = append(rows, []rowSpec{
 		{Label: "W2 continuous, runs/s", Metric: metricRunsPerS, HigherBetter: true,
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench), sysCelery: pickOf("W2", varCelery)}),
 			NA:    map[string]string{sysCeiling: naCeiling}},
@@ -100,7 +104,7 @@ func tableRows(p plan) []rowSpec {
 		{Label: "W2 · worker --concurrency 64, p50 trigger→completion committed, ms", Metric: metricP50,
 			Cells: ffPicks("W2", modeAll64, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: naCeleryLatency, sysCeiling: "-"}},
-	}
+	}...)
 	for _, l := range []struct{ label, metric, na string }{
 		{"W2 p50 trigger→completion committed, ms", metricP50, naCeleryLatency},
 		{"W2 p99 trigger→completion committed, ms", metricP99, naCeleryLatency},
@@ -111,7 +115,7 @@ func tableRows(p plan) []rowSpec {
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
 	}
-	return append(append(append(append(rows, openRows(p)...), dagRows(p)...), triggerRows()...), retentionRows(p)...)
+	return append(append(append(append(append(rows, flowRows(p, "W2")...), openRows(p)...), dagRows(p)...), triggerRows()...), retentionRows(p)...)
 }
 
 func dagRows(p plan) []rowSpec {
@@ -124,6 +128,15 @@ func dagRows(p plan) []rowSpec {
 		{Label: fmt.Sprintf("W3 chain of %d, p50 ms", chainSteps), Metric: metricP50, Cells: river("W3"), NA: na},
 		{Label: fmt.Sprintf("W3 chain of %d, p99 ms", chainSteps), Metric: metricP99, Cells: river("W3"), NA: na},
 		{Label: fmt.Sprintf("W4 fan-out %d + join, s", fanWidth), Metric: metricWallS, Cells: river("W4"), NA: na},
+		// W4e: no peer has for_each; River's cell is its W4 (the nearest it
+		// has: fanWidth jobs and a join), so that FF÷River compares the
+		// for_each with River's static fan-out.
+		{Label: fmt.Sprintf("W4e for_each %d + join (River: its W4 static fan-out), s", forEachWidth), Metric: metricWallS,
+			Cells: map[string]pick{sysFF: pickOf(workloadForEach, "daemon "+mode), sysRiver: pickOf("W4", varRiverBench)},
+			NA:    map[string]string{sysFFBefore: naNoForEach, sysCelery: "no for_each; " + naCeleryDAG, sysCeiling: "-"}},
+		{Label: fmt.Sprintf("W4e for_each %d ÷ W4 static fan-out %d, same daemons, paired", forEachWidth, fanWidth), Metric: metricOverStatic,
+			Cells: map[string]pick{sysFF: pickOf(workloadForEach, "daemon "+mode)},
+			NA:    map[string]string{sysFFBefore: naNoForEach, sysRiver: "no for_each", sysCelery: "no for_each", sysCeiling: "-"}},
 		{Label: "W5 history, runs/s", Metric: metricRunsPerS, HigherBetter: true, Cells: river("W5"),
 			NA: map[string]string{sysCelery: "no history: Celery keeps none", sysCeiling: "-"}},
 		{Label: "W5 history, p50 ms", Metric: metricP50, Cells: river("W5"), NA: map[string]string{sysCelery: naCeleryLatency, sysCeiling: "-"}},
@@ -156,10 +169,12 @@ func methodNotes(p plan) []string {
 		"Latency is read on the database clock: from the row's created_at (now() of the trigger's/insert's transaction) to the commit time of the transaction that completed it (pg_xact_commit_timestamp(xmin), track_commit_timestamp=on) — 'committed' — or to the completion's own stamp (FlowForge finished_at, River finalized_at) — 'stamp'. FlowForge's SUCCEEDED committed compares with River's completion committed.",
 		"W1: the backlog is created before any consumer runs; the clock runs from starting the consumers to the last completion's commit. FlowForge has no bulk trigger: its backlog is created by 8 concurrent store.Trigger calls (not timed).",
 		fmt.Sprintf("W4: core.MaxTasks (1000) caps a workflow, so the fan-out is %d tasks and a join. River has no DAG: a chain step completes its job and inserts the next in one transaction (JobCompleteTx); the fan-out's join is inserted by the last of the %d jobs to finish (a counter row updated in the completing transaction).", fanWidth, fanWidth),
+		fmt.Sprintf("W4e: one run of a noop for_each task over a literal list of %d integers and a join below it (%d task runs: the scheduler's pass makes the elements READY with their dispatches in one transaction, and ends the for_each task once they have all succeeded, before the join is promoted); wall time trigger → SUCCEEDED committed. The job also runs W4's static fan-out (%d tasks and a join) on the same daemons, the two runs taking turns going first, and the ratio row is the for_each's wall time over that one's, round by round. No peer has for_each: River's cell is its W4, a static fan-out, and FF÷River compares the two.", forEachWidth, forEachWidth+2, fanWidth),
 		"W5: W2 on a clone (CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY) of a database holding the history; the buffers rows compare shared_blks_hit+read per call of every statement of a fixed serial workload (single-task runs one at a time) on a fresh clone and on the history clone: the worst ratio and the largest growth. A few buffers more per call is each B-tree one level deeper (logarithmic); a statement that scanned history would touch thousands more.",
 		"W7: W2 and the dashboard refresh (the reads of ffctl tui, 200 times) on a clone of a database whose backdated history (2,000,000 finished runs; quick: 200,000) the pruner deleted, then VACUUM ANALYZE (not FULL), against a clone of a fresh database, alternated three times; ratios of the medians, pruned ÷ fresh.",
 		"W2/W5: 8 closed loops, each waiting for its trigger (FlowForge store.Trigger, River InsertTx + commit) to commit, never for the run; runs/s and percentiles are of the runs triggered and completed inside the window (a backlog left at its end is not waited for). A system slower than its triggerers queues, and its latency is then mostly queueing.",
 		fmt.Sprintf("W2o open loop: single-task runs triggered at %g a second for %.0f s on a fixed schedule (trigger i due i/rate after the start, issued by the first of %d triggerers free; one that is late is recorded as lag, never skipped), then up to %.0f s for the system to finish them. FlowForge: fftrigger's store.Trigger against separate daemons at the tree's defaults; River: InsertTx + commit, its default fetch settings, MaxWorkers 2000. Triggers issued/s = n ÷ (the last one's issue time + one interval). Runs/s: completions committed inside the window (from the first run's created_at) per second of it; the percentiles are of every triggered run, created_at → completion committed, a run still open at the end counted with its age then (a lower bound; the finished row says whether any was).", p.OpenRate, p.OpenWindow.Seconds(), openTriggerers, p.OpenDrain.Seconds()),
+		flowNote(p),
 		w6Note(p),
 		"W5 history: 1,000,000 copies of a real finished run (all its rows: run, task run, events, outbox row), spread over the last 20 h, built once with the before column's build and migrated with the current ffctl for the current column (both leave the same 10 rows per run); River's is 1,000,000 completed jobs over the same 20 h (inside its 24 h retention, so its cleaner stays idle).",
 		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default; '" + varRiverMW100 + "' (W1 only) the same fetch settings with MaxWorkers 100. The W1 rows 'separate daemons (defaults) ÷ …' put FlowForge's separate layout at the tree's defaults beside River at its benchmark settings, beside River at MaxWorkers 100 and default fetch, and beside the publish+consume ceiling (FF÷River, FF÷ceiling).",

@@ -26,7 +26,7 @@ const (
 	metricP99          = "p99_ms"             //
 	metricStampP50     = "stamp_p50_ms"       // W2, W5: trigger → the completion's own timestamp
 	metricStampP99     = "stamp_p99_ms"       //
-	metricWallS        = "wall_s"             // W4: trigger → SUCCEEDED committed
+	metricWallS        = "wall_s"             // W4, W4e: trigger → SUCCEEDED committed
 	metricOpsPerS      = "ops_per_s"          // ceilings
 	metricBufRatioMax  = "buffers_ratio_max"  // W5 check: worst history/fresh buffers per call
 	metricBufGrowthMax = "buffers_growth_max" // W5 check: largest history−fresh buffers per call
@@ -53,4 +53,9 @@ const (
 	// the main one has the rest.
 	metricDrainPgCPU   = "drain_pg_cpu_ms_per_task"
 	metricDrainCommits = "drain_commits_per_task"
+	// metricStaticWallS is, in W4e's sample, the wall time of W4's static
+	// fan-out run on the same daemons in the same job, in s;
+	// metricOverStatic the for_each's wall time over it.
+	metricStaticWallS = "static_wall_s"
+	metricOverStatic  = "over_static"
 )

@@ -65,6 +65,7 @@ func runAll(ctx context.Context, env *benchEnv) (results, error) {
 		return res, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
 	res.Samples = runSteps(ctx, env, schedule(env.plan.Rounds, keys, jobs))
+	addFlowRatios(res.Samples)
 	res.Rows = computeRows(tableRows(env.plan), res.Samples, unavailable)
 	res.Notes = methodNotes(env.plan)
 	return res, ctx.Err()

@@ -4,6 +4,7 @@
 package brokertest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"os"
@@ -38,24 +39,27 @@ func URL(t testing.TB) string {
 	return u
 }
 
+// Handlers returns the handler names that workers in this repository's package
+// tests register: Queue's cleanup deletes their queues (routing by handler:
+// a worker declares a queue per handler, see broker.HandlerQueue). A test
+// registering another name leaves its handler queue behind.
+func Handlers() []string {
+	return []string{"noop", "sleep", "fail", "http", "shell", "ok", "count", "block", "stubborn", "hold", "flaky", "echo", "boom"}
+}
+
 // Queue returns a fresh dispatch queue name ("fftest." and 10 hex
-// digits); the queue and its dead-letter queue are deleted from the
-// broker at url in t.Cleanup (quietly: a queue never declared is fine).
+// digits); the queue, its dead-letter queue, its exchanges and the queues
+// of Handlers() are deleted from the broker at url in t.Cleanup (quietly: a
+// queue never declared is fine).
 func Queue(t testing.TB, url string) string {
 	t.Helper()
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
 	q := "fftest." + hex.EncodeToString(b)
 	t.Cleanup(func() {
-		conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		if ch, err := conn.Channel(); err == nil {
-			_, _ = ch.QueueDelete(q, false, false, false)
-			_, _ = ch.QueueDelete(broker.DeadLetterQueue(q), false, false, false)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteTopology(ctx, broker.Config{URLs: []string{url}, Queue: q, Handlers: Handlers()})
 	})
 	return q
 }

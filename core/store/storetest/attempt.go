@@ -84,3 +84,16 @@ func FinishReady(t testing.TB, s *store.Store, run uuid.UUID, req store.FinishRe
 	}
 	return r.Ended()
 }
+
+// Advance makes one scheduler pass over every open run (store.Advance, as
+// "test-scheduler"), failing the test on an error: it promotes what is
+// due, starts the tasks the scheduler holds (a wait_for's wait, a sleep, a
+// child run) and settles the runs that have ended.
+func Advance(t testing.TB, s *store.Store) store.AdvanceResult {
+	t.Helper()
+	res, err := s.Advance(context.Background(), nil, 1000, "test-scheduler")
+	if err != nil {
+		t.Fatalf("scheduler pass: %v", err)
+	}
+	return res
+}

@@ -1,0 +1,139 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+func TestParseDefinitionRefusesBadFlowControl(t *testing.T) {
+	t.Parallel()
+	head := "name: w\ntasks:\n"
+	for _, tc := range []struct{ task, err string }{
+		{"{name: a, handler: h, concurrency: {key: \"'c-' + params.c\", limit: 5}}", ""},
+		{"{name: a, handler: h, concurrency: {key: stripe-api, limit: 1}}", ""},
+		{"{name: a, handler: h, concurrency: {key: tenant, limit: 100000}}", ""},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 100, per: 1m}}", ""},
+		{"{name: a, handler: h, for_each: '[1, 2]', concurrency: {key: k, limit: 2}}", ""},
+		{"{name: a, handler: h, concurrency: {key: k, limit: 0}}", "concurrency.limit must be between 1 and 100000, got 0"},
+		{"{name: a, handler: h, concurrency: {key: k, limit: 100001}}", "concurrency.limit must be between 1 and 100000"},
+		{"{name: a, handler: h, concurrency: {key: '', limit: 1}}", "concurrency.key: the key is empty"},
+		{"{name: a, handler: h, concurrency: {key: 'a b', limit: 1}}", "concurrency.key: expression does not compile"},
+		{"{name: a, handler: h, concurrency: {key: 'upstream.x.id', limit: 1}}", `concurrency.key: expression does not compile: 1:9: upstream "x" is not a task this one depends on`},
+		{"{name: a, handler: h, concurrency: {key: '[1]', limit: 1}}", "want string (or int)"},
+		{`{name: a, handler: h, concurrency: {key: '"a\u0000b"', limit: 1}}`, "concurrency.key: the key holds invalid UTF-8 or a NUL character"},
+		{"{name: a, handler: h, concurrency: {key: k, limit: 1, strategy: queue}}", `unknown field "strategy"`},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 0, per: 1m}}", "rate_limit.limit must be between 1 and 10000, got 0"},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 10001, per: 1m}}", "rate_limit.limit must be between 1 and 10000"},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 5}}", "rate_limit.per must be between 100ms and 24h0m0s, got 0s"},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 5, per: 2d}}", "rate_limit.per must be between 100ms and 24h0m0s, got 48h0m0s"},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 5, per: soon}}", `unparseable duration "soon"`},
+		{"{name: a, sleep: {for: 1s}, concurrency: {key: k, limit: 1}}", "a sleep task runs no handler: concurrency and rate_limit apply to tasks that do"},
+		{"{name: a, wait_for: {event: e}, rate_limit: {key: k, limit: 1, per: 1s}}", "a wait task runs no handler"},
+		{"{name: a, handler: h, priority: 4}", ""},
+		{"{name: a, handler: h, priority: 0}", "priority must be between 1 (lowest) and 4 (highest), got 0"},
+		{"{name: a, handler: h, priority: 5}", "priority must be between 1 (lowest) and 4 (highest), got 5"},
+		{"{name: a, handler: h, priority: high}", "cannot unmarshal"},
+		{"{name: a, sleep: {for: 1s}, priority: 3}", "a sleep task runs no handler: priority applies to tasks that do"},
+	} {
+		_, err := core.ParseDefinition([]byte(head + "  - " + tc.task + "\n"))
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want it accepted", tc.task, err)
+			}
+			continue
+		}
+		if !errors.Is(err, core.ErrBadWorkflow) || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s:\n got %v\nwant ErrBadWorkflow containing %q", tc.task, err, tc.err)
+		}
+	}
+}
+
+func TestFlowKeysAreEvaluatedOverTheRunsParams(t *testing.T) {
+	t.Parallel()
+	def, err := core.ParseDefinition([]byte(`name: w
+tasks:
+  - {name: a, handler: h, concurrency: {key: "'customer-' + params.customer", limit: 5}, rate_limit: {key: stripe-api, limit: 100, per: 1m}}
+  - {name: b, handler: h, concurrency: {key: "params.n", limit: 2}, depends_on: [a]}
+  - {name: c, handler: h, depends_on: [a]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := core.NewFlowPrograms(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys, err := f.Eval(ctx, json.RawMessage(`{"customer": "42", "n": 7}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"customer-42", "7", ""}; !slices.Equal(keys.Concurrency, want) {
+		t.Errorf("concurrency keys %q, want %q", keys.Concurrency, want)
+	}
+	if want := []string{"stripe-api", "", ""}; !slices.Equal(keys.Rate, want) {
+		t.Errorf("rate keys %q, want %q", keys.Rate, want)
+	}
+	for _, tc := range []struct{ params, err string }{
+		{`{"n": 1}`, `task "a": concurrency.key`},
+		{`{"customer": "42", "n": 1.5}`, `task "b": concurrency.key`},
+		{`{"customer": "42", "n": ""}`, `task "b": concurrency.key: bad flow-control key: params.n gives "": the key is empty`},
+		{`{"customer": "` + strings.Repeat("x", 300) + `", "n": 1}`, "longer than the limit of 256"},
+	} {
+		_, err := f.Eval(ctx, json.RawMessage(tc.params))
+		if !errors.Is(err, core.ErrBadParams) || !errors.Is(err, core.ErrBadFlowKey) || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: got %v, want ErrBadParams and ErrBadFlowKey containing %q", tc.params, err, tc.err)
+		}
+	}
+	var none *core.FlowPrograms
+	if k, err := none.Eval(ctx, json.RawMessage(`{}`)); err != nil || k.Concurrency != nil {
+		t.Errorf("a definition without flow control: %+v, %v; want the zero FlowKeys", k, err)
+	}
+}
+
+func TestParseDefinitionChecksRunLevelConcurrency(t *testing.T) {
+	t.Parallel()
+	tasks := "tasks:\n  - {name: a, handler: h}\n"
+	for _, tc := range []struct{ block, err string }{
+		{"concurrency: {key: params.tenant, limit: 2}", ""},
+		{"concurrency: {key: params.tenant, limit: 2, strategy: queue}", ""},
+		{"concurrency: {key: deploys, limit: 1, strategy: cancel-in-progress}", ""},
+		{"concurrency: {key: params.tenant, limit: 1, strategy: cancel-newest}", ""},
+		{"concurrency: {key: params.tenant, limit: 2, strategy: drop}", `concurrency: strategy must be queue, cancel-newest or cancel-in-progress, got "drop"`},
+		{"concurrency: {key: params.tenant, limit: 0}", "concurrency: limit must be between 1 and 100000, got 0"},
+		{"concurrency: {key: 'a b', limit: 1}", "concurrency: key: expression does not compile"},
+		{"concurrency: {key: params.tenant, limit: 1, per: 1s}", `unknown field "per"`},
+	} {
+		d, err := core.ParseDefinition([]byte("name: w\n" + tc.block + "\n" + tasks))
+		if tc.err == "" {
+			if err != nil || !d.UsesFlowControl() {
+				t.Errorf("%s: %v, want it accepted as flow control", tc.block, err)
+			}
+			continue
+		}
+		if !errors.Is(err, core.ErrBadWorkflow) || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s:\n got %v\nwant ErrBadWorkflow containing %q", tc.block, err, tc.err)
+		}
+	}
+	d, err := core.ParseDefinition([]byte("name: w\nconcurrency: {key: \"'t-' + params.tenant\", limit: 2}\n" + tasks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := core.NewFlowPrograms(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := f.Eval(context.Background(), json.RawMessage(`{"tenant": "acme"}`))
+	if err != nil || k.Run != "t-acme" {
+		t.Fatalf("run key %q, %v; want t-acme", k.Run, err)
+	}
+	if _, err := f.Eval(context.Background(), json.RawMessage(`{}`)); !errors.Is(err, core.ErrBadParams) || !strings.Contains(err.Error(), "concurrency.key") {
+		t.Fatalf("a run without the key's param: %v, want ErrBadParams naming concurrency.key", err)
+	}
+}

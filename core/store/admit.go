@@ -1,0 +1,486 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+)
+
+// Flow control's admission (issue 27; migration 00018 says what the
+// columns hold). A task run with a concurrency key or a rate limit is made
+// READY by whatever statement promotes it (the trigger for a plain root)
+// with flow_wait set and no outbox row; Admit dispatches it when its key
+// has room.
+
+// flowWait is what a task run made READY waits for first: its concurrency
+// slot, else its rate limit, else nothing (NULL: dispatched at once, as
+// without flow control); one constant per alias the statements give the
+// task run (t, c, p).
+const (
+	flowWaitT = `CASE WHEN t.concurrency_key IS NOT NULL THEN 'concurrency' WHEN t.rate_key IS NOT NULL THEN 'rate' END`
+	flowWaitC = `CASE WHEN c.concurrency_key IS NOT NULL THEN 'concurrency' WHEN c.rate_key IS NOT NULL THEN 'rate' END`
+	flowWaitP = `CASE WHEN p.concurrency_key IS NOT NULL THEN 'concurrency' WHEN p.rate_key IS NOT NULL THEN 'rate' END`
+)
+
+// rateWindow is the window a rate limit counts starts over, for the
+// period per_ms: the period plus a guard of 1 % of it (at most 250 ms), so
+// that handler starts, which follow their admission by the dispatch's
+// latency, also keep to the limit while that latency varies by less than
+// the guard. One constant per alias (l, f).
+const (
+	rateWindowL = `((l.per_ms + least(l.per_ms / 100, 250)) * interval '1 millisecond')`
+	rateWindowF = `((f.per_ms + least(f.per_ms / 100, 250)) * interval '1 millisecond')`
+)
+
+// PriorityAging is how long a waiter waits to gain a priority level: the
+// admission orders a key's waiters by their priority plus one level per
+// PriorityAging waited (at most core.PriorityMax), then oldest first. So a
+// priority-1 task waits at most three PriorityAgings behind a stream of
+// priority-4 tasks before it competes with them as an equal, and then,
+// being older, goes first: no priority starves another.
+const PriorityAging = time.Minute
+
+// priorityLevels are the levels the admission scans, one index probe
+// each: the oldest waiters of each level are the candidates (within a
+// level, an older waiter has aged at least as much as a newer one).
+const priorityLevels = `1, 4`
+
+// agedPriority is a candidate c's priority with its aging
+// (PriorityAging: 60 s).
+const agedPriority = `least(4, c.priority + floor(extract(epoch FROM now() - c.ready_at) / 60))`
+
+// AdmitKeysMax bounds the keys of each kind one Admit round serves; the
+// keys past it are served by the next rounds (AdmitResult.Next).
+const AdmitKeysMax = 1000
+
+// qWaitingKeys finds, in key order after $1, up to $2 keys of each kind
+// that task runs wait for (a loose scan of the waiting indexes: one probe
+// per key, whatever the number of waiters), and records each key in
+// flow_limits with the definition's limit of its first waiter (the highest
+// priority, then the oldest: a key shared by definitions with different
+// limits takes that one's; an operator's limit, operator_limit, wins over
+// both). A waiting run's key takes its oldest waiter's.
+const qWaitingKeys = `
+WITH RECURSIVE ck AS (
+    (SELECT t.concurrency_key AS key FROM task_runs t
+      WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key > $1::text
+      ORDER BY t.concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.concurrency_key FROM task_runs t
+             WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key > ck.key
+             ORDER BY t.concurrency_key LIMIT 1)
+      FROM ck WHERE ck.key IS NOT NULL
+), rk AS (
+    (SELECT t.rate_key AS key FROM task_runs t
+      WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key > $1::text
+      ORDER BY t.rate_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.rate_key FROM task_runs t
+             WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key > rk.key
+             ORDER BY t.rate_key LIMIT 1)
+      FROM rk WHERE rk.key IS NOT NULL
+), uk AS (
+    (SELECT r.concurrency_key AS key FROM workflow_runs r
+      WHERE r.run_wait AND r.finished_at IS NULL AND r.concurrency_key > $1::text
+      ORDER BY r.concurrency_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.concurrency_key FROM workflow_runs r
+             WHERE r.run_wait AND r.finished_at IS NULL AND r.concurrency_key > uk.key
+             ORDER BY r.concurrency_key LIMIT 1)
+      FROM uk WHERE uk.key IS NOT NULL
+), keys AS (
+    SELECT 'run' AS kind, u.key, d.lim, NULL::bigint AS per_ms
+      FROM (SELECT key FROM uk WHERE key IS NOT NULL LIMIT $2) u CROSS JOIN LATERAL (
+               SELECT r.concurrency_limit AS lim FROM workflow_runs r
+                WHERE r.run_wait AND r.finished_at IS NULL AND r.concurrency_key = u.key
+                ORDER BY r.created_at LIMIT 1) d
+    UNION ALL
+    SELECT 'concurrency' AS kind, c.key, d.lim, NULL::bigint AS per_ms
+      FROM (SELECT key FROM ck WHERE key IS NOT NULL LIMIT $2) c CROSS JOIN LATERAL (
+               SELECT t.concurrency_limit AS lim FROM task_runs t
+                WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key = c.key
+                ORDER BY t.priority DESC, t.ready_at LIMIT 1) d
+    UNION ALL
+    SELECT 'rate', r.key, d.lim, d.per_ms
+      FROM (SELECT key FROM rk WHERE key IS NOT NULL LIMIT $2) r CROSS JOIN LATERAL (
+               SELECT t.rate_limit AS lim, t.rate_per_ms AS per_ms FROM task_runs t
+                WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key = r.key
+                ORDER BY t.priority DESC, t.ready_at LIMIT 1) d
+), rec AS (
+    INSERT INTO flow_limits AS f (kind, key, lim, per_ms)
+    SELECT kind, key, lim, per_ms FROM keys ORDER BY kind, key
+    ON CONFLICT (kind, key) DO UPDATE SET lim = EXCLUDED.lim, per_ms = EXCLUDED.per_ms, updated_at = now()
+     WHERE (f.lim, f.per_ms) IS DISTINCT FROM (EXCLUDED.lim, EXCLUDED.per_ms)
+)
+SELECT kind, key FROM keys ORDER BY kind, key`
+
+// qAdmitRuns admits, key by key ($1 keys, $2 their limits; $3
+// AdmitRunsPerKey), the oldest
+// runs waiting for their run-level slot while the key has free slots (the
+// limit less its open runs that are not waiting: workflow_runs_slots), and
+// applies the strategy of each waiter it cannot admit: queue leaves it
+// waiting; cancel-newest cancels it (a cancel request with the reason);
+// cancel-in-progress requests the cancellation of as many of the key's
+// oldest running runs as there are such waiters, less those already being
+// cancelled (the waiters start once those runs have ended). It returns each
+// run it changed and what it did ("admitted", "refused", "displaced").
+const qAdmitRuns = `
+WITH lim AS (
+    SELECT * FROM unnest($1::text[], $2::int[]) AS l(key, lim)
+), slots AS (
+    SELECT lim.key, lim.lim,
+           (SELECT count(*) FROM workflow_runs h
+             WHERE h.concurrency_key = lim.key AND h.finished_at IS NULL AND NOT h.run_wait) AS held,
+           (SELECT count(*) FROM workflow_runs h
+             WHERE h.concurrency_key = lim.key AND h.finished_at IS NULL AND NOT h.run_wait
+               AND h.cancel_requested_at IS NOT NULL) AS leaving
+      FROM lim
+), locked AS (
+    SELECT w.id, w.created_at, w.strategy, slots.key, slots.lim, slots.held, slots.leaving FROM slots CROSS JOIN LATERAL (
+        SELECT r.id, r.created_at, r.concurrency_strategy AS strategy FROM workflow_runs r
+         WHERE r.run_wait AND r.finished_at IS NULL AND r.concurrency_key = slots.key AND r.cancel_requested_at IS NULL
+         ORDER BY r.created_at, r.id
+         LIMIT $3
+           FOR UPDATE SKIP LOCKED) w
+), ranked AS (
+    SELECT l.*, row_number() OVER (PARTITION BY l.key ORDER BY l.created_at, l.id) AS rn,
+           greatest(l.lim - l.held, 0) AS free
+      FROM locked l
+), admitted AS (
+    UPDATE workflow_runs r SET run_wait = false
+      FROM ranked k
+     WHERE r.id = k.id AND k.rn <= k.free
+ RETURNING r.id
+), refused AS (
+    UPDATE workflow_runs r
+       SET cancel_requested_at = now(),
+           cancel_reason = 'concurrency ' || k.key || ' is full (' || greatest(k.held, k.lim) || '/' || k.lim || '): strategy cancel-newest'
+      FROM ranked k
+     WHERE r.id = k.id AND k.rn > k.free AND k.strategy = 'cancel-newest'
+ RETURNING r.id
+), excess AS (
+    SELECT k.key, count(*) - max(k.leaving) AS n FROM ranked k
+     WHERE k.rn > k.free AND k.strategy = 'cancel-in-progress'
+     GROUP BY k.key
+), displaced AS (
+    UPDATE workflow_runs r
+       SET cancel_requested_at = now(),
+           cancel_reason = 'concurrency ' || e.key || ': a newer run of the key replaces it (strategy cancel-in-progress)'
+      FROM excess e CROSS JOIN LATERAL (
+               SELECT h.id FROM workflow_runs h
+                WHERE h.concurrency_key = e.key AND h.finished_at IS NULL AND NOT h.run_wait AND h.cancel_requested_at IS NULL
+                ORDER BY h.created_at, h.id
+                LIMIT greatest(e.n, 0)
+                  FOR UPDATE SKIP LOCKED) h
+     WHERE r.id = h.id
+ RETURNING r.id
+)
+SELECT 'admitted' AS what, id FROM admitted
+UNION ALL SELECT 'refused', id FROM refused
+UNION ALL SELECT 'displaced', id FROM displaced`
+
+// AdmitRunsPerKey bounds the waiting runs of one key an admission round
+// looks at (the oldest first).
+const AdmitRunsPerKey = 1000
+
+// qLockFlowKeys locks the flow_limits rows of the keys ($1 kinds, $2
+// keys) in (kind, key) order, every admitter's order, and returns their
+// effective limits. It is a statement of its own so that the admission's
+// statements, which count slots and starts, take their snapshots after
+// the lock was granted: they see every admission committed before.
+const qLockFlowKeys = `
+SELECT f.kind, f.key, coalesce(f.operator_limit, f.lim) AS lim, coalesce(f.per_ms, 0) AS per_ms
+  FROM flow_limits f JOIN unnest($1::text[], $2::text[]) AS k(kind, key) ON f.kind = k.kind AND f.key = k.key
+ ORDER BY f.kind, f.key
+   FOR UPDATE OF f`
+
+// qAdmitConcurrency admits, key by key ($1 keys, $2 their limits, $3 the
+// actor), the oldest waiters of each key while the key has free slots: the
+// limit less the task runs holding one (kind 'task', READY or RUNNING, not
+// waiting for one: the partial index task_runs_slots). An admitted task run with a rate
+// limit goes on to wait for it; the others get their outbox row here. A
+// waiter another transaction holds (a cancel) is skipped.
+const qAdmitConcurrency = `
+WITH lim AS (
+    SELECT * FROM unnest($1::text[], $2::int[]) AS l(key, lim)
+), slots AS (
+    SELECT lim.key, lim.lim,
+           (SELECT count(*) FROM task_runs h
+             WHERE h.concurrency_key = lim.key AND h.kind = 'task' AND h.state IN ('READY', 'RUNNING')
+               AND h.flow_wait IS DISTINCT FROM 'concurrency') AS held
+      FROM lim
+), pick AS (
+    SELECT w.id, slots.key, slots.lim, slots.held FROM slots CROSS JOIN LATERAL (
+        SELECT c.id FROM generate_series(` + priorityLevels + `) lv CROSS JOIN LATERAL (
+                 SELECT t.id, t.ready_at, t.priority FROM task_runs t
+                  WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key = slots.key AND t.priority = lv
+                  ORDER BY t.ready_at, t.id
+                  LIMIT greatest(slots.lim - slots.held, 0)
+                    FOR UPDATE OF t SKIP LOCKED) c
+         ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
+         LIMIT greatest(slots.lim - slots.held, 0)) w
+), adm AS (
+    UPDATE task_runs t SET flow_wait = CASE WHEN t.rate_key IS NOT NULL THEN 'rate' END
+      FROM pick
+     WHERE t.id = pick.id AND t.state = 'READY' AND t.flow_wait = 'concurrency'
+ RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, t.flow_wait,
+           pick.key, pick.lim, pick.held
+), ob AS (
+    INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
+    SELECT id, fencing_token, ` + dispatchPayloadSQL + `
+      FROM adm WHERE flow_wait IS NULL
+    ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT id, run_id, 'READY', 'READY', attempt, fencing_token, $3::text,
+           'admitted: concurrency ' || key || ' (' || held + row_number() OVER (PARTITION BY key ORDER BY id) || '/' || lim || ')'
+      FROM adm
+)
+SELECT count(*) FILTER (WHERE flow_wait IS NULL) AS dispatched, count(*) FILTER (WHERE flow_wait = 'rate') AS to_rate FROM adm`
+
+// qAdmitRate admits, key by key ($1 keys, $2 limits, $3 periods in ms, $4
+// the actor), the oldest waiters of each rate key while fewer than its
+// limit started within its window (rateWindowL) on the database clock,
+// records their starts (now(), the last `limit` kept, oldest first) and
+// writes their outbox rows.
+const qAdmitRate = `
+WITH lim AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[]) AS l(key, lim, per_ms)
+), room AS (
+    SELECT l.key, l.lim, l.per_ms,
+           greatest(l.lim - (SELECT count(*) FROM unnest(f.starts) s WHERE s > now() - ` + rateWindowL + `), 0) AS free
+      FROM lim l JOIN flow_limits f ON f.kind = 'rate' AND f.key = l.key
+), pick AS (
+    SELECT w.id FROM room CROSS JOIN LATERAL (
+        SELECT c.id FROM generate_series(` + priorityLevels + `) lv CROSS JOIN LATERAL (
+                 SELECT t.id, t.ready_at, t.priority FROM task_runs t
+                  WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key = room.key AND t.priority = lv
+                  ORDER BY t.ready_at, t.id
+                  LIMIT room.free
+                    FOR UPDATE OF t SKIP LOCKED) c
+         ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
+         LIMIT room.free) w
+), adm AS (
+    UPDATE task_runs t SET flow_wait = NULL
+      FROM pick
+     WHERE t.id = pick.id AND t.state = 'READY' AND t.flow_wait = 'rate'
+ RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, t.rate_key
+), n AS (
+    SELECT a.rate_key AS key, count(*) AS n FROM adm a GROUP BY a.rate_key
+), upd AS (
+    UPDATE flow_limits f
+       SET starts = ARRAY(SELECT s FROM (SELECT s FROM unnest(f.starts || array_fill(now(), ARRAY[n.n::int])) s
+                                          WHERE s > now() - ((room.per_ms + least(room.per_ms / 100, 250)) * interval '1 millisecond')
+                                          ORDER BY s DESC LIMIT room.lim) x ORDER BY s),
+           updated_at = now()
+      FROM n JOIN room ON room.key = n.key
+     WHERE f.kind = 'rate' AND f.key = n.key
+), ob AS (
+    INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
+    SELECT id, fencing_token, ` + dispatchPayloadSQL + ` FROM adm
+    ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
+), ev AS (
+    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
+    SELECT a.id, a.run_id, 'READY', 'READY', a.attempt, a.fencing_token, $4::text,
+           'admitted: rate limit ' || a.rate_key || ' ' || room.lim || '/' || (room.per_ms * interval '1 millisecond')
+      FROM adm a JOIN room ON room.key = a.rate_key
+)
+SELECT count(*) FROM adm`
+
+// qRateDue says in how many seconds (database clock; 0 or less: now) the
+// first rate key that task runs wait for has room again; NULL when none
+// waits.
+const qRateDue = `
+SELECT extract(epoch FROM min(
+           CASE WHEN cardinality(f.starts) < coalesce(f.operator_limit, f.lim) THEN now()
+                ELSE f.starts[cardinality(f.starts) - coalesce(f.operator_limit, f.lim) + 1] + ` + rateWindowF + ` END)
+       - now())::float8
+  FROM flow_limits f
+ WHERE f.kind = 'rate'
+   AND EXISTS (SELECT 1 FROM task_runs t WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key = f.key)`
+
+// AdmitResult says what one Admit round did.
+type AdmitResult struct {
+	Keys       int // keys that task runs waited for (of both kinds)
+	Dispatched int // task runs admitted and given their outbox rows
+	Slots      int // task runs given a slot of their concurrency key
+	Starts     int // task runs given a start within their rate limit
+	ToRate     int // of Slots, those that now wait for their rate limit
+	// Runs counts the runs given a slot of their run-level key (their
+	// tasks start at their next pass: they are named to the schedulers);
+	// RunsRefused the waiting runs cancelled by strategy cancel-newest;
+	// RunsDisplaced the running runs whose cancellation strategy
+	// cancel-in-progress requested (their workers told on CancelChannel).
+	Runs, RunsRefused, RunsDisplaced int
+	// RateDue, when RateDueOK, is how long until a rate key that task runs
+	// wait for has room again (0: now): the scheduler runs Admit then.
+	RateDue   time.Duration
+	RateDueOK bool
+	// Next is the key after which the next round should start: "" when
+	// this round served every key, else the last key served (more than
+	// AdmitKeysMax keys of a kind wait).
+	Next string
+}
+
+// Admit runs one admission round over the keys that task runs wait for,
+// after key after ("": from the first), AdmitKeysMax of each kind at most:
+// it records the keys (qWaitingKeys), then in one transaction locks them
+// (qLockFlowKeys: concurrent admitters, such as two schedulers, queue per
+// key and never admit past a limit), admits what each concurrency key
+// has slots for and each rate key has room for, and wakes the publishers
+// when it wrote outbox rows. It returns what it did and when a rate key
+// has room next. A task run given its slot that also has a rate limit is
+// admitted by the rate limit in a later round (ToRate > 0: run one at
+// once).
+func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, error) {
+	var keys []struct {
+		Kind string `db:"kind"`
+		Key  string `db:"key"`
+	}
+	if err := sqlx.SelectContext(ctx, s.db, &keys, qWaitingKeys, after, AdmitKeysMax); err != nil {
+		return AdmitResult{}, fmt.Errorf("admit: waiting keys: %w", err)
+	}
+	res := AdmitResult{Keys: len(keys)}
+	if len(keys) == 0 {
+		return res, nil
+	}
+	var nConc, nRate int
+	kinds, names := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		kinds[i], names[i] = k.Kind, k.Key
+		if k.Kind == "rate" {
+			nRate++
+		} else {
+			nConc++
+		}
+	}
+	if nConc == AdmitKeysMax || nRate == AdmitKeysMax {
+		for _, n := range names {
+			res.Next = max(res.Next, n)
+		}
+	}
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var locked []struct {
+			Kind  string `db:"kind"`
+			Key   string `db:"key"`
+			Lim   int64  `db:"lim"`
+			PerMs int64  `db:"per_ms"`
+		}
+		if err := tx.SelectContext(ctx, &locked, qLockFlowKeys, kinds, names); err != nil {
+			return fmt.Errorf("admit: lock keys: %w", err)
+		}
+		var ck, rk, uk []string
+		var cl, rl, rp, ul []int64
+		for _, l := range locked {
+			switch l.Kind {
+			case "rate":
+				rk, rl, rp = append(rk, l.Key), append(rl, l.Lim), append(rp, l.PerMs)
+			case "run":
+				uk, ul = append(uk, l.Key), append(ul, l.Lim)
+			default:
+				ck, cl = append(ck, l.Key), append(cl, l.Lim)
+			}
+		}
+		notices, err := admitRuns(ctx, tx, uk, ul, &res)
+		if err != nil {
+			return err
+		}
+		if err := admitTasks(ctx, tx, ck, cl, rk, rl, rp, actor, &res); err != nil {
+			return err
+		}
+		if s.midAdmit != nil {
+			s.midAdmit()
+		}
+		if res.Dispatched > 0 {
+			notices = append(notices, outboxNotice())
+		}
+		return notifyAll(ctx, tx, notices...)
+	})
+	if err != nil {
+		return AdmitResult{}, err
+	}
+	if nRate > 0 || res.ToRate > 0 {
+		if err := s.rateDue(ctx, &res); err != nil {
+			return AdmitResult{}, err
+		}
+	}
+	return res, nil
+}
+
+// admitRuns runs qAdmitRuns over the run keys uk (limits ul) in tx,
+// counts what it did in res, and returns the notices to send: the runs it
+// changed to the schedulers, the cancelled ones to their workers.
+func admitRuns(ctx context.Context, tx *sqlx.Tx, uk []string, ul []int64, res *AdmitResult) ([]notice, error) {
+	if len(uk) == 0 {
+		return nil, nil
+	}
+	var changed []struct {
+		What string    `db:"what"`
+		ID   uuid.UUID `db:"id"`
+	}
+	if err := tx.SelectContext(ctx, &changed, qAdmitRuns, uk, ul, AdmitRunsPerKey); err != nil {
+		return nil, fmt.Errorf("admit: run concurrency keys: %w", err)
+	}
+	var woken, cancelled []uuid.UUID
+	for _, c := range changed {
+		woken = append(woken, c.ID)
+		switch c.What {
+		case "admitted":
+			res.Runs++
+		case "refused":
+			res.RunsRefused++
+			cancelled = append(cancelled, c.ID)
+		default:
+			res.RunsDisplaced++
+			cancelled = append(cancelled, c.ID)
+		}
+	}
+	notices := runsNotices(woken)
+	if len(cancelled) > 0 {
+		notices = append(notices, cancelNotice(cancelled))
+	}
+	return notices, nil
+}
+
+// admitTasks runs, in tx, qAdmitConcurrency over the concurrency keys ck
+// (limits cl) and qAdmitRate over the rate keys rk (limits rl, periods rp
+// in ms), and counts what they did in res.
+func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []string, rl, rp []int64, actor string, res *AdmitResult) error {
+	if len(ck) > 0 {
+		var c struct {
+			Dispatched int `db:"dispatched"`
+			ToRate     int `db:"to_rate"`
+		}
+		if err := tx.GetContext(ctx, &c, qAdmitConcurrency, ck, cl, actor); err != nil {
+			return fmt.Errorf("admit: concurrency keys: %w", err)
+		}
+		res.Dispatched, res.ToRate, res.Slots = c.Dispatched, c.ToRate, c.Dispatched+c.ToRate
+	}
+	if len(rk) > 0 {
+		var n int
+		if err := tx.GetContext(ctx, &n, qAdmitRate, rk, rl, rp, actor); err != nil {
+			return fmt.Errorf("admit: rate limits: %w", err)
+		}
+		res.Dispatched += n
+		res.Starts = n
+	}
+	return nil
+}
+
+// rateDue sets res.RateDue (qRateDue) when a rate key has waiters.
+func (s *Store) rateDue(ctx context.Context, res *AdmitResult) error {
+	var due sql.NullFloat64
+	if err := s.db.GetContext(ctx, &due, qRateDue); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("admit: next rate due: %w", err)
+	}
+	if due.Valid {
+		res.RateDueOK = true
+		res.RateDue = max(time.Duration(due.Float64*float64(time.Second)), 0)
+	}
+	return nil
+}

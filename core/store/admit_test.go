@@ -1,0 +1,244 @@
+package store_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// admit runs one admission round from the first key.
+func (f *fixture) admit() store.AdmitResult {
+	f.t.Helper()
+	res, err := f.s.Admit(f.ctx, "", "test-scheduler")
+	if err != nil {
+		f.t.Fatalf("admit: %v", err)
+	}
+	return res
+}
+
+// dispatched counts the task runs of workflow that have an outbox row.
+func (f *fixture) dispatched(workflow string) int {
+	f.t.Helper()
+	return f.count(`SELECT count(DISTINCT o.task_run_id) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id
+	                  JOIN workflow_runs r ON r.id = t.run_id WHERE r.workflow_name = $1`, workflow)
+}
+
+// triggerN triggers n runs of workflow, each with params {"c": "<c>"}, and
+// returns the id of each run's task called name.
+func (f *fixture) triggerN(workflow, name string, n int, c string) []uuid.UUID {
+	f.t.Helper()
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = f.taskID(f.trigger(workflow, fmt.Sprintf(`{"c": %q}`, c)), name)
+	}
+	return ids
+}
+
+// TestAConcurrencyKeyDispatchesAtMostItsLimit: five runs share a key with
+// limit 2. The trigger makes their root tasks READY waiting, without a
+// dispatch (and the pass leaves them so); the admission dispatches two; a finish gives its slot back in its own
+// statement and the next round dispatches one more; a key of another
+// value is not held back by the first.
+func TestAConcurrencyKeyDispatchesAtMostItsLimit(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: limited\ntasks:\n  - {name: a, handler: noop, concurrency: {key: \"'customer-' + params.c\", limit: 2}}\n")
+	ids := f.triggerN("limited", "a", 5, "42")
+	other := f.triggerN("limited", "a", 1, "7")[0]
+	for _, id := range append(ids, other) {
+		f.wantState(id, core.TaskReady)
+	}
+	if n := f.count(`SELECT count(*) FROM task_runs WHERE flow_wait = 'concurrency' AND fencing_token = 1`); n != 6 {
+		t.Fatalf("%d root tasks waiting for a slot with fencing token 1 after the trigger, want 6", n)
+	}
+	if n := f.dispatched("limited"); n != 0 {
+		t.Fatalf("%d tasks dispatched by the trigger, want 0", n)
+	}
+	f.advance()
+	if n := f.dispatched("limited"); n != 0 {
+		t.Fatalf("%d tasks dispatched before any admission, want 0", n)
+	}
+	res := f.admit()
+	if res.Dispatched != 3 || res.Keys != 2 {
+		t.Fatalf("admission %+v, want 3 dispatched over 2 keys", res)
+	}
+	if n := f.count(`SELECT count(*) FROM task_runs WHERE concurrency_key = 'customer-42' AND flow_wait IS NULL AND state = 'READY'`); n != 2 {
+		t.Fatalf("%d tasks of customer-42 dispatched, want 2", n)
+	}
+	if n := f.outboxRows(other); n != 1 {
+		t.Fatalf("the task of customer-7 has %d outbox rows, want 1", n)
+	}
+	if res := f.admit(); res.Dispatched != 0 {
+		t.Fatalf("a second round dispatched %d with every slot held, want 0", res.Dispatched)
+	}
+	var first uuid.UUID
+	for _, id := range ids {
+		if f.outboxRows(id) == 1 && first == uuid.Nil {
+			first = id
+		}
+	}
+	f.runTask(first)
+	if res := f.admit(); res.Dispatched != 1 {
+		t.Fatalf("after a finish the round dispatched %d, want 1", res.Dispatched)
+	}
+	if n := f.dispatched("limited"); n != 4 {
+		t.Fatalf("%d tasks dispatched in all, want 4", n)
+	}
+}
+
+// TestAPromotedTaskWithAKeyWaitsWithoutADispatch: a downstream task that
+// names a concurrency key is made READY waiting for its admission, with no
+// outbox row (a dispatch written there would bypass the limit), whether
+// its parent's finish promotes it (the counter join) or the scheduler's
+// pass does (a parent's success counted by none of its children); the
+// admission then dispatches one of the two (limit 1) and holds the other.
+func TestAPromotedTaskWithAKeyWaitsWithoutADispatch(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: chained\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a], concurrency: {key: \"'customer-' + params.c\", limit: 1}}\n")
+	byFinish, byPass := f.trigger("chained", `{"c": "42"}`), f.trigger("chained", `{"c": "42"}`)
+	f.runTask(f.taskID(byFinish, "a"))
+	f.runTaskUncounted(f.taskID(byPass, "a"))
+	f.advance()
+	for _, run := range []uuid.UUID{byFinish, byPass} {
+		b := f.taskID(run, "b")
+		f.wantState(b, core.TaskReady)
+		if n := f.count(`SELECT count(*) FROM task_runs WHERE id = $1 AND flow_wait = 'concurrency'`, b); n != 1 {
+			t.Fatalf("promoted task %s with a key is not waiting for its admission", b)
+		}
+		if n := f.outboxRows(b); n != 0 {
+			t.Fatalf("the promotion wrote %d outbox rows for task %s waiting for its admission, want 0", n, b)
+		}
+	}
+	if res := f.admit(); res.Dispatched != 1 {
+		t.Fatalf("admission %+v, want 1 dispatched (limit 1)", res)
+	}
+	if n := f.dispatched("chained"); n != 3 {
+		t.Fatalf("%d tasks dispatched in all, want 3 (two roots, one admitted b)", n)
+	}
+}
+
+// TestARateLimitAdmitsItsLimitPerWindow: a limit of 3 per 10 s over 5
+// tasks admits 3 now and says when the next has room (about 10 s).
+func TestARateLimitAdmitsItsLimitPerWindow(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: rated\ntasks:\n  - {name: a, handler: noop, rate_limit: {key: api, limit: 3, per: 10s}}\n")
+	f.triggerN("rated", "a", 5, "x")
+	f.advance()
+	res := f.admit()
+	if res.Dispatched != 3 {
+		t.Fatalf("admission %+v, want 3 dispatched", res)
+	}
+	if !res.RateDueOK || res.RateDue < 9*time.Second || res.RateDue > 11*time.Second {
+		t.Fatalf("next rate room in %v (ok %v), want about 10.1s", res.RateDue, res.RateDueOK)
+	}
+	if res := f.admit(); res.Dispatched != 0 {
+		t.Fatalf("a second round dispatched %d within the window, want 0", res.Dispatched)
+	}
+}
+
+// TestATriggerWhoseKeyCannotBeEvaluatedIsRefused: a key over a param the
+// run does not have refuses the trigger, naming the task, and creates
+// nothing.
+func TestATriggerWhoseKeyCannotBeEvaluatedIsRefused(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: limited\ntasks:\n  - {name: a, handler: noop, concurrency: {key: \"'c-' + params.c\", limit: 1}}\n")
+	_, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "limited", Params: []byte(`{"d": 1}`)})
+	if !errors.Is(err, core.ErrBadParams) || !strings.Contains(err.Error(), `task "a": concurrency.key`) {
+		t.Fatalf("trigger: %v, want ErrBadParams naming task a's concurrency.key", err)
+	}
+	if n := f.count(`SELECT count(*) FROM workflow_runs`); n != 0 {
+		t.Fatalf("%d runs created, want 0", n)
+	}
+}
+
+// TestFlowControlReachesEveryWayATaskBecomesReady: a child promoted by its
+// parent's finish (the counter join), for_each elements (they inherit the
+// for_each task's key) and a retry all wait for their admission; no
+// outbox row exists for a waiting task.
+func TestFlowControlReachesEveryWayATaskBecomesReady(t *testing.T) {
+	f := newFixture(t)
+	f.apply(`name: limited
+tasks:
+  - {name: up, handler: noop}
+  - {name: kid, handler: noop, depends_on: [up], concurrency: {key: k, limit: 1}}
+  - {name: each, handler: noop, depends_on: [up], for_each: '[1, 2, 3]', concurrency: {key: k, limit: 1}}
+`)
+	run := f.trigger("limited", "")
+	f.runTask(f.taskID(run, "up"))
+	f.advance()
+	waiting := f.count(`SELECT count(*) FROM task_runs WHERE run_id = $1 AND state = 'READY' AND flow_wait = 'concurrency'`, run)
+	if waiting != 4 {
+		t.Fatalf("%d tasks wait for their slot (states %s), want 4: kid and three elements", waiting, f.states(run))
+	}
+	if n := f.count(`SELECT count(*) FROM outbox o JOIN task_runs t ON t.id = o.task_run_id WHERE t.run_id = $1 AND t.flow_wait IS NOT NULL`, run); n != 0 {
+		t.Fatalf("%d outbox rows for waiting tasks, want 0", n)
+	}
+	if res := f.admit(); res.Dispatched != 1 {
+		t.Fatalf("admission %+v, want one of the four dispatched", res)
+	}
+}
+
+// TestAdmissionTakesHigherPrioritiesFirstAndAgesTheRest: a key with limit
+// 1; five priority-1 runs wait, then two priority-4 runs (run trigger
+// --priority): each round admits a priority-4 task first although it is
+// newer. A priority-1 task that has waited three PriorityAgings competes
+// at 4 and, older, goes before a fresh priority-4 task: no starvation.
+func TestAdmissionTakesHigherPrioritiesFirstAndAgesTheRest(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: prio\ntasks:\n  - {name: a, handler: noop, priority: 1, concurrency: {key: k, limit: 1}}\n")
+	var low, high []uuid.UUID
+	for range 5 {
+		low = append(low, f.taskID(f.trigger("prio", ""), "a"))
+	}
+	for range 2 {
+		res, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "prio", Priority: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		high = append(high, f.taskID(res.RunID, "a"))
+	}
+	f.advance()
+	// The pass made all seven READY in one statement (one ready_at): the
+	// two priority-4 tasks go first, in either order.
+	for range high {
+		if res := f.admit(); res.Dispatched != 1 {
+			t.Fatalf("admission %+v, want one", res)
+		}
+		ran := false
+		for _, h := range high {
+			if st, _ := f.state(h); st == core.TaskReady && f.outboxRows(h) == 1 {
+				f.runTask(h)
+				ran = true
+			}
+		}
+		if !ran {
+			t.Fatal("a priority-1 task was admitted before the priority-4 ones")
+		}
+	}
+	// Aging: low[4] has waited three PriorityAgings; a fresh priority-4
+	// run arrives; low[4] competes at 4 and is older.
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET ready_at = now() - 3 * make_interval(secs => $2) WHERE id = $1`,
+		low[4], store.PriorityAging.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "prio", Priority: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := f.taskID(res.RunID, "a")
+	f.advance()
+	f.admit()
+	if n := f.outboxRows(low[4]); n != 1 {
+		t.Fatalf("the aged priority-1 task was not admitted first (the fresh priority-4 task has %d outbox rows)", f.outboxRows(fresh))
+	}
+	if _, err := f.s.Trigger(f.ctx, store.TriggerRequest{Workflow: "prio", Priority: 5}); !errors.Is(err, core.ErrBadParams) ||
+		!strings.Contains(err.Error(), "priority must be between 1 (lowest) and 4 (highest), got 5") {
+		t.Fatalf("trigger with priority 5: %v, want ErrBadParams", err)
+	}
+}
