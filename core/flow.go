@@ -258,7 +258,9 @@ func (d *Definition) UsesFlowControl() bool {
 // order ("" where a task has none).
 type FlowKeys struct {
 	Concurrency, Rate []string
-	// Run is the run's own key (the workflow's concurrency; "": none).
+	// Run is the run's own key (the workflow's concurrency; "": none),
+	// scoped to its workflow: "<workflow>/<evaluated key>", so that two
+	// workflows whose keys evaluate alike never share slots or strategies.
 	Run string
 }
 
@@ -269,6 +271,7 @@ type FlowPrograms struct {
 	names             []string
 	concurrency, rate []*FlowKey
 	run               *FlowKey
+	workflow          string // the definition's name, which scopes run
 }
 
 // NewFlowPrograms compiles the keys of d's tasks; nil when no task of d has
@@ -278,7 +281,7 @@ func NewFlowPrograms(d *Definition) (*FlowPrograms, error) {
 		return nil, nil
 	}
 	n := len(d.Tasks)
-	f := &FlowPrograms{names: make([]string, n), concurrency: make([]*FlowKey, n), rate: make([]*FlowKey, n)}
+	f := &FlowPrograms{names: make([]string, n), concurrency: make([]*FlowKey, n), rate: make([]*FlowKey, n), workflow: d.Name}
 	if d.Concurrency != nil {
 		k, err := CompileFlowKey(d.Concurrency.Key)
 		if err != nil {
@@ -319,7 +322,7 @@ func (f *FlowPrograms) Eval(ctx context.Context, params json.RawMessage) (FlowKe
 		if err != nil {
 			return FlowKeys{}, fmt.Errorf("%w: concurrency.key: %w", ErrBadParams, err)
 		}
-		out.Run = v
+		out.Run = f.workflow + "/" + v
 	}
 	for i, name := range f.names {
 		for _, b := range []struct {

@@ -48,7 +48,7 @@ tasks:
 	heldWaitSettled(t, db, second, "SUCCEEDED", 30*time.Second)
 	var reason string
 	if err := db.QueryRow(`SELECT coalesce(cancel_reason, '') FROM workflow_runs WHERE id = $1`, first).Scan(&reason); err != nil ||
-		!strings.Contains(reason, "concurrency prod: a newer run of the key replaces it (strategy cancel-in-progress)") {
+		!strings.Contains(reason, "concurrency deploy/prod: a newer run of the key replaces it (strategy cancel-in-progress)") {
 		t.Errorf("the first run's cancel reason %q (%v) does not name the key and the strategy", reason, err)
 	}
 	if h := heldMustTask(t, db, first, "roll"); h.State != "CANCELLED" {

@@ -386,7 +386,7 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 				ck, cl = append(ck, l.Key), append(cl, l.Lim)
 			}
 		}
-		notices, err := admitRuns(ctx, tx, uk, ul, &res)
+		notices, err := admitRuns(ctx, tx, uk, ul, actor, &res)
 		if err != nil {
 			return err
 		}
@@ -413,9 +413,12 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 }
 
 // admitRuns runs qAdmitRuns over the run keys uk (limits ul) in tx,
-// counts what it did in res, and returns the notices to send: the runs it
-// changed to the schedulers, the cancelled ones to their workers.
-func admitRuns(ctx context.Context, tx *sqlx.Tx, uk []string, ul []int64, res *AdmitResult) ([]notice, error) {
+// counts what it did in res, cancels the unstarted tasks (PENDING, READY,
+// RETRYING) of the runs whose cancellation it requested, as `run cancel`
+// does and in the same transaction (qCancelTasks, audited as actor), and
+// returns the notices to send: the runs it changed to the schedulers, the
+// cancelled ones to their workers.
+func admitRuns(ctx context.Context, tx *sqlx.Tx, uk []string, ul []int64, actor string, res *AdmitResult) ([]notice, error) {
 	if len(uk) == 0 {
 		return nil, nil
 	}
@@ -426,7 +429,7 @@ func admitRuns(ctx context.Context, tx *sqlx.Tx, uk []string, ul []int64, res *A
 	if err := tx.SelectContext(ctx, &changed, qAdmitRuns, uk, ul, AdmitRunsPerKey); err != nil {
 		return nil, fmt.Errorf("admit: run concurrency keys: %w", err)
 	}
-	var woken, cancelled []uuid.UUID
+	var woken, refused, displaced []uuid.UUID
 	for _, c := range changed {
 		woken = append(woken, c.ID)
 		switch c.What {
@@ -434,14 +437,28 @@ func admitRuns(ctx context.Context, tx *sqlx.Tx, uk []string, ul []int64, res *A
 			res.Runs++
 		case "refused":
 			res.RunsRefused++
-			cancelled = append(cancelled, c.ID)
+			refused = append(refused, c.ID)
 		default:
 			res.RunsDisplaced++
-			cancelled = append(cancelled, c.ID)
+			displaced = append(displaced, c.ID)
+		}
+	}
+	for _, c := range []struct {
+		runs []uuid.UUID
+		why  string
+	}{
+		{refused, "run cancelled: its concurrency key is full (strategy cancel-newest)"},
+		{displaced, "run cancelled: a newer run of the key replaces it (strategy cancel-in-progress)"},
+	} {
+		if len(c.runs) == 0 {
+			continue
+		}
+		if err := tx.GetContext(ctx, new(int), qCancelTasks, uuidArray(c.runs), actor, c.why); err != nil {
+			return nil, fmt.Errorf("admit: cancel the tasks of the runs cancelled by their key's strategy: %w", err)
 		}
 	}
 	notices := runsNotices(woken)
-	if len(cancelled) > 0 {
+	if cancelled := append(refused, displaced...); len(cancelled) > 0 {
 		notices = append(notices, cancelNotice(cancelled))
 	}
 	return notices, nil

@@ -101,7 +101,7 @@ func TestARunLevelKeyWithCancelNewestCancelsTheNewRun(t *testing.T) {
 	if st := f.run(runs[2]).State; st != "CANCELLED" {
 		t.Fatalf("the newest run is %s, want CANCELLED", st)
 	}
-	if _, reason := f.runWaits(runs[2]); !strings.Contains(reason, "concurrency acme is full (2/2): strategy cancel-newest") {
+	if _, reason := f.runWaits(runs[2]); !strings.Contains(reason, "concurrency tenant/acme is full (2/2): strategy cancel-newest") {
 		t.Fatalf("cancel reason %q, want it to name the key and the strategy", reason)
 	}
 	for _, r := range runs[:2] {
@@ -153,7 +153,7 @@ func TestAWaitingRunSaysWhatItWaitsFor(t *testing.T) {
 	f.apply(fmt.Sprintf(runLimitedYAML, ""))
 	runs := f.runsOf("tenant", 3, "acme")
 	f.admit()
-	if got := f.run(runs[2]).Waiting; got != "waiting: run concurrency acme (2/2)" {
+	if got := f.run(runs[2]).Waiting; got != "waiting: run concurrency tenant/acme (2/2)" {
 		t.Fatalf("the waiting run says %q", got)
 	}
 	if got := f.run(runs[0]).Waiting; got != "" {
@@ -165,5 +165,78 @@ func TestAWaitingRunSaysWhatItWaitsFor(t *testing.T) {
 	}
 	if len(lims) != 1 || lims[0].Kind != store.FlowRun || lims[0].InUse != 2 || lims[0].Waiting != 1 || lims[0].Limit != 2 {
 		t.Fatalf("limits %+v, want one run key acme with 2 in use, 1 waiting, limit 2", lims)
+	}
+}
+
+// TestARunLevelKeyIsScopedToItsWorkflow: two workflows whose run-level
+// keys evaluate to the same value ("prod") hold separate slots: a run of
+// each is admitted under limit 1, and one workflow's cancel-in-progress
+// never displaces the other's run. The key is stored and shown as
+// "<workflow>/<key>".
+func TestARunLevelKeyIsScopedToItsWorkflow(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: deploy\nconcurrency: {key: \"params.t\", limit: 1, strategy: cancel-in-progress}\ntasks:\n  - {name: a, handler: noop}\n")
+	f.apply("name: backup\nconcurrency: {key: \"params.t\", limit: 1}\ntasks:\n  - {name: a, handler: noop}\n")
+	backup := f.runsOf("backup", 1, "prod")[0]
+	deploy := f.runsOf("deploy", 1, "prod")[0]
+	res := f.admit()
+	if res.Runs != 2 || res.RunsDisplaced != 0 {
+		t.Fatalf("admission %+v, want both runs admitted and none displaced (their keys are their workflows')", res)
+	}
+	for _, r := range []uuid.UUID{backup, deploy} {
+		if wait, reason := f.runWaits(r); wait || reason != "" {
+			t.Fatalf("run %s waits %v, cancel reason %q; want it admitted", r, wait, reason)
+		}
+	}
+	var keys string
+	if err := f.db.QueryRowContext(f.ctx, `SELECT string_agg(concurrency_key, ' ' ORDER BY concurrency_key) FROM workflow_runs`).Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if want := "backup/prod deploy/prod"; keys != want {
+		t.Fatalf("run keys %q, want %q", keys, want)
+	}
+	f.runsOf("deploy", 1, "prod")
+	if res := f.admit(); res.RunsDisplaced != 1 {
+		t.Fatalf("admission %+v, want deploy's first run displaced", res)
+	}
+	if _, reason := f.runWaits(backup); reason != "" {
+		t.Fatalf("backup's run was cancelled by deploy's strategy: %q", reason)
+	}
+	if _, reason := f.runWaits(deploy); !strings.Contains(reason, "concurrency deploy/prod: a newer run") {
+		t.Fatalf("deploy's first run's cancel reason %q", reason)
+	}
+}
+
+// TestARunDisplacedByCancelInProgressHasItsWaitingTasksCancelledAtOnce:
+// the admission that requests a run's cancellation (cancel-in-progress)
+// cancels, in its own transaction, the tasks of that run that have not
+// started, as `run cancel` does: a READY task dispatched but not yet
+// claimed is CANCELLED when the admission commits, and its message can
+// no longer claim it.
+func TestARunDisplacedByCancelInProgressHasItsWaitingTasksCancelledAtOnce(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: deploy\nconcurrency: {key: \"params.t\", limit: 1, strategy: cancel-in-progress}\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop}\n")
+	first := f.runsOf("deploy", 1, "prod")[0]
+	f.admit()
+	f.advance()
+	a, b := f.taskID(first, "a"), f.taskID(first, "b")
+	running := f.claim(a, "w1", 30*time.Second)
+	_, tokB := f.state(b)
+	f.runsOf("deploy", 1, "prod")
+	if res := f.admit(); res.RunsDisplaced != 1 {
+		t.Fatalf("admission %+v, want the first run displaced", res)
+	}
+	f.wantState(b, "CANCELLED")
+	if _, ok, err := f.s.Claim(f.ctx, b, tokB, "w2", 30*time.Second); err != nil || ok {
+		t.Fatalf("the displaced run's unstarted task was claimed (ok %v, err %v)", ok, err)
+	}
+	if n := f.count(`SELECT count(*) FROM task_events WHERE task_run_id = $1 AND to_state = 'CANCELLED' AND reason LIKE '%a newer run of the key replaces it%'`, b); n != 1 {
+		t.Fatalf("%d history rows say why the task was cancelled, want 1", n)
+	}
+	f.wantState(a, "RUNNING")
+	f.finish(running, store.FinishRequest{Outcome: store.OutcomeCancelled, Error: "cancelled"})
+	f.advance()
+	if st := f.run(first).State; st != "CANCELLED" {
+		t.Fatalf("the displaced run is %s, want CANCELLED", st)
 	}
 }
