@@ -199,6 +199,16 @@ SELECT f.kind, f.key, coalesce(f.operator_limit, f.lim) AS lim, coalesce(f.per_m
  ORDER BY f.kind, f.key
    FOR UPDATE OF f`
 
+// notPausedSQL holds for a task run t whose workflow is not paused. The
+// admission passes over the waiters of a paused workflow: their claims
+// would be refused until the resume, and a slot or a start given to them
+// would be held through the pause, starving the key's other workflows. A
+// pause committed after an admission's snapshot leaves what it admitted
+// dispatched (held by the claim's pause check, re-sent by the resume), as
+// it does any task dispatched before the pause.
+const notPausedSQL = `NOT EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
+                                   WHERE pr.id = t.run_id)`
+
 // qAdmitConcurrency admits, key by key ($1 keys, $2 their limits, $3 the
 // actor), the oldest waiters of each key while the key has free slots: the
 // limit less the task runs holding one (kind 'task', READY or RUNNING, not
@@ -219,6 +229,7 @@ WITH lim AS (
         SELECT c.id FROM generate_series(` + priorityLevels + `) lv CROSS JOIN LATERAL (
                  SELECT t.id, t.ready_at, t.priority FROM task_runs t
                   WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key = slots.key AND t.priority = lv
+                    AND ` + notPausedSQL + `
                   ORDER BY t.ready_at, t.id
                   LIMIT greatest(slots.lim - slots.held, 0)
                     FOR UPDATE OF t SKIP LOCKED) c
@@ -260,6 +271,7 @@ WITH lim AS (
         SELECT c.id FROM generate_series(` + priorityLevels + `) lv CROSS JOIN LATERAL (
                  SELECT t.id, t.ready_at, t.priority FROM task_runs t
                   WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key = room.key AND t.priority = lv
+                    AND ` + notPausedSQL + `
                   ORDER BY t.ready_at, t.id
                   LIMIT room.free
                     FOR UPDATE OF t SKIP LOCKED) c

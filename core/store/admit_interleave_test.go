@@ -277,3 +277,36 @@ func TestAResumeLeavesATaskWaitingForItsAdmission(t *testing.T) {
 		t.Fatalf("the waiting task has %d outbox rows after a resume, want 0", n)
 	}
 }
+
+// TestAPausedWorkflowsWaiterTakesNoSlot: two workflows share a task key
+// with limit 1. While the older waiter's workflow is paused, the admission
+// passes it over (its task could not be claimed: a slot given to it would
+// be held through the pause, starving the other workflow) and admits the
+// other's; after the resume it is admitted once the slot is free.
+func TestAPausedWorkflowsWaiterTakesNoSlot(t *testing.T) {
+	f := newFixture(t)
+	f.apply("name: held\ntasks:\n  - {name: a, handler: noop, concurrency: {key: shared, limit: 1}}\n")
+	f.apply("name: live\ntasks:\n  - {name: a, handler: noop, concurrency: {key: shared, limit: 1}}\n")
+	held := f.triggerN("held", "a", 1, "x")[0]
+	f.pause("held", core.PauseQueue)
+	live := f.triggerN("live", "a", 1, "x")[0]
+	if res := f.admit(); res.Dispatched != 1 {
+		t.Fatalf("admission %+v, want 1 dispatched", res)
+	}
+	if n := f.outboxRows(held); n != 0 {
+		t.Fatalf("the paused workflow's task was admitted (%d outbox rows) and holds the slot", n)
+	}
+	if n := f.outboxRows(live); n != 1 {
+		t.Fatalf("the live workflow's task has %d outbox rows, want 1 (the paused one must not hold the slot)", n)
+	}
+	if _, err := f.s.ResumeWorkflow(f.ctx, "held", "bob", "fixed"); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.admit(); res.Dispatched != 0 {
+		t.Fatalf("admission %+v with the slot held, want none", res)
+	}
+	f.runTask(live)
+	if res := f.admit(); res.Dispatched != 1 || f.outboxRows(held) != 1 {
+		t.Fatalf("admission %+v after the resume and a freed slot, want the resumed workflow's task dispatched", res)
+	}
+}

@@ -193,7 +193,9 @@ SELECT gone.*, (SELECT count(*) FROM ins) AS redispatched, clock_timestamp() AS 
 // actor and reason ("" allowed: the resume is recorded without one), and
 // in the same transaction re-dispatches its READY tasks whose dispatch had
 // already gone out (see qResume), then wakes the publishers, so the
-// backlog goes out at once rather than at the next Redispatch. Resuming a
+// backlog goes out at once rather than at the next Redispatch, and the
+// schedulers (AnyRun), whose admission passed over the workflow's
+// flow-control waiters during the pause (notPausedSQL). Resuming a
 // workflow that is not paused is a no-op: Resumed false, nil error. Errors:
 // one wrapping core.ErrBadReason for a non-empty reason
 // core.ValidateReason refuses; one wrapping ErrNotFound (naming the
@@ -219,7 +221,9 @@ func (s *Store) ResumeWorkflow(ctx context.Context, name, actor, reason string) 
 			return fmt.Errorf("resume workflow %q: %w", name, err)
 		}
 		res = ResumeResult{Resumed: true, Pause: r.Pause, Redispatched: r.Redispatched, ResumedAt: r.ResumedAt}
-		return notifyAll(ctx, tx, outboxNotice())
+		// The schedulers too (a sweep): the admission passed over the
+		// workflow's flow-control waiters while it was paused.
+		return notifyAll(ctx, tx, outboxNotice(), notice{TasksChannel, AnyRun})
 	})
 	return res, err
 }
