@@ -83,6 +83,10 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	if err != nil {
 		return err
 	}
+	priority, err := priorityFlag(c)
+	if err != nil {
+		return err
+	}
 	path := c.String("runs-file")
 	if path == "" {
 		return usageError("--runs-file is empty: give a file, or - for standard input")
@@ -110,7 +114,7 @@ func runTriggerMany(c *cli.Context, env *Env, name, format string) error {
 	case err != nil:
 		return failure(err)
 	}
-	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor(), lastLine: lines[len(lines)-1].line}
+	b := bulk{env: env, s: s, name: name, version: wf.Version, json: format == "json", actor: actor(), priority: priority, lastLine: lines[len(lines)-1].line}
 	prior, err := s.ListRuns(c.Context, store.RunFilter{Workflow: name, Limit: 1})
 	if err != nil {
 		return failure(err)
@@ -174,7 +178,9 @@ type bulk struct {
 	version int
 	json    bool
 	actor   string
-	created []bulkRun
+	// priority overrides every task's priority (--priority; 0: their own).
+	priority int
+	created  []bulkRun
 	// prior is the workflow's newest run before this trigger (nil: none),
 	// and lastLine the file's last line with a run: what a batch of
 	// unknown outcome is checked and resumed against.
@@ -227,7 +233,7 @@ func (b *bulk) runBatch(ctx, abandon context.Context, batch []runsLine) ([]uuid.
 	defer unabandon()
 	unnote := b.noteInterrupt(ctx, batch)
 	defer unnote()
-	ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor})
+	ids, err := b.s.TriggerMany(bctx, store.TriggerManyRequest{Workflow: b.name, Version: b.version, Params: params, Actor: b.actor, Priority: b.priority})
 	if err != nil && abandon.Err() != nil && errors.Is(err, store.ErrCommitOutcomeUnknown) {
 		err = errAbandoned{}
 	}

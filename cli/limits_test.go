@@ -161,8 +161,8 @@ func TestShowSaysWhatAWaitingTaskWaitsFor(t *testing.T) {
 }
 
 // TestRunTriggerTakesAPriority: --priority sets every task's priority (it
-// orders a key's waiters); out of range it is a usage error that creates
-// nothing.
+// orders a key's waiters), of one run and of each run of a --runs-file;
+// out of range it is a usage error that creates nothing.
 func TestRunTriggerTakesAPriority(t *testing.T) {
 	h := newHarness(t)
 	h.apply(limitedFile)
@@ -171,11 +171,22 @@ func TestRunTriggerTakesAPriority(t *testing.T) {
 	if err := h.db.QueryRow(`SELECT priority FROM task_runs WHERE run_id = $1`, id).Scan(&prio); err != nil || prio != 4 {
 		t.Fatalf("the task's priority is %d (%v), want 4", prio, err)
 	}
+	bulk := strings.Fields(h.must("run", "trigger", "limited", "--runs-file", runsFile(t, "{\"c\": \"2\"}\n{\"c\": \"3\"}\n"), "--priority", "3").stdout)
+	if len(bulk) != 2 {
+		t.Fatalf("the bulk trigger printed %q, want two run ids", bulk)
+	}
+	for _, id := range bulk {
+		if err := h.db.QueryRow(`SELECT priority FROM task_runs WHERE run_id = $1`, id).Scan(&prio); err != nil || prio != 3 {
+			t.Fatalf("the bulk-triggered run %s's task has priority %d (%v), want 3", id, prio, err)
+		}
+	}
 	for _, bad := range []string{"0", "5", "-1"} {
 		r := h.ff("run", "trigger", "limited", "--param", "c=1", "--priority", bad)
 		expect(t, r, 2, "--priority: priority must be between 1 (lowest) and 4 (highest), got "+bad)
+		r = h.ff("run", "trigger", "limited", "--runs-file", runsFile(t, "{\"c\": \"1\"}\n"), "--priority", bad)
+		expect(t, r, 2, "--priority: priority must be between 1 (lowest) and 4 (highest), got "+bad)
 	}
-	if n := h.runCount(); n != 1 {
-		t.Fatalf("%d runs exist, want 1", n)
+	if n := h.runCount(); n != 3 {
+		t.Fatalf("%d runs exist, want 3", n)
 	}
 }

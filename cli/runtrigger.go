@@ -18,7 +18,7 @@ func runTriggerCommand(env *Env) *cli.Command {
 		Name:  "trigger",
 		Usage: "start a run of a workflow",
 		UsageText: "ffctl run trigger NAME [--param k=v]... [--params-file F] [--idempotency-key K] [--priority P] [--wait [--timeout D]] [-o json]\n" +
-			"ffctl run trigger NAME --runs-file F [--batch-size N] [--from-line L] [-o json]\n\n" +
+			"ffctl run trigger NAME --runs-file F [--batch-size N] [--from-line L] [--priority P] [-o json]\n\n" +
 			"--runs-file creates one run per line of F (a JSON params object; blank lines are skipped).\n" +
 			"Every line is checked first: a bad one is a usage error naming it, and nothing is triggered.\n" +
 			"Runs are then created --batch-size at a time, one transaction per batch, and each batch's\n" +
@@ -81,11 +81,9 @@ func runTrigger(c *cli.Context, env *Env) error {
 	} else if err := core.ValidateIdempotencyKey(k); err != nil {
 		return usageError("--idempotency-key: %v", err)
 	}
-	priority := 0
-	if c.IsSet("priority") {
-		if priority = c.Int("priority"); core.ValidatePriority(priority) != nil {
-			return usageError("--priority: %v", core.ValidatePriority(priority))
-		}
+	priority, err := priorityFlag(c)
+	if err != nil {
+		return err
 	}
 	s, err := openStore(c)
 	if err != nil {
@@ -121,4 +119,17 @@ func runTrigger(c *cli.Context, env *Env) error {
 	// The id first: whoever stops the wait still knows which run to follow.
 	fmt.Fprintf(env.Stderr, "run %s triggered; waiting for it to end (ctrl-C stops waiting, not the run)\n", res.RunID)
 	return waitAndReport(c, env, cl, res.RunID, format)
+}
+
+// priorityFlag returns --priority (0 when not given: each task's own), or
+// a usage error for a value core.ValidatePriority refuses.
+func priorityFlag(c *cli.Context) (int, error) {
+	if !c.IsSet("priority") {
+		return 0, nil
+	}
+	p := c.Int("priority")
+	if err := core.ValidatePriority(p); err != nil {
+		return 0, usageError("--priority: %v", err)
+	}
+	return p, nil
 }

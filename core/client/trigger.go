@@ -41,6 +41,9 @@ type TriggerResult = store.TriggerResult
 // batch has no idempotency keys.
 type TriggerManyOptions struct {
 	Version int
+	// Priority, when not 0, overrides the priority of every task of every
+	// run, as TriggerOptions.Priority does.
+	Priority int
 }
 
 // TriggerManyMax is the most runs one TriggerMany call creates; a
@@ -172,7 +175,7 @@ func triggerManyRequest(workflow string, params []any, opts TriggerManyOptions) 
 		}
 		raws[i] = raw
 	}
-	return store.TriggerManyRequest{Workflow: workflow, Version: opts.Version, Params: raws}, nil
+	return store.TriggerManyRequest{Workflow: workflow, Version: opts.Version, Params: raws, Priority: opts.Priority}, nil
 }
 
 // checkTarget refuses a workflow name core.ValidateName refuses and a

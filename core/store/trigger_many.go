@@ -21,6 +21,10 @@ type TriggerManyRequest struct {
 	Params []json.RawMessage
 	// Actor is recorded in the history (OS user or process id).
 	Actor string
+	// Priority, when not 0, overrides the priority of every task of every
+	// run, as TriggerRequest.Priority does: core.PriorityMin (1) to
+	// core.PriorityMax (4); another value is refused (core.ErrBadParams).
+	Priority int
 }
 
 // TriggerManyMax bounds the runs of one TriggerMany call: one statement
@@ -63,13 +67,18 @@ func (s *Store) triggerMany(ctx context.Context, q Querier, req TriggerManyReque
 	if len(req.Params) == 0 {
 		return nil, nil
 	}
+	if req.Priority != 0 {
+		if err := core.ValidatePriority(req.Priority); err != nil {
+			return nil, fmt.Errorf("%w: %w", core.ErrBadParams, err)
+		}
+	}
 	runs := make([]newRun, len(req.Params))
 	for i, p := range req.Params {
 		params, err := triggerParams(TriggerRequest{Params: p})
 		if err != nil {
 			return nil, &BadRunError{Index: i, Err: err}
 		}
-		runs[i] = newRun{id: uuid.New(), params: params}
+		runs[i] = newRun{id: uuid.New(), params: params, priority: req.Priority}
 	}
 	created, _, err := s.insertRuns(ctx, q, req.Workflow, req.Version, runs, nil, TriggerManyMaxTaskRuns)
 	if err != nil {
