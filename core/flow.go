@@ -116,10 +116,12 @@ type FlowKey struct {
 	prg   *expr.Program
 }
 
-// CompileFlowKey compiles a key as written in a workflow file. A key that
-// compiles as a CEL expression over params is one (its value, a string or
-// an integer, is the key of each run); otherwise a plain word of letters,
-// digits and . _ : / @ - is the key itself (stripe-api, tenant). A key may
+// CompileFlowKey compiles a key as written in a workflow file. A plain
+// word of letters, digits and . _ : / @ - that is not an expression over
+// params is the key itself (stripe-api, tenant, and 2026-12 or 10/2,
+// which CEL would read as arithmetic); any other key that compiles as a
+// CEL expression over params is one (its value, a string or an integer,
+// is the key of each run). A key may
 // not read upstream results: it is fixed when the run is triggered. Errors
 // say why, with CEL's position when it was meant as an expression.
 func CompileFlowKey(src string) (FlowKey, error) {
@@ -134,6 +136,11 @@ func CompileFlowKey(src string) (FlowKey, error) {
 		return FlowKey{}, fmt.Errorf("%v (a key is a CEL expression over params, or a plain word such as stripe-api)", err)
 	}
 	if prg.Constant() {
+		if plainKeyRE.MatchString(src) {
+			// A plain word that CEL also reads (2026-12, 10/2, 007) is
+			// the word: nobody writes arithmetic on constants for a key.
+			return FlowKey{plain: src}, checkFlowKeyValue(src)
+		}
 		v, err := prg.Key(context.Background(), expr.Input{Params: json.RawMessage(`{}`)})
 		if err != nil {
 			return FlowKey{}, err

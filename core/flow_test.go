@@ -130,10 +130,39 @@ func TestParseDefinitionChecksRunLevelConcurrency(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, err := f.Eval(context.Background(), json.RawMessage(`{"tenant": "acme"}`))
-	if err != nil || k.Run != "t-acme" {
-		t.Fatalf("run key %q, %v; want t-acme", k.Run, err)
+	if err != nil || k.Run != "w/t-acme" {
+		t.Fatalf("run key %q, %v; want w/t-acme (the workflow scopes it)", k.Run, err)
 	}
 	if _, err := f.Eval(context.Background(), json.RawMessage(`{}`)); !errors.Is(err, core.ErrBadParams) || !strings.Contains(err.Error(), "concurrency.key") {
 		t.Fatalf("a run without the key's param: %v, want ErrBadParams naming concurrency.key", err)
+	}
+}
+
+// TestAPlainWordKeyIsTheKeyItself: a key written as a plain word (letters,
+// digits and . _ : / @ -) is that word, even where CEL could read it as
+// arithmetic (2026-12 is not 2014, 10/2 not 5); a quoted or computed
+// constant is its value; an expression over params is evaluated.
+func TestAPlainWordKeyIsTheKeyItself(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ src, want string }{
+		{"stripe-api", "stripe-api"},
+		{"2026-12", "2026-12"},
+		{"10/2", "10/2"},
+		{"007", "007"},
+		{"42", "42"},
+		{"a-1", "a-1"},
+		{"'2026' + '-12'", "2026-12"},
+		{"10 / 2", "5"},
+		{"'customer-' + params.c", "customer-7"},
+	} {
+		k, err := core.CompileFlowKey(c.src)
+		if err != nil {
+			t.Errorf("%s: %v", c.src, err)
+			continue
+		}
+		got, err := k.Eval(context.Background(), json.RawMessage(`{"c": "7"}`))
+		if err != nil || got != c.want {
+			t.Errorf("key %s gives %q (%v), want %q", c.src, got, err, c.want)
+		}
 	}
 }
