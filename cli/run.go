@@ -155,7 +155,11 @@ func printRun(w io.Writer, p colours, run store.Run, format string) error {
 	fmt.Fprintf(w, "run %s\n  workflow  %s (version %d)\n  state     %s\n  tasks     %d/%d done\n  created   %s\n  finished  %s\n",
 		run.ID, core.TerminalText(run.Workflow), run.WorkflowVersion, p.state(string(run.State)), run.TasksDone, run.TasksTotal, fmtTime(&run.CreatedAt), fmtTime(run.FinishedAt))
 	if run.CancelRequestedAt != nil {
-		fmt.Fprintf(w, "  cancel requested %s\n", fmtTime(run.CancelRequestedAt))
+		fmt.Fprintf(w, "  cancel requested %s", fmtTime(run.CancelRequestedAt))
+		if run.CancelReason != nil && *run.CancelReason != "" {
+			fmt.Fprintf(w, ": %s", core.TerminalText(*run.CancelReason))
+		}
+		fmt.Fprintln(w)
 	}
 	printPaused(w, run.Paused)
 	if run.Waiting != "" {

@@ -165,6 +165,14 @@ func TestRunCancelIsPersistedAuditedAndReachesRunningTasks(t *testing.T) {
 		t.Fatalf("heartbeat after cancel: %+v %v, want OK and Stop", rr, err)
 	}
 
+	// run show says why, in text and in JSON.
+	if out := h.must("run", "show", runID.String()).stdout; !strings.Contains(out, ": wrong input\n") {
+		t.Errorf("run show does not give the cancel reason:\n%s", out)
+	}
+	if out := h.must("run", "show", runID.String(), "-o", "json").stdout; !strings.Contains(out, `"cancel_reason": "wrong input"`) {
+		t.Errorf("run show -o json lacks the cancel reason:\n%s", out)
+	}
+
 	// A second cancel is refused and changes nothing.
 	before := h.snapshot()
 	expect(t, h.ff("run", "cancel", runID.String(), "--reason", "again"), 1, "run already finished")

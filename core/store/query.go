@@ -24,6 +24,10 @@ type Run struct {
 	IdempotencyKey    *string       `db:"idempotency_key" json:"idempotency_key"`
 	FailFast          bool          `db:"fail_fast" json:"fail_fast"`
 	CancelRequestedAt *time.Time    `db:"cancel_requested_at" json:"cancel_requested_at"`
+	// CancelReason is why the run's cancellation was requested: the
+	// operator's reason (run cancel), or what cancelled it (a parent run,
+	// a concurrency key's strategy); nil while none was requested.
+	CancelReason *string `db:"cancel_reason" json:"cancel_reason,omitempty"`
 	CreatedAt         time.Time     `db:"created_at" json:"created_at"`
 	StartedAt         *time.Time    `db:"started_at" json:"started_at"`
 	FinishedAt        *time.Time    `db:"finished_at" json:"finished_at"`
@@ -202,7 +206,7 @@ func withWaiting(ts []TaskRun) {
 }
 
 const runColumns = `r.id, r.workflow_name, r.workflow_version, r.state, r.params, r.idempotency_key, r.fail_fast,
-       r.cancel_requested_at, r.created_at, r.started_at, r.finished_at,
+       r.cancel_requested_at, r.cancel_reason, r.created_at, r.started_at, r.finished_at,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS tasks_total,
        (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state IN ('SUCCEEDED', 'DEAD', 'CANCELLED', 'UPSTREAM_FAILED', 'SKIPPED')) AS tasks_done,
        r.parent_run_id, r.parent_task_run_id, r.depth,
