@@ -27,11 +27,11 @@ type Run struct {
 	// CancelReason is why the run's cancellation was requested: the
 	// operator's reason (run cancel), or what cancelled it (a parent run,
 	// a concurrency key's strategy); nil while none was requested.
-	CancelReason *string `db:"cancel_reason" json:"cancel_reason,omitempty"`
-	CreatedAt         time.Time     `db:"created_at" json:"created_at"`
-	StartedAt         *time.Time    `db:"started_at" json:"started_at"`
-	FinishedAt        *time.Time    `db:"finished_at" json:"finished_at"`
-	TasksTotal        int           `db:"tasks_total" json:"tasks_total"`
+	CancelReason *string    `db:"cancel_reason" json:"cancel_reason,omitempty"`
+	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
+	StartedAt    *time.Time `db:"started_at" json:"started_at"`
+	FinishedAt   *time.Time `db:"finished_at" json:"finished_at"`
+	TasksTotal   int        `db:"tasks_total" json:"tasks_total"`
 	// TasksDone counts the tasks in a terminal state (SUCCEEDED, DEAD,
 	// CANCELLED, UPSTREAM_FAILED, SKIPPED): every task of a settled run.
 	TasksDone int       `db:"tasks_done" json:"tasks_done"`

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -76,14 +77,27 @@ const ScheduleTicksShown = 10
 
 // checkScheduleWorkflow checks that c's workflow exists and that its
 // newest version's task idempotency keys and params templates render from
-// c's params (core.RenderRunTasks). Errors:
-// ErrNotFound, core.ErrBadParams.
+// c's params (core.RenderRunTasks) and its flow-control keys evaluate over
+// them (core.FlowPrograms.Eval), as each tick's trigger will. Errors:
+// ErrNotFound, core.ErrBadParams (also wrapping core.ErrBadFlowKey for a
+// key).
 func (s *Store) checkScheduleWorkflow(ctx context.Context, c schedule.Definition) error {
 	wf, err := s.definition(ctx, SQLQuerier(s.db), c.Workflow, 0, true)
 	if err != nil {
 		return fmt.Errorf("schedule %q: %w", c.Name, err)
 	}
 	if _, err := core.RenderRunTasks(&wf.Definition, c.Params); err != nil {
+		return fmt.Errorf("schedule %q: %w", c.Name, err)
+	}
+	flow, err := wf.flowPrograms()
+	if err != nil {
+		return fmt.Errorf("schedule %q: %w", c.Name, err)
+	}
+	params := c.Params
+	if len(params) == 0 {
+		params = json.RawMessage(`{}`)
+	}
+	if _, err := flow.Eval(ctx, params); err != nil {
 		return fmt.Errorf("schedule %q: %w", c.Name, err)
 	}
 	return nil

@@ -101,6 +101,7 @@ func TestCreateScheduleRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	f := newScheduleFixture(t)
 	f.apply(keyedWorkflow)
+	f.apply("name: limited\ntasks:\n  - {name: a, handler: noop, concurrency: {key: \"'customer-' + params.customer\", limit: 2}}\n")
 	f.createSchedule(schedule.Definition{Name: "taken", Workflow: "nightly-etl", Cron: "@daily"})
 	if _, _, err := f.s.ApplySchedule(f.ctx, schedule.Definition{Name: "from-file", Workflow: "nightly-etl", Cron: "@daily", Owner: schedule.OwnerFile}, "file", ""); err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func TestCreateScheduleRefusesBadInput(t *testing.T) {
 	}{
 		{"bad cron", with(func(s *schedule.Definition) { s.Cron = "0 25 * * *" }), schedule.ErrBadSchedule, `invalid schedule: cron "0 25 * * *": end of range (25) above maximum (23): 25`},
 		{"params a key cannot render from", schedule.Definition{Name: "k", Workflow: "keyed", Cron: "@daily"}, core.ErrBadParams, ""},
+		{"params a concurrency key cannot be evaluated over", schedule.Definition{Name: "c", Workflow: "limited", Cron: "@daily"}, core.ErrBadFlowKey, ""},
 		{"unknown workflow", with(func(s *schedule.Definition) { s.Workflow = "nope" }), store.ErrNotFound, ""},
 		{"name taken", with(func(s *schedule.Definition) { s.Name = "taken" }), store.ErrConflict, `conflict: schedule "taken" already exists`},
 		{"name of the other owner", with(func(s *schedule.Definition) { s.Name = "from-file" }), store.ErrConflict, `conflict: schedule "from-file" already exists, owned by a workflow file's schedules: (a cli schedule cannot take its name)`},
