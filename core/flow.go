@@ -133,6 +133,9 @@ func CompileFlowKey(src string) (FlowKey, error) {
 		if plainKeyRE.MatchString(src) && !strings.HasPrefix(src, "params.") && !strings.HasPrefix(src, "upstream.") {
 			return FlowKey{plain: src}, checkFlowKeyValue(src)
 		}
+		if strings.Contains(src, "upstream") {
+			return FlowKey{}, fmt.Errorf("%s reads upstream: a key cannot read upstream results, whatever the task depends on (it is evaluated once, when the run is triggered); use params", src)
+		}
 		return FlowKey{}, fmt.Errorf("%v (a key is a CEL expression over params, or a plain word such as stripe-api)", err)
 	}
 	if prg.Constant() {

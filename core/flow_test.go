@@ -24,7 +24,7 @@ func TestParseDefinitionRefusesBadFlowControl(t *testing.T) {
 		{"{name: a, handler: h, concurrency: {key: k, limit: 100001}}", "concurrency.limit must be between 1 and 100000"},
 		{"{name: a, handler: h, concurrency: {key: '', limit: 1}}", "concurrency.key: the key is empty"},
 		{"{name: a, handler: h, concurrency: {key: 'a b', limit: 1}}", "concurrency.key: expression does not compile"},
-		{"{name: a, handler: h, concurrency: {key: 'upstream.x.id', limit: 1}}", `concurrency.key: expression does not compile: 1:9: upstream "x" is not a task this one depends on`},
+		{"{name: a, handler: h, concurrency: {key: 'upstream.x.id', limit: 1}}", `concurrency.key: upstream.x.id reads upstream: a key cannot read upstream results, whatever the task depends on (it is evaluated once, when the run is triggered); use params`},
 		{"{name: a, handler: h, concurrency: {key: '[1]', limit: 1}}", "want string (or int)"},
 		{`{name: a, handler: h, concurrency: {key: '"a\u0000b"', limit: 1}}`, "concurrency.key: the key holds invalid UTF-8 or a NUL character"},
 		{"{name: a, handler: h, concurrency: {key: k, limit: 1, strategy: queue}}", `unknown field "strategy"`},
