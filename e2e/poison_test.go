@@ -20,8 +20,8 @@ import (
 // of a real dispatch, messages that are not dispatches (not JSON, empty,
 // binary, wrong types, an unknown field without the required ones, missing
 // id, non-positive token) and two well-formed ones that must not run (an
-// unknown task, and a real task with a stale fencing token). The worker (one slot, so it meets them in
-// queue order) dead-letters the first kind with a log line and
+// unknown task, and a real task with a stale fencing token). The worker (one slot)
+// dead-letters the first kind with a log line and
 // flowforge_poison_messages_total, acks the second with
 // flowforge_claims_lost_total{reason}, stays up, and then runs the real
 // dispatch and a later run once each.
@@ -61,9 +61,16 @@ func TestGarbageOnTheDispatchQueueIsSettledAndTheWorkerCarriesOn(t *testing.T) {
 	dispatchPublish(t, s, append(append([][]byte{}, poison...), unknown, stale)...)
 
 	s.Daemon(t, "scheduler", "scheduler")
-	s.Daemon(t, "publisher", "publisher") // the real dispatch queues behind the garbage
 	w := s.DaemonWithHealth(t, "worker", "worker", "--allow-shell", "--concurrency", "1")
 	addr := w.Health
+	// The real dispatch goes out only once the worker has settled the
+	// garbage: the publisher routes it to its handler's queue, which the
+	// worker reads beside the shared one, so queue order alone would not
+	// put it last (run first, it turned the stale message into a
+	// duplicate's).
+	harness.WaitMetricAtLeast(t, addr, float64(len(poison)), "flowforge_poison_messages_total")
+	harness.WaitMetricAtLeast(t, addr, 2, "flowforge_claims_lost_total")
+	s.Daemon(t, "publisher", "publisher")
 
 	if r := s.WaitRunTerminal(t, first, 30*time.Second); r.State != "SUCCEEDED" {
 		t.Fatalf("run after the garbage: %s", r.State)
