@@ -615,3 +615,42 @@ func TestARequeuedChildRunTaskTakesBackItsMendedChild(t *testing.T) {
 		t.Fatalf("a requeue after a FAILED child took it back (%s), want a new child", first)
 	}
 }
+
+// TestAChildRunIsKeptUntilItsParentTakesItsEnd: a child run that has
+// settled while its parent's task is still RUNNING (the parent's pass has
+// not yet taken its end) is not settled for deletion: `run delete` refuses
+// it and the pruner passes it over, since the parent's task would wait for
+// ever for a child that no longer exists. Once the parent took its end,
+// both may delete it.
+func TestAChildRunIsKeptUntilItsParentTakesItsEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(childFile)
+	f.apply(parentFile)
+	run := f.trigger("parent", `{"order_id": "o-1"}`)
+	f.finishWith(f.taskID(run, "a"), store.OutcomeSucceeded, `{"n": 3}`)
+	f.advance()
+	kid := f.taskID(run, "kid")
+	child := f.childOf(kid)
+	f.finishWith(f.taskID(child, "work"), store.OutcomeSucceeded, `{"done": 1}`)
+	// The child's one task settles it in its finish; no pass has run.
+	if r := f.run(child); r.State != core.RunSucceeded || r.FinishedAt == nil {
+		t.Fatalf("child is %s (finished %v), want SUCCEEDED and settled by its finish", r.State, r.FinishedAt)
+	}
+	f.wantState(kid, core.TaskRunning)
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET finished_at = now() - interval '30 days' WHERE id = $1`, child); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.s.DeleteRuns(f.ctx, store.DeleteRunsRequest{IDs: []uuid.UUID{child}, Actor: "test", Reason: "cleanup"})
+	if !errors.Is(err, store.ErrRunNotSettled) || !strings.Contains(err.Error(), "its parent's task has taken its end") {
+		t.Fatalf("delete of a child its parent has not taken: %v, want ErrRunNotSettled saying why", err)
+	}
+	if c, err := f.s.PruneRuns(f.ctx, store.PruneRequest{State: core.RunSucceeded, Age: 24 * time.Hour}); err != nil || c.Runs != 0 {
+		t.Fatalf("the pruner deleted %d runs (%v), want the child kept", c.Runs, err)
+	}
+	f.advance()
+	f.wantState(kid, core.TaskSucceeded)
+	if _, err := f.s.DeleteRuns(f.ctx, store.DeleteRunsRequest{IDs: []uuid.UUID{child}, Actor: "test", Reason: "cleanup"}); err != nil {
+		t.Fatalf("delete of a child its parent has taken: %v", err)
+	}
+}

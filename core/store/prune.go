@@ -33,7 +33,17 @@ const (
 // first wins, and one that comes after the lock finds no task.
 const settledOlder = `r.finished_at IS NOT NULL AND r.finished_at < now() - $2::bigint * interval '1 millisecond'
        AND r.state IN ` + finalRunStatesSQL + `
-       AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0`
+       AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0
+       AND ` + parentTookItsEnd
+
+// parentTookItsEnd is the condition, on the run row r, that r is no child
+// run whose parent's task is still RUNNING on it: that task takes its end
+// from r at its run's next pass (qEndHeld), and would wait for ever for a
+// child deleted before (a pass delayed, a scheduler down). A look-up by
+// primary key.
+const parentTookItsEnd = `(r.parent_task_run_id IS NULL
+            OR (SELECT count(*) FROM task_runs p
+                 WHERE p.id = r.parent_task_run_id AND p.state = 'RUNNING' AND p.child_run_id = r.id) = 0)`
 
 // holdsDead is the condition that the run r holds a DEAD task (every FAILED
 // run does; a CANCELLED run may). $4 true selects only such runs, false

@@ -15,7 +15,8 @@ import (
 )
 
 // ErrRunNotSettled is wrapped by the refusal of DeleteRuns to delete a run
-// that is not settled (open, or with a task READY, RUNNING or RETRYING).
+// that is not settled (open, or with a task READY, RUNNING or RETRYING, or
+// a child run whose parent's task has not yet taken its end).
 var ErrRunNotSettled = errors.New("run is not settled")
 
 // RunNotSettledError names the runs DeleteRuns refused because they are
@@ -30,7 +31,7 @@ func (e *RunNotSettledError) Error() string {
 	for i, r := range e.Runs {
 		parts[i] = fmt.Sprintf("%s (%s)", r.RunID, r.State)
 	}
-	return fmt.Sprintf("run %s: %v: only a run that has ended (%s with nothing left running) can be deleted; cancel it and wait for it to end first",
+	return fmt.Sprintf("run %s: %v: only a run that has ended (%s with nothing left running; a child run once its parent's task has taken its end) can be deleted; cancel it and wait for it to end first",
 		strings.Join(parts, ", "), ErrRunNotSettled, core.JoinRunStates(core.FinalRunStates(), " or "))
 }
 
@@ -105,7 +106,8 @@ SELECT r.id AS run_id, r.state, (` + settledNow + `) AS settled,
 
 // settledNow is settledOlder without the age: the run r is settled now.
 const settledNow = `r.finished_at IS NOT NULL AND r.state IN ` + finalRunStatesSQL + `
-       AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0`
+       AND (SELECT count(*) FROM task_runs a WHERE a.run_id = r.id AND a.state IN ('READY', 'RUNNING', 'RETRYING')) = 0
+       AND ` + parentTookItsEnd
 
 // qDeleteRuns lists the runs $1 (locked and checked settled before), or
 // with $1 NULL up to $5 settled runs in state $3 settled longer than $2 ms
