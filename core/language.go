@@ -204,37 +204,56 @@ func (t TaskDef) checkItemUse(path string, tmpl *template.Template) error {
 // readsItem reports whether the template tree under n reads the field
 // .Item.
 func readsItem(n parse.Node) bool {
+	found := false
+	walkFields(n, func(ident []string) {
+		found = found || ident[0] == "Item"
+	})
+	return found
+}
+
+// walkFields calls f with the identifiers of every field the template
+// tree under n reads (`.Item.file` is ["Item", "file"]), never empty.
+func walkFields(n parse.Node, f func(ident []string)) {
 	switch v := n.(type) {
 	case *parse.ListNode:
 		if v == nil {
-			return false
+			return
 		}
-		return slices.ContainsFunc(v.Nodes, readsItem)
+		for _, c := range v.Nodes {
+			walkFields(c, f)
+		}
 	case *parse.ActionNode:
-		return readsItem(v.Pipe)
+		walkFields(v.Pipe, f)
 	case *parse.PipeNode:
 		if v == nil {
-			return false
+			return
 		}
 		for _, c := range v.Cmds {
-			if slices.ContainsFunc(c.Args, readsItem) {
-				return true
+			for _, a := range c.Args {
+				walkFields(a, f)
 			}
 		}
 	case *parse.FieldNode:
-		return len(v.Ident) > 0 && v.Ident[0] == "Item"
+		if len(v.Ident) > 0 {
+			f(v.Ident)
+		}
 	case *parse.ChainNode:
-		return readsItem(v.Node)
+		walkFields(v.Node, f)
 	case *parse.IfNode:
-		return readsItem(v.Pipe) || readsItem(v.List) || readsItem(v.ElseList)
+		walkFields(v.Pipe, f)
+		walkFields(v.List, f)
+		walkFields(v.ElseList, f)
 	case *parse.RangeNode:
-		return readsItem(v.Pipe) || readsItem(v.List) || readsItem(v.ElseList)
+		walkFields(v.Pipe, f)
+		walkFields(v.List, f)
+		walkFields(v.ElseList, f)
 	case *parse.WithNode:
-		return readsItem(v.Pipe) || readsItem(v.List) || readsItem(v.ElseList)
+		walkFields(v.Pipe, f)
+		walkFields(v.List, f)
+		walkFields(v.ElseList, f)
 	case *parse.TemplateNode:
-		return readsItem(v.Pipe)
+		walkFields(v.Pipe, f)
 	}
-	return false
 }
 
 // failingPart names the part of doc (a decoded workflow file) that does

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // RunTasks are the values one run of a definition stores in its task runs
@@ -50,8 +51,12 @@ func RenderRunTasks(def *Definition, params json.RawMessage) (RunTasks, error) {
 		// missing param now, and the task's own run keeps no key and the
 		// definition's params.
 		each := t.Kind() == KindForEach
+		var item any = ""
+		if each {
+			item = itemProbe(t)
+		}
 		if keyed {
-			key, err := taskIdempotencyKey(KeyData{Params: pmap, Workflow: def.Name, Task: t.Name, Item: ""}, t)
+			key, err := taskIdempotencyKey(KeyData{Params: pmap, Workflow: def.Name, Task: t.Name, Item: item}, t)
 			if err != nil {
 				return RunTasks{}, err
 			}
@@ -61,7 +66,7 @@ func RenderRunTasks(def *Definition, params json.RawMessage) (RunTasks, error) {
 			out.Keys = append(out.Keys, key)
 		}
 		if templated {
-			p, err := renderTaskParams(t, KeyData{Params: pmap, Workflow: def.Name, Task: t.Name, Item: ""})
+			p, err := renderTaskParams(t, KeyData{Params: pmap, Workflow: def.Name, Task: t.Name, Item: item})
 			if err != nil {
 				return RunTasks{}, err
 			}
@@ -72,6 +77,57 @@ func RenderRunTasks(def *Definition, params json.RawMessage) (RunTasks, error) {
 		}
 	}
 	return out, nil
+}
+
+// itemProbe is the .Item a for_each task's templates are rendered with at
+// trigger, before any element exists: a map holding every field path they
+// read under .Item (`.Item.file` gives {"file": ""}, nested as read), so
+// that the trigger refuses a missing param and nothing else. The element
+// itself is checked when the scheduler expands the task (RenderElement).
+func itemProbe(t TaskDef) any {
+	var paths [][]string
+	add := func(s string) {
+		tmpl, err := parseTemplate("probe", s)
+		if err != nil || tmpl.Tree == nil {
+			return // the render that follows reports it
+		}
+		walkFields(tmpl.Tree.Root, func(ident []string) {
+			if ident[0] == "Item" && len(ident) > 1 {
+				paths = append(paths, ident[1:])
+			}
+		})
+	}
+	if strings.Contains(t.IdempotencyKey, "{{") {
+		add(t.IdempotencyKey)
+	}
+	if v, err := decodeTaskParams(t.Params); err == nil {
+		_, _ = mapStrings(v, "params", func(_, s string) (string, error) {
+			add(s)
+			return s, nil
+		})
+	}
+	if len(paths) == 0 {
+		return ""
+	}
+	probe := map[string]any{}
+	for _, p := range paths {
+		m := probe
+		for i, name := range p {
+			if i == len(p)-1 {
+				if _, ok := m[name]; !ok {
+					m[name] = ""
+				}
+				break
+			}
+			next, ok := m[name].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[name] = next
+			}
+			m = next
+		}
+	}
+	return probe
 }
 
 // RenderElement renders what the task run of one element of for_each task

@@ -51,3 +51,32 @@ func TestTaskIdempotencyKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestAForEachTaskMayReadAnElementsFieldInItsTemplates: `{{ .Item.file }}`
+// in a for_each task's params and idempotency key passes the trigger
+// (no element exists yet: a missing param is still refused there) and
+// renders each element's field at expansion.
+func TestAForEachTaskMayReadAnElementsFieldInItsTemplates(t *testing.T) {
+	t.Parallel()
+	def, err := core.ParseDefinition([]byte(`name: fe
+tasks:
+  - name: each
+    handler: shell
+    for_each: "[{'file': 'a.txt', 'meta': {'size': 3}}]"
+    idempotency_key: "k-{{ .Item.file }}-{{ .Params.n }}"
+    params: {command: ["echo", "{{ .Item.file }}", "{{ .Item.meta.size }}", "{{ .Params.n }}"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := core.RenderRunTasks(def, json.RawMessage(`{"n": 1}`)); err != nil {
+		t.Fatalf("trigger: %v, want the element's fields left to the expansion", err)
+	}
+	if _, err := core.RenderRunTasks(def, json.RawMessage(`{}`)); !errors.Is(err, core.ErrBadParams) || !strings.Contains(err.Error(), `map has no entry for key "n"`) {
+		t.Fatalf("trigger without the param: %v, want ErrBadParams naming it", err)
+	}
+	p, key, err := core.RenderElement("fe", def.Tasks[0], json.RawMessage(`{"n": 1}`), json.RawMessage(`{"file": "a.txt", "meta": {"size": 3}}`))
+	if err != nil || key != "k-a.txt-1" || string(p) != `{"command":["echo","a.txt","3","1"]}` {
+		t.Fatalf("element: params %s, key %q, %v", p, key, err)
+	}
+}
