@@ -13,3 +13,9 @@ func TestAgedPriorityAgesByPriorityAging(t *testing.T) {
 		t.Fatalf("agedPriority %q does not divide by PriorityAging (%v): want %q", agedPriority, PriorityAging, want)
 	}
 }
+
+// AdmitQueries are the statements of an admission round that read a
+// key's waiters, by kind, for admit_plan_test.go's EXPLAINs.
+func AdmitQueries() map[string]string {
+	return map[string]string{"concurrency": qAdmitConcurrency, "rate": qAdmitRate}
+}

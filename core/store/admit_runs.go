@@ -24,7 +24,7 @@ import (
 const qAdmitRuns = `
 WITH lim AS (
     SELECT * FROM unnest($1::text[], $2::int[]) AS l(key, lim)
-), slots AS (
+), slots AS MATERIALIZED (
     SELECT lim.key, lim.lim,
            (SELECT count(*) FROM workflow_runs h
              WHERE h.concurrency_key = lim.key AND h.finished_at IS NULL AND NOT h.run_wait) AS held,
@@ -32,11 +32,11 @@ WITH lim AS (
              WHERE h.concurrency_key = lim.key AND h.finished_at IS NULL AND NOT h.run_wait
                AND h.cancel_requested_at IS NOT NULL) AS leaving
       FROM lim
-), locked AS (
-    SELECT w.id, w.created_at, w.strategy, slots.key, slots.lim, slots.held, slots.leaving FROM slots CROSS JOIN LATERAL (
-        SELECT r.id, r.created_at, r.concurrency_strategy AS strategy FROM workflow_runs r
+), locked AS MATERIALIZED (
+    SELECT w.id, w.ctid, w.created_at, w.strategy, slots.key, slots.lim, slots.held, slots.leaving FROM slots CROSS JOIN LATERAL (
+        SELECT r.id, r.ctid, r.created_at, r.concurrency_strategy AS strategy FROM workflow_runs r
          WHERE r.run_wait AND r.finished_at IS NULL AND r.concurrency_key = slots.key AND r.cancel_requested_at IS NULL
-         ORDER BY r.created_at, r.id
+         ORDER BY r.created_at
          LIMIT $3
            FOR UPDATE SKIP LOCKED) w
 ), ranked AS (
@@ -46,14 +46,14 @@ WITH lim AS (
 ), admitted AS (
     UPDATE workflow_runs r SET run_wait = false
       FROM ranked k
-     WHERE r.id = k.id AND k.rn <= k.free
+     WHERE r.ctid = k.ctid AND r.id = k.id AND k.rn <= k.free
  RETURNING r.id
 ), refused AS (
     UPDATE workflow_runs r
        SET cancel_requested_at = now(),
            cancel_reason = 'concurrency ' || k.key || ' is full (' || greatest(k.held, k.lim) || '/' || k.lim || '): strategy cancel-newest'
       FROM ranked k
-     WHERE r.id = k.id AND k.rn > k.free AND k.strategy = 'cancel-newest'
+     WHERE r.ctid = k.ctid AND r.id = k.id AND k.rn > k.free AND k.strategy = 'cancel-newest'
  RETURNING r.id
 ), excess AS (
     SELECT k.key, count(*) - max(k.leaving) AS n FROM ranked k

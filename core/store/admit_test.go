@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -241,4 +242,36 @@ func TestAdmissionTakesHigherPrioritiesFirstAndAgesTheRest(t *testing.T) {
 		!strings.Contains(err.Error(), "priority must be between 1 (lowest) and 4 (highest), got 5") {
 		t.Fatalf("trigger with priority 5: %v, want ErrBadParams", err)
 	}
+}
+
+// TestFlowControlWakesTheSchedulersForAnAdmissionOnly: what flow control
+// asks of the schedulers is an admission round (store.AdmitWake), not a
+// pass over a run: the trigger of a root that waits for its admission, the
+// finish that gives a slot back (settling its run), and the finish that
+// promotes a child waiting for its admission each notify TasksChannel with
+// AdmitWake alone, naming no run. (Named, each run cost the scheduler a
+// pass that had nothing to do: two per run of a keyed workflow.)
+func TestFlowControlWakesTheSchedulersForAnAdmissionOnly(t *testing.T) {
+	f, url := notifyFixture(t)
+	f.apply("name: keyed\ntasks:\n  - {name: a, handler: noop, concurrency: {key: k, limit: 1}}\n")
+	f.apply("name: chained\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a], concurrency: {key: k, limit: 1}}\n")
+	l := listenOn(t, url, store.TasksChannel)
+	want := []string{store.AdmitWake}
+	run := f.trigger("keyed", "")
+	if got := next(t, l); !slices.Equal(got, want) {
+		t.Fatalf("the trigger of a waiting root notified %q, want %q", got, want)
+	}
+	if res := f.admit(); res.Dispatched != 1 {
+		t.Fatalf("admission %+v, want 1 dispatched", res)
+	}
+	f.runTask(f.taskID(run, "a"))
+	if got := next(t, l); !slices.Equal(got, want) {
+		t.Fatalf("the finish that gave a slot back notified %q, want %q", got, want)
+	}
+	chained := f.trigger("chained", "")
+	f.runTask(f.taskID(chained, "a"))
+	if got := next(t, l); !slices.Equal(got, want) {
+		t.Fatalf("the finish that promoted a waiting child notified %q, want %q", got, want)
+	}
+	f.wantState(f.taskID(chained, "b"), core.TaskReady)
 }

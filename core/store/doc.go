@@ -27,7 +27,7 @@
 //
 //	file               | concern                                                         | tests
 //	-------------------+-----------------------------------------------------------------+-----------------------------------------
-//	admit.go           | Admit: flow control's admission (concurrency slots, rate starts) | admit_test.go, admit_export_test.go, admit_interleave_test.go
+//	admit.go           | Admit: flow control's admission (concurrency slots, rate starts) | admit_test.go, admit_export_test.go, admit_interleave_test.go, admit_plan_test.go
 //	admit_runs.go      | admitRuns: run-level keys' admission and strategies               | admit_runs_test.go
 //	advance.go         | Advance: the scheduler's pass (promote, fail_fast, settle)      | advance_test.go, interleave_test.go, upstream_test.go
 //	cancel.go          | CancelRun                                                       | cancel_test.go, notify_test.go

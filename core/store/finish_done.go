@@ -40,11 +40,12 @@ import (
 //     the statement except those it settled, and those in which it
 //     promoted every child it counted while the run was already past
 //     PENDING (nothing is left for a pass there: the promoted task will
-//     finish and name its run in turn) — but a run is named whatever the
-//     rest when the statement gave back a flow-control slot (a finished
-//     task with a concurrency key, a settled run with a run-level key) or
-//     promoted a child that waits for its admission: the scheduler's turn
-//     that follows runs the admission (store.Admit).
+//     finish and name its run in turn, or wait for its admission).
+//   - The schedulers are asked for an admission round (AdmitWake, naming
+//     no run: no pass is needed for it) when the statement gave back a
+//     flow-control slot (a finished task with a concurrency key, a settled
+//     run with a run-level key) or promoted a child that waits for its
+//     admission: the scheduler's turn that follows runs it (store.Admit).
 //   - A promotion wakes the publishers (OutboxChannel), in the same
 //     notifying statement.
 const finishDoneTail = `, kids AS MATERIALIZED (
@@ -87,15 +88,18 @@ const finishDoneTail = `, kids AS MATERIALIZED (
  RETURNING r.id, r.concurrency_key IS NOT NULL AS slot
 ), woken AS (
     SELECT f.run_id FROM fin f
-     WHERE f.slot OR f.run_id IN (SELECT id FROM settled WHERE slot)
-        OR (f.run_id NOT IN (SELECT id FROM settled)
-            AND NOT (EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id)
-                     AND NOT EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id
-                                        AND (p.state <> 'READY' OR p.run_state = 'PENDING' OR p.flow_wait IS NOT NULL))))
+     WHERE f.run_id NOT IN (SELECT id FROM settled)
+       AND NOT (EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id)
+                AND NOT EXISTS (SELECT 1 FROM counted p WHERE p.run_id = f.run_id
+                                   AND (p.state <> 'READY' OR p.run_state = 'PENDING')))
 )` + finishNotify + `, nob AS (
     SELECT pg_notify('` + OutboxChannel + `', '') WHERE EXISTS (SELECT 1 FROM counted WHERE state = 'READY' AND flow_wait IS NULL)
+), adw AS (
+    SELECT pg_notify('` + TasksChannel + `', '` + AdmitWake + `')
+     WHERE EXISTS (SELECT 1 FROM fin WHERE slot) OR EXISTS (SELECT 1 FROM settled WHERE slot)
+        OR EXISTS (SELECT 1 FROM counted WHERE state = 'READY' AND flow_wait IS NOT NULL)
 )
-SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) AS notified,
+SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) + (SELECT count(*) FROM adw) AS notified,
        (SELECT count(*) FROM nob) AS promoted FROM fin`
 
 // joinComplete is true for a child c counted in kids k, of run r, that

@@ -25,6 +25,14 @@ const OutboxChannel = "flowforge_outbox"
 // scheduler sweeps (RunWake.AnyRun).
 const AnyRun = "*"
 
+// AdmitWake in a TasksChannel payload means "a flow-control key may have
+// room, or waiters": a task run made READY waiting for its admission, a
+// slot given back. It names no run: the scheduler's turn runs only the
+// admission (store.Admit), with no pass over any run (RunWake.Admit). A
+// scheduler that predates it reads it as AnyRun (an item that is no run
+// id), and sweeps, which admits as well.
+const AdmitWake = "admit"
+
 // CancelChannel is the channel workers LISTEN on to stop running handlers
 // promptly: its payload is the comma-separated ids of runs whose running
 // tasks should stop (a run cancelled, or a fail_fast run that failed), or

@@ -21,6 +21,9 @@ type RunWake struct {
 	Runs []uuid.UUID
 	// AnyRun asks for a sweep: the write changed runs it does not name.
 	AnyRun bool
+	// Admit asks for an admission round only (AdmitWake): a flow-control
+	// key may have room or waiters, and no run needs a pass.
+	Admit bool
 }
 
 // runWakeItemBytes is a run id's length in a payload (uuid text, 36
@@ -49,7 +52,8 @@ const RunWakePayloadsMax = 8
 // order, which is their text's order), comma separated, RunWakePerPayload
 // to a payload (the last one holding the rest); one AnyRun payload when w
 // is AnyRun or its runs need more than RunWakePayloadsMax payloads. Nil
-// for no runs (nothing to say). runWakeSQL spells the same encoding in
+// for no runs (nothing to say); with Admit, AdmitWake after them (alone
+// when no run is named). runWakeSQL spells the same encoding in
 // SQL; TestTheFinishSpellsRunWakesAsEncodeDoes holds the two together.
 func (w RunWake) Encode() []string {
 	if w.AnyRun {
@@ -58,9 +62,6 @@ func (w RunWake) Encode() []string {
 	ids := slices.Clone(w.Runs)
 	slices.SortFunc(ids, func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) })
 	ids = slices.Compact(ids)
-	if len(ids) == 0 {
-		return nil
-	}
 	if (len(ids)+RunWakePerPayload-1)/RunWakePerPayload > RunWakePayloadsMax {
 		return []string{AnyRun}
 	}
@@ -72,16 +73,24 @@ func (w RunWake) Encode() []string {
 		}
 		out = append(out, strings.Join(items, ","))
 	}
+	if w.Admit {
+		out = append(out, AdmitWake)
+	}
 	return out
 }
 
 // DecodeRunWake reads one TasksChannel notification, given as the items
 // of its payload (Listener.Wait splits it at the commas): each run id is
-// named; AnyRun, an empty payload or any item that is no run id asks for a
-// sweep (AnyRun), since the write changed runs this reader cannot name.
+// named; AdmitWake asks for an admission round (Admit); AnyRun, an empty
+// payload or any other item that is no run id asks for a sweep (AnyRun),
+// since the write changed runs this reader cannot name.
 func DecodeRunWake(items []string) RunWake {
 	var w RunWake
 	for _, it := range items {
+		if it == AdmitWake {
+			w.Admit = true
+			continue
+		}
 		id, err := uuid.Parse(it)
 		if err != nil {
 			w.AnyRun = true

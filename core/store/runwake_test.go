@@ -188,7 +188,9 @@ func (f *fixture) payloads(query string, args ...any) []string {
 // under PostgreSQL's 8000-byte limit, and DecodeRunWake reads the payloads
 // back as the runs sent, each once; AnyRun (asked for, or beyond
 // RunWakePayloadsMax payloads) reads back as a sweep request, and so does
-// a payload that names no run id (an empty one, garbage).
+// a payload that names no run id (an empty one, garbage). An admission
+// round asked for (Admit) reads back as Admit, never as a sweep: it costs
+// the scheduler no pass.
 func TestARunWakeIsReadAsItWasSent(t *testing.T) {
 	t.Parallel()
 	ids := func(n int) []uuid.UUID {
@@ -211,6 +213,8 @@ func TestARunWakeIsReadAsItWasSent(t *testing.T) {
 		{"every payload full", store.RunWake{Runs: ids(most)}, store.RunWakePayloadsMax, false},
 		{"one run more than the payloads hold", store.RunWake{Runs: ids(most + 1)}, 1, true},
 		{"a sweep asked for", store.RunWake{Runs: ids(2), AnyRun: true}, 1, true},
+		{"an admission round", store.RunWake{Admit: true}, 1, false},
+		{"runs and an admission round", store.RunWake{Runs: ids(3), Admit: true}, 2, false},
 	} {
 		payloads := tc.sent.Encode()
 		if len(payloads) != tc.payloads {
@@ -222,14 +226,15 @@ func TestARunWakeIsReadAsItWasSent(t *testing.T) {
 				t.Errorf("%s: a payload of %d bytes; PostgreSQL refuses 8000 or more", tc.name, len(p))
 			}
 			w := store.DecodeRunWake(strings.Split(p, ","))
-			got.Runs, got.AnyRun = append(got.Runs, w.Runs...), got.AnyRun || w.AnyRun
+			got.Runs, got.AnyRun, got.Admit = append(got.Runs, w.Runs...), got.AnyRun || w.AnyRun, got.Admit || w.Admit
 		}
 		want := tc.sent.Runs
 		if tc.anyRun {
 			want = nil
 		}
-		if got.AnyRun != tc.anyRun || !sameRuns(got.Runs, want) {
-			t.Errorf("%s: read back %d runs, AnyRun %v; want the %d runs sent, AnyRun %v", tc.name, len(got.Runs), got.AnyRun, len(want), tc.anyRun)
+		if got.AnyRun != tc.anyRun || !sameRuns(got.Runs, want) || got.Admit != (tc.sent.Admit && !tc.anyRun) {
+			t.Errorf("%s: read back %d runs, AnyRun %v, Admit %v; want the %d runs sent, AnyRun %v, Admit %v",
+				tc.name, len(got.Runs), got.AnyRun, got.Admit, len(want), tc.anyRun, tc.sent.Admit && !tc.anyRun)
 		}
 	}
 	for _, items := range [][]string{{""}, {store.AnyRun}, {"not-a-run"}} {

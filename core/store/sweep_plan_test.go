@@ -71,13 +71,17 @@ SELECT gen_random_uuid(), r.id, 't' || k, 'noop', CASE WHEN k > 1 THEN ARRAY['t'
 // planNode is the part of an EXPLAIN (FORMAT JSON) node the plan checks
 // read.
 type planNode struct {
-	NodeType string     `json:"Node Type"`
-	JoinType string     `json:"Join Type"`
-	Relation string     `json:"Relation Name"`
-	Index    string     `json:"Index Name"`
-	Cond     string     `json:"Index Cond"`
-	Subplan  string     `json:"Subplan Name"`
-	Plans    []planNode `json:"Plans"`
+	NodeType string `json:"Node Type"`
+	JoinType string `json:"Join Type"`
+	Relation string `json:"Relation Name"`
+	Index    string `json:"Index Name"`
+	Cond     string `json:"Index Cond"`
+	Subplan  string `json:"Subplan Name"`
+	// Rows and Loops are EXPLAIN ANALYZE's actual rows (per loop) and
+	// loops (0 without ANALYZE).
+	Rows  float64    `json:"Actual Rows"`
+	Loops float64    `json:"Actual Loops"`
+	Plans []planNode `json:"Plans"`
 }
 
 // String is n's node type, with its join type, relation, index and

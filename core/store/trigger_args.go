@@ -52,8 +52,13 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 	}
 	var wake any // $28: no wake-up of the schedulers
 	wakes := []string{}
-	if t.decidedRoots || t.flowRoots {
-		wake, wakes = TasksChannel, RunWake{Runs: runIDs(runs)}.Encode()
+	switch {
+	case t.decidedRoots:
+		wake, wakes = TasksChannel, RunWake{Runs: runIDs(runs), Admit: t.flowRoots}.Encode()
+	case t.flowRoots:
+		// Roots waiting for their admission need no pass over their runs:
+		// an admission round (AdmitWake).
+		wake, wakes = TasksChannel, RunWake{Admit: true}.Encode()
 	}
 	return []any{
 		ids, wf.ID, wf.Name, wf.Version, params, ikeys, def.FailFast, pinned,
