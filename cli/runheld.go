@@ -106,11 +106,15 @@ func heldLine(d store.TaskDetail) string {
 }
 
 // flowLine is task show's line of the flow control a READY task waits for
-// ("  waiting   concurrency customer-42 (5/5)\n"); "" for a task not
-// waiting.
+// ("  waiting   concurrency customer-42 (5/5)\n"), or of when flow control
+// admitted it ("  admitted  2026-12-05 20:01:02\n"); "" for a task without
+// either.
 func flowLine(t store.TaskRun) string {
 	w := t.FlowWaitText()
 	if w == "" {
+		if t.AdmittedAt != nil { // flow control dispatched it
+			return fmt.Sprintf("  %-8s  %s\n", "admitted", fmtTime(t.AdmittedAt))
+		}
 		return ""
 	}
 	return fmt.Sprintf("  %-8s  %s\n", "waiting", strings.TrimPrefix(w, "waiting: "))

@@ -136,15 +136,22 @@ SELECT f.kind, f.key, coalesce(f.operator_limit, f.lim) AS lim, coalesce(f.per_m
 // pause committed after an admission's snapshot leaves what it admitted
 // dispatched (held by the claim's pause check, re-sent by the resume), as
 // it does any task dispatched before the pause.
-const notPausedSQL = `NOT EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
-                                   WHERE pr.id = t.run_id)`
+//
+// The uncorrelated first test is evaluated once per statement (an
+// InitPlan), as notPaused's is: with no pause at all, no waiter pays for
+// the look-up of its run.
+const notPausedSQL = `(NOT EXISTS (SELECT 1 FROM workflow_pauses)
+                     OR NOT EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
+                                     WHERE pr.id = t.run_id))`
 
-// qAdmitConcurrency admits, key by key ($1 keys, $2 their limits, $3 the
-// actor), the oldest waiters of each key while the key has free slots: the
+// qAdmitConcurrency admits, key by key ($1 keys, $2 their limits), the
+// oldest waiters of each key while the key has free slots: the
 // limit less the task runs holding one (kind 'task', READY or RUNNING, not
 // waiting for one: the partial index task_runs_slots). An admitted task run with a rate
-// limit goes on to wait for it; the others get their outbox row here. A
-// waiter another transaction holds (a cancel) is skipped.
+// limit goes on to wait for it; the others get their outbox row and their
+// admitted_at here (migration 00019: no history row, which cost an insert
+// and a foreign-key check per admission). A waiter another transaction
+// holds (a cancel) is skipped.
 //
 // Its plan must not depend on statistics, which lag a backlog inserted
 // since the last ANALYZE (admitPlanShape): slots is computed once
@@ -176,26 +183,21 @@ WITH lim AS (
          ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
          LIMIT greatest(slots.lim - slots.held, 0)) w
 ), adm AS (
-    UPDATE task_runs t SET flow_wait = CASE WHEN t.rate_key IS NOT NULL THEN 'rate' END
+    UPDATE task_runs t SET flow_wait = CASE WHEN t.rate_key IS NOT NULL THEN 'rate' END,
+                           admitted_at = CASE WHEN t.rate_key IS NULL THEN now() END
       FROM pick
      WHERE t.ctid = pick.ctid AND t.id = pick.id AND t.state = 'READY' AND t.flow_wait = 'concurrency'
- RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, t.flow_wait,
-           pick.key, pick.lim, pick.held
+ RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.flow_wait
 ), ob AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token, ` + dispatchPayloadSQL + `
       FROM adm WHERE flow_wait IS NULL
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
-), ev AS (
-    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
-    SELECT id, run_id, 'READY', 'READY', attempt, fencing_token, $3::text,
-           'admitted: concurrency ' || key || ' (' || held + row_number() OVER (PARTITION BY key ORDER BY id) || '/' || lim || ')'
-      FROM adm
 )
 SELECT count(*) FILTER (WHERE flow_wait IS NULL) AS dispatched, count(*) FILTER (WHERE flow_wait = 'rate') AS to_rate FROM adm`
 
-// qAdmitRate admits, key by key ($1 keys, $2 limits, $3 periods in ms, $4
-// the actor), the oldest waiters of each rate key while fewer than its
+// qAdmitRate admits, key by key ($1 keys, $2 limits, $3 periods in ms),
+// the oldest waiters of each rate key while fewer than its
 // limit started within its window (rateWindowL) on the database clock,
 // records their starts (now(), the last `limit` kept, oldest first) and
 // writes their outbox rows. Its plan is shaped as qAdmitConcurrency's.
@@ -218,7 +220,7 @@ WITH lim AS (
          ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
          LIMIT room.free) w
 ), adm AS (
-    UPDATE task_runs t SET flow_wait = NULL
+    UPDATE task_runs t SET flow_wait = NULL, admitted_at = now()
       FROM pick
      WHERE t.ctid = pick.ctid AND t.id = pick.id AND t.state = 'READY' AND t.flow_wait = 'rate'
  RETURNING t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt, t.rate_key
@@ -236,11 +238,6 @@ WITH lim AS (
     INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
     SELECT id, fencing_token, ` + dispatchPayloadSQL + ` FROM adm
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
-), ev AS (
-    INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
-    SELECT a.id, a.run_id, 'READY', 'READY', a.attempt, a.fencing_token, $4::text,
-           'admitted: rate limit ' || a.rate_key || ' ' || room.lim || '/' || (room.per_ms * interval '1 millisecond')
-      FROM adm a JOIN room ON room.key = a.rate_key
 )
 SELECT count(*) FROM adm`
 
@@ -342,7 +339,7 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 		if err != nil {
 			return err
 		}
-		if err := admitTasks(ctx, tx, ck, cl, rk, rl, rp, actor, &res); err != nil {
+		if err := admitTasks(ctx, tx, ck, cl, rk, rl, rp, &res); err != nil {
 			return err
 		}
 		if s.midAdmit != nil {
@@ -367,20 +364,20 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 // admitTasks runs, in tx, qAdmitConcurrency over the concurrency keys ck
 // (limits cl) and qAdmitRate over the rate keys rk (limits rl, periods rp
 // in ms), and counts what they did in res.
-func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []string, rl, rp []int64, actor string, res *AdmitResult) error {
+func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []string, rl, rp []int64, res *AdmitResult) error {
 	if len(ck) > 0 {
 		var c struct {
 			Dispatched int `db:"dispatched"`
 			ToRate     int `db:"to_rate"`
 		}
-		if err := tx.GetContext(ctx, &c, qAdmitConcurrency, ck, cl, actor); err != nil {
+		if err := tx.GetContext(ctx, &c, qAdmitConcurrency, ck, cl); err != nil {
 			return fmt.Errorf("admit: concurrency keys: %w", err)
 		}
 		res.Dispatched, res.ToRate, res.Slots = c.Dispatched, c.ToRate, c.Dispatched+c.ToRate
 	}
 	if len(rk) > 0 {
 		var n int
-		if err := tx.GetContext(ctx, &n, qAdmitRate, rk, rl, rp, actor); err != nil {
+		if err := tx.GetContext(ctx, &n, qAdmitRate, rk, rl, rp); err != nil {
 			return fmt.Errorf("admit: rate limits: %w", err)
 		}
 		res.Dispatched += n

@@ -29,9 +29,9 @@ func TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits(t *testing.T) {
 		args               []any
 	}{
 		{"concurrency", fmt.Sprintf("concurrency: {key: k, limit: %d}", room), "task_runs_waiting_concurrency",
-			[]any{"{k}", fmt.Sprintf("{%d}", room), "test"}},
+			[]any{"{k}", fmt.Sprintf("{%d}", room)}},
 		{"rate", fmt.Sprintf("rate_limit: {key: k, limit: %d, per: 1m}", room), "task_runs_waiting_rate",
-			[]any{"{k}", fmt.Sprintf("{%d}", room), "{60000}", "test"}},
+			[]any{"{k}", fmt.Sprintf("{%d}", room), "{60000}"}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			t.Parallel()

@@ -72,6 +72,23 @@ func TestAConcurrencyKeyDispatchesAtMostItsLimit(t *testing.T) {
 	if n := f.count(`SELECT count(*) FROM task_runs WHERE concurrency_key = 'customer-42' AND flow_wait IS NULL AND state = 'READY'`); n != 2 {
 		t.Fatalf("%d tasks of customer-42 dispatched, want 2", n)
 	}
+	// The admission is recorded on the task run (admitted_at), not as a
+	// history row; task show reads it for the dispatched, not the waiting.
+	if n := f.count(`SELECT count(*) FROM task_runs WHERE flow_wait IS NULL AND admitted_at >= ready_at`); n != 3 {
+		t.Fatalf("%d dispatched tasks carry their admission time, want 3", n)
+	}
+	if n := f.count(`SELECT count(*) FROM task_events WHERE from_state = 'READY' AND to_state = 'READY'`); n != 0 {
+		t.Fatalf("the admission wrote %d history rows, want none", n)
+	}
+	for _, id := range ids {
+		d, err := f.s.GetTask(f.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (d.AdmittedAt != nil) != (d.FlowWait == nil) {
+			t.Fatalf("task %s: admitted_at %v with flow_wait %v; want a time exactly when it was dispatched", id, d.AdmittedAt, d.FlowWait)
+		}
+	}
 	if n := f.outboxRows(other); n != 1 {
 		t.Fatalf("the task of customer-7 has %d outbox rows, want 1", n)
 	}

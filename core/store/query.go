@@ -171,6 +171,11 @@ type TaskRun struct {
 	FlowInUse *int   `db:"flow_in_use" json:"flow_in_use,omitempty"`
 	FlowLimit *int   `db:"flow_limit" json:"flow_limit,omitempty"`
 	FlowPerMs *int64 `db:"flow_per_ms" json:"flow_per_ms,omitempty"`
+	// AdmittedAt is when flow control's admission dispatched the task's
+	// current READY (database clock; migration 00019); null for a task
+	// without flow control, still waiting, or made READY again since (a
+	// retry waiting anew).
+	AdmittedAt *time.Time `db:"admitted_at" json:"admitted_at,omitempty"`
 	// Waiting is FlowWaitText's words for a task waiting for its
 	// admission ("waiting: concurrency customer-42 (5/5)"); GetRun and
 	// GetTask set it, absent otherwise.
@@ -236,6 +241,7 @@ const taskColumns = `t.id, t.run_id, t.task_name, t.handler, t.state, t.attempt,
 // partial index task_runs_slots): the subqueries run only for waiting
 // tasks.
 const flowColumns = `t.concurrency_key, t.rate_key, t.flow_wait, t.priority,
+       CASE WHEN t.flow_wait IS NULL AND t.admitted_at >= t.ready_at THEN t.admitted_at END AS admitted_at,
        CASE WHEN t.state = 'READY' AND t.flow_wait = 'concurrency' THEN (SELECT count(*) FROM task_runs h
             WHERE h.concurrency_key = t.concurrency_key AND h.kind = 'task' AND h.state IN ('READY', 'RUNNING')
               AND h.flow_wait IS DISTINCT FROM 'concurrency') END AS flow_in_use,
