@@ -151,6 +151,10 @@ func limitsSet(c *cli.Context, env *Env, set bool) error {
 		if ch.Old != nil {
 			old = strconv.Itoa(*ch.Old)
 		}
+		if ch.Forgotten {
+			fmt.Fprintf(env.Stdout, "%s %s: limit %s -> forgotten (no task holds or waits for the key; the next waiter brings its definition's limit)\n", ch.Kind, core.FlowKeyText(ch.Key), old)
+			continue
+		}
 		what := "set by the operator"
 		if !set {
 			what = "the definitions' limit"

@@ -85,6 +85,9 @@ func writeWorkflowTable(env *Env, shown shownWorkflow) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "Retry n waits a random time in [0, min(max, initial × 2^(n-1))] (full jitter); (default): not set in the file.\n")
+	if l := runConcurrencyLine(wf.Definition); l != "" {
+		fmt.Fprintf(env.Stdout, "%s\n", core.TerminalText(l))
+	}
 	for _, t := range wf.Definition.Tasks {
 		for _, l := range languageLines(t) {
 			fmt.Fprintf(env.Stdout, "%s: %s\n", t.Name, core.TerminalText(l))
@@ -180,7 +183,33 @@ func languageLines(t core.TaskDef) []string {
 	if l := heldDefLine(t); l != "" {
 		out = append(out, l)
 	}
+	if c := t.Concurrency; c != nil {
+		out = append(out, fmt.Sprintf("concurrency key %s, limit %d", c.Key, c.Limit))
+	}
+	if r := t.RateLimit; r != nil {
+		out = append(out, fmt.Sprintf("rate_limit key %s, %d per %s", r.Key, r.Limit, fmtDuration(time.Duration(r.Per))))
+	}
+	if t.Priority != nil {
+		out = append(out, fmt.Sprintf("priority %d", *t.Priority))
+	} else if t.Flow() {
+		out = append(out, fmt.Sprintf("priority %d (default)", t.PriorityOrDefault()))
+	}
 	return out
+}
+
+// runConcurrencyLine is what `workflow show` says of a workflow's
+// run-level `concurrency` block, its default strategy marked; "" for a
+// workflow without one.
+func runConcurrencyLine(d core.Definition) string {
+	c := d.Concurrency
+	if c == nil {
+		return ""
+	}
+	strategy := c.Strategy
+	if strategy == "" {
+		strategy = c.StrategyOrDefault() + " (default)"
+	}
+	return fmt.Sprintf("runs: concurrency key %s, limit %d open runs, strategy %s", c.Key, c.Limit, strategy)
 }
 
 // heldDefLine is what `workflow show` says of a task's sleep, wait_for or

@@ -129,3 +129,35 @@ tasks:
 		t.Errorf("apply of the shown definition: %s", r)
 	}
 }
+
+// TestWorkflowShowPrintsFlowControl: workflow show prints each task's
+// concurrency key, rate limit and priority (the default marked for a task
+// with flow control) and the workflow's run-level concurrency with its
+// strategy (it printed none of them: found by a new-user trial).
+func TestWorkflowShowPrintsFlowControl(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.apply(`
+name: payments
+concurrency: {key: "params.tenant", limit: 2}
+tasks:
+  - {name: charge, handler: noop, concurrency: {key: "'customer-' + params.customer", limit: 5}, priority: 3}
+  - {name: notify, handler: noop, depends_on: [charge], rate_limit: {key: mail-api, limit: 100, per: 1m}}
+  - {name: plain, handler: noop}
+`)
+	out := h.must("workflow", "show", "payments").stdout
+	for _, want := range []string{
+		"runs: concurrency key params.tenant, limit 2 open runs, strategy queue (default)\n",
+		"charge: concurrency key 'customer-' + params.customer, limit 5\n",
+		"charge: priority 3\n",
+		"notify: rate_limit key mail-api, 100 per 1m\n",
+		"notify: priority 2 (default)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "plain: priority") {
+		t.Errorf("a task without flow control shows a priority:\n%s", out)
+	}
+}

@@ -299,8 +299,23 @@ func TestAPausedWorkflowsWaiterTakesNoSlot(t *testing.T) {
 	if n := f.outboxRows(live); n != 1 {
 		t.Fatalf("the live workflow's task has %d outbox rows, want 1 (the paused one must not hold the slot)", n)
 	}
+	// What task show says of the passed-over waiter: its key, and that
+	// its workflow is paused (not a scheduler that forgot it).
+	waiting := func() string {
+		d, err := f.s.GetTask(f.ctx, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Waiting
+	}
+	if w := waiting(); w != "waiting: concurrency shared (1/1)"+store.PausedWaitSuffix {
+		t.Fatalf("the paused waiter shows %q, want its key and that its workflow is paused", w)
+	}
 	if _, err := f.s.ResumeWorkflow(f.ctx, "held", "bob", "fixed"); err != nil {
 		t.Fatal(err)
+	}
+	if w := waiting(); w != "waiting: concurrency shared (1/1)" {
+		t.Fatalf("after the resume the waiter shows %q, want its key alone", w)
 	}
 	if res := f.admit(); res.Dispatched != 0 {
 		t.Fatalf("admission %+v with the slot held, want none", res)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -157,6 +159,11 @@ type LimitChange struct {
 	Key  string `json:"key"`
 	Old  *int   `json:"old_limit"`
 	New  int    `json:"new_limit"`
+	// Forgotten says a reset dropped the key: no definition's limit
+	// stands behind it, since no task run (or run) holds or waits for
+	// it; New is then 0. A waiter brings it back with its definition's
+	// limit.
+	Forgotten bool `json:"forgotten,omitempty"`
 }
 
 // SetLimitResult says what SetLimit changed: one LimitChange per kind.
@@ -198,6 +205,26 @@ WITH ins AS (
 )
 SELECT 1`
 
+// qKeyInUse says whether key $2 of kind $1 has a holder or a waiter: a
+// task run of the key READY or RUNNING (concurrency, rate), or an open run
+// of the run key (run).
+const qKeyInUse = `
+SELECT CASE $1::text
+         WHEN 'run' THEN EXISTS (SELECT 1 FROM workflow_runs r WHERE r.concurrency_key = $2::text AND r.finished_at IS NULL)
+         WHEN 'rate' THEN EXISTS (SELECT 1 FROM task_runs t WHERE t.rate_key = $2::text AND t.state IN ('READY', 'RUNNING'))
+         ELSE EXISTS (SELECT 1 FROM task_runs t WHERE t.concurrency_key = $2::text AND t.state IN ('READY', 'RUNNING'))
+       END`
+
+// qForgetLimit drops key $2 of kind $1 (a reset of a key no task uses)
+// and audits it (old effective limit $3, actor $4, reason $5; new limit
+// NULL).
+const qForgetLimit = `
+WITH del AS (
+    DELETE FROM flow_limits WHERE kind = $1::text AND key = $2::text RETURNING kind, key
+)
+INSERT INTO flow_limit_events (kind, key, old_limit, new_limit, actor, reason)
+SELECT kind, key, $3::int, NULL, $4::text, $5::text FROM del`
+
 // SetLimit sets (req.Limit) or resets (nil) the operator's limit of key
 // req.Key, of kind req.Kind or of every kind that has the key, in ONE
 // transaction with an audit row per kind in flow_limit_events (the old and
@@ -214,7 +241,14 @@ SELECT 1`
 // "", or a limit out of its kind's range; ErrNotFound naming the key when
 // no key of that kind exists and none can be created (a reset, no kind,
 // or a rate key, which exists once a task using it has waited: its period
-// comes from the definition).
+// comes from the definition), or when a reset finds no operator's limit
+// on any kind of the key (nothing to reset: nothing is written). A reset
+// of a concurrency or run key that no task run (or run) holds or waits for
+// forgets the key (LimitChange.Forgotten): the limit it had was the
+// operator's, or a definition's no task uses now. A key created here must
+// be one a trigger could give a task (1 to core.MaxFlowKeyLength bytes of
+// valid UTF-8 without NUL) and, for kind run, name its workflow
+// ("<workflow>/<key>"); ErrBadLimit otherwise.
 func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResult, error) {
 	what := fmt.Sprintf("set limit of %q", req.Key)
 	if err := core.ValidateReason(req.Reason); err != nil {
@@ -227,6 +261,9 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 		if err := checkLimit(req.Kind, req.Limit); err != nil {
 			return SetLimitResult{}, fmt.Errorf("%s: %w", what, err)
 		}
+	}
+	if !utf8.ValidString(req.Key) || strings.ContainsRune(req.Key, 0) {
+		return SetLimitResult{}, fmt.Errorf("%s: %w: a key is UTF-8 text without NUL", what, ErrBadLimit)
 	}
 	var res SetLimitResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
@@ -249,15 +286,35 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 			if err := checkLimit(r.Kind, req.Limit); err != nil { // req.Kind "": each kind's range
 				return fmt.Errorf("%s: %w", what, err)
 			}
+			if req.Limit == nil && r.Operator == nil {
+				continue // a reset: nothing to reset on this kind
+			}
 			old := r.Lim
 			if r.Operator != nil {
 				old = *r.Operator
 			}
 			c := LimitChange{Kind: r.Kind, Key: req.Key, Old: &old}
+			if req.Limit == nil && r.Kind != FlowRate { // a rate key keeps its window's starts
+				var used bool
+				if err := tx.GetContext(ctx, &used, qKeyInUse, r.Kind, req.Key); err != nil {
+					return fmt.Errorf("%s (%s): %w", what, r.Kind, err)
+				}
+				if !used {
+					if _, err := tx.ExecContext(ctx, qForgetLimit, r.Kind, req.Key, old, req.Actor, req.Reason); err != nil {
+						return fmt.Errorf("%s (%s): %w", what, r.Kind, err)
+					}
+					c.Forgotten = true
+					res.Changes = append(res.Changes, c)
+					continue
+				}
+			}
 			if err := tx.GetContext(ctx, &c.New, qSetLimit, r.Kind, req.Key, req.Limit, old, req.Actor, req.Reason); err != nil {
 				return fmt.Errorf("%s (%s): %w", what, r.Kind, err)
 			}
 			res.Changes = append(res.Changes, c)
+		}
+		if len(res.Changes) == 0 {
+			return fmt.Errorf("%s: %w: key %q has no operator's limit (nothing to reset)", what, ErrNotFound, req.Key)
 		}
 		return notifyAll(ctx, tx, notice{TasksChannel, AnyRun})
 	})
@@ -278,10 +335,30 @@ func createLimit(ctx context.Context, tx *sqlx.Tx, req SetLimitRequest) (LimitCh
 	case req.Kind == FlowRate:
 		return LimitChange{}, fmt.Errorf("%w: no rate key %q: a rate key appears once a task using it has waited (its period comes from the definition)", ErrNotFound, req.Key)
 	}
+	if err := checkNewKey(req.Kind, req.Key); err != nil {
+		return LimitChange{}, err
+	}
 	if _, err := tx.ExecContext(ctx, qCreateLimit, req.Key, *req.Limit, req.Actor, req.Reason, req.Kind); err != nil {
 		return LimitChange{}, fmt.Errorf("create key: %w", err)
 	}
 	return LimitChange{Kind: req.Kind, Key: req.Key, New: *req.Limit}, nil
+}
+
+// checkNewKey checks a key SetLimit is to create (SetLimit has checked
+// that it is UTF-8 without NUL): one a trigger could give a task or a run
+// (core.MaxFlowKeyLength bytes at most, not empty) and, for kind run, scoped to a workflow
+// ("<workflow>/<key>", as core.FlowPrograms.Eval writes run keys).
+func checkNewKey(kind, key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: a key is not empty", ErrBadLimit)
+	case len(key) > core.MaxFlowKeyLength:
+		return fmt.Errorf("%w: a key is at most %d bytes, not %d", ErrBadLimit, core.MaxFlowKeyLength, len(key))
+	}
+	if wf, k, ok := strings.Cut(key, "/"); kind == FlowRun && (!ok || wf == "" || k == "") {
+		return fmt.Errorf("%w: a run key is <workflow>/<key> (the workflow's own, as limits list shows it), not %q", ErrBadLimit, key)
+	}
+	return nil
 }
 
 // checkLimit checks an operator's limit of kind (nil, a reset, passes).

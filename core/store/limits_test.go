@@ -174,6 +174,11 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 		{"reset of an unknown key", store.SetLimitRequest{Kind: "concurrency", Key: "nope", Reason: "r"}, store.ErrNotFound, "nope"},
 		{"rate key without a row", store.SetLimitRequest{Kind: "rate", Key: "nope", Limit: n(1), Reason: "r"}, store.ErrNotFound, "once a task using it has waited"},
 		{"kind the key lacks", store.SetLimitRequest{Kind: "concurrency", Key: "api", Reason: "r"}, store.ErrNotFound, "api"},
+		{"a reset with no operator's limit", store.SetLimitRequest{Key: "api", Reason: "r"}, store.ErrNotFound, "nothing to reset"},
+		{"an empty new key", store.SetLimitRequest{Kind: "concurrency", Key: "", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "not empty"},
+		{"a new key no trigger could give", store.SetLimitRequest{Kind: "concurrency", Key: strings.Repeat("y", core.MaxFlowKeyLength+1), Limit: n(2), Reason: "r"}, store.ErrBadLimit, "at most 256 bytes"},
+		{"a new key with NUL", store.SetLimitRequest{Kind: "concurrency", Key: "a\x00b", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "without NUL"},
+		{"a new run key without its workflow", store.SetLimitRequest{Kind: "run", Key: "brand-new", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "<workflow>/<key>"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := f.s.SetLimit(f.ctx, c.req)
@@ -191,5 +196,39 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 	f.setLimit("", "api", 1)
 	if l := f.limits()["rate/api"]; l.Limit != 1 || l.Per != time.Second {
 		t.Fatalf("key %+v, want limit 1 per 1s", l)
+	}
+}
+
+// TestAResetForgetsAKeyNoTaskUses: a reset of a concurrency key that no
+// task run holds or waits for (here one the operator created) drops the
+// key instead of calling the operator's limit the definitions' (there is
+// no definition behind it), audited with no new limit; a key with
+// waiters keeps its row and goes back to its definition's limit.
+func TestAResetForgetsAKeyNoTaskUses(t *testing.T) {
+	f := newFixture(t)
+	f.setLimit(store.FlowConcurrency, "made-up", 2)
+	res, err := f.s.SetLimit(f.ctx, store.SetLimitRequest{Key: "made-up", Reason: "done", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || !res.Changes[0].Forgotten || *res.Changes[0].Old != 2 {
+		t.Fatalf("changes %+v, want the key forgotten from limit 2", res.Changes)
+	}
+	if _, ok := f.limits()["concurrency/made-up"]; ok {
+		t.Fatal("the reset key is still listed")
+	}
+	if n := f.count(`SELECT count(*) FROM flow_limit_events WHERE key = 'made-up' AND old_limit = 2 AND new_limit IS NULL AND reason = 'done'`); n != 1 {
+		t.Fatalf("%d audit rows of the forgetting, want 1", n)
+	}
+	f.apply("name: limited\ntasks:\n  - {name: a, handler: noop, concurrency: {key: k, limit: 5}}\n")
+	f.triggerN("limited", "a", 1, "x")
+	f.admit()
+	f.setLimit(store.FlowConcurrency, "k", 1)
+	res, err = f.s.SetLimit(f.ctx, store.SetLimitRequest{Key: "k", Reason: "back", Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changes) != 1 || res.Changes[0].Forgotten || res.Changes[0].New != 5 {
+		t.Fatalf("changes %+v, want key k back at its definition's 5", res.Changes)
 	}
 }

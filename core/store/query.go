@@ -171,6 +171,10 @@ type TaskRun struct {
 	FlowInUse *int   `db:"flow_in_use" json:"flow_in_use,omitempty"`
 	FlowLimit *int   `db:"flow_limit" json:"flow_limit,omitempty"`
 	FlowPerMs *int64 `db:"flow_per_ms" json:"flow_per_ms,omitempty"`
+	// FlowPaused is true while the task waits for its admission and its
+	// workflow is paused: the admission passes it over until the resume
+	// (notPausedSQL), whatever room its key has; null when not waiting.
+	FlowPaused *bool `db:"flow_paused" json:"flow_paused,omitempty"`
 	// AdmittedAt is when flow control's admission dispatched the task's
 	// current READY (database clock; migration 00019); null for a task
 	// without flow control, still waiting, or made READY again since (a
@@ -186,22 +190,34 @@ type TaskRun struct {
 // waits for, in core's words (core.ConcurrencyWaitText,
 // core.RateWaitText), for `run show`, `task show` and the dashboard; ""
 // for a task not waiting.
+//
+// A waiter of a paused workflow says so after what it waits for
+// ("waiting: concurrency slow-key (0/1); workflow paused: admitted after
+// its resume"): its key may have room, and the admission passes it over.
 func (t TaskRun) FlowWaitText() string {
 	if t.FlowWait == nil || t.State != core.TaskReady || t.FlowLimit == nil {
 		return ""
 	}
+	var w string
 	switch *t.FlowWait {
 	case FlowConcurrency:
 		if t.ConcurrencyKey != nil && t.FlowInUse != nil {
-			return core.ConcurrencyWaitText(*t.ConcurrencyKey, *t.FlowInUse, *t.FlowLimit)
+			w = core.ConcurrencyWaitText(*t.ConcurrencyKey, *t.FlowInUse, *t.FlowLimit)
 		}
 	case FlowRate:
 		if t.RateKey != nil && t.FlowPerMs != nil {
-			return core.RateWaitText(*t.RateKey, *t.FlowLimit, time.Duration(*t.FlowPerMs)*time.Millisecond)
+			w = core.RateWaitText(*t.RateKey, *t.FlowLimit, time.Duration(*t.FlowPerMs)*time.Millisecond)
 		}
 	}
-	return ""
+	if w != "" && t.FlowPaused != nil && *t.FlowPaused {
+		w += PausedWaitSuffix
+	}
+	return w
 }
+
+// PausedWaitSuffix ends the FlowWaitText of a waiter whose workflow is
+// paused.
+const PausedWaitSuffix = "; workflow paused: admitted after its resume"
 
 // withWaiting sets the Waiting text of each task of ts.
 func withWaiting(ts []TaskRun) {
@@ -250,7 +266,10 @@ const flowColumns = `t.concurrency_key, t.rate_key, t.flow_wait, t.priority,
             WHEN t.state = 'READY' AND t.flow_wait = 'rate' THEN coalesce((SELECT coalesce(f.operator_limit, f.lim)
                  FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_limit) END AS flow_limit,
        CASE WHEN t.state = 'READY' AND t.flow_wait = 'rate' THEN coalesce((SELECT f.per_ms
-                 FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_per_ms) END AS flow_per_ms`
+                 FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_per_ms) END AS flow_per_ms,
+       CASE WHEN t.state = 'READY' AND t.flow_wait IS NOT NULL THEN EXISTS (
+                 SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
+                  WHERE pr.id = t.run_id) END AS flow_paused`
 
 // heldColumns are the TaskRun fields of a held task (core.TaskKind.Held):
 // its due time and the time left to it (database clock), what a wait
