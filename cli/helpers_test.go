@@ -251,3 +251,14 @@ func decode[T any](t *testing.T, s string) T {
 	}
 	return v
 }
+
+// wantLines reports, as errors, each of wants that out lacks, saying
+// what (e.g. "show lacks") and printing out.
+func wantLines(t *testing.T, out, what string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s %q:\n%s", what, want, out)
+		}
+	}
+}

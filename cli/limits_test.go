@@ -118,7 +118,7 @@ func TestLimitsSetAndResetAreAuditedAndShown(t *testing.T) {
 		{[]string{"limits", "set", "nope", "--limit", "1", "--kind", "rate", "--reason", "r"}, 1, "once a task using it has waited"},
 		{[]string{"limits", "reset", "nope", "--reason", "r"}, 1, "nothing to reset"},
 		{[]string{"limits", "reset", "customer-42", "--reason", "r"}, 1, "nothing to reset"},
-		{[]string{"limits", "set", "", "--limit", "2", "--kind", "concurrency", "--reason", "r"}, 2, "not empty"},
+		{[]string{"limits", "set", "", "--limit", "2", "--kind", "concurrency", "--reason", "r"}, 2, "the key is empty"},
 		{[]string{"limits", "set", "brand-new", "--limit", "2", "--kind", "run", "--reason", "r"}, 2, "<workflow>/<key>"},
 	} {
 		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {

@@ -131,7 +131,7 @@ func CompileFlowKey(src string) (FlowKey, error) {
 	prg, err := expr.Compile(src, expr.Key, nil)
 	if err != nil {
 		if plainKeyRE.MatchString(src) && !strings.HasPrefix(src, "params.") && !strings.HasPrefix(src, "upstream.") {
-			return FlowKey{plain: src}, checkFlowKeyValue(src)
+			return FlowKey{plain: src}, CheckFlowKey(src)
 		}
 		if strings.Contains(src, "upstream") {
 			return FlowKey{}, fmt.Errorf("%s reads upstream: a key cannot read upstream results, whatever the task depends on (it is evaluated once, when the run is triggered); use params", src)
@@ -142,13 +142,13 @@ func CompileFlowKey(src string) (FlowKey, error) {
 		if plainKeyRE.MatchString(src) {
 			// A plain word that CEL also reads (2026-12, 10/2, 007) is
 			// the word: nobody writes arithmetic on constants for a key.
-			return FlowKey{plain: src}, checkFlowKeyValue(src)
+			return FlowKey{plain: src}, CheckFlowKey(src)
 		}
 		v, err := prg.Key(context.Background(), expr.Input{Params: json.RawMessage(`{}`)})
 		if err != nil {
 			return FlowKey{}, err
 		}
-		return FlowKey{plain: v}, checkFlowKeyValue(v)
+		return FlowKey{plain: v}, CheckFlowKey(v)
 	}
 	return FlowKey{prg: prg}, nil
 }
@@ -163,15 +163,16 @@ func (k FlowKey) Eval(ctx context.Context, params json.RawMessage) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrBadFlowKey, err)
 	}
-	if err := checkFlowKeyValue(v); err != nil {
+	if err := CheckFlowKey(v); err != nil {
 		return "", fmt.Errorf("%w: %s gives %q: %w", ErrBadFlowKey, k.prg.Source(), v, err)
 	}
 	return v, nil
 }
 
-// checkFlowKeyValue checks an evaluated key: not empty, valid UTF-8
-// without NUL, at most MaxFlowKeyLength bytes.
-func checkFlowKeyValue(v string) error {
+// CheckFlowKey checks a concurrency or rate-limit key as evaluated (and
+// the part after "<workflow>/" of a run key): not empty, valid UTF-8
+// without NUL, at most MaxFlowKeyLength bytes. The error says which.
+func CheckFlowKey(v string) error {
 	switch {
 	case v == "":
 		return errors.New("the key is empty")

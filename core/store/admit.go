@@ -140,9 +140,14 @@ SELECT f.kind, f.key, coalesce(f.operator_limit, f.lim) AS lim, coalesce(f.per_m
 // The uncorrelated first test is evaluated once per statement (an
 // InitPlan), as notPaused's is: with no pause at all, no waiter pays for
 // the look-up of its run.
-const notPausedSQL = `(NOT EXISTS (SELECT 1 FROM workflow_pauses)
-                     OR NOT EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
-                                     WHERE pr.id = t.run_id))`
+const notPausedSQL = `(NOT EXISTS (SELECT 1 FROM workflow_pauses) OR NOT ` + runPausedSQL + `)`
+
+// runPausedSQL holds for a task run t whose workflow is paused: its
+// run's workflow is among the pauses (primary-key look-ups). The
+// admission passes such waiters over (notPausedSQL); run show and task
+// show say so (TaskRun.FlowPaused).
+const runPausedSQL = `EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
+                              WHERE pr.id = t.run_id)`
 
 // qAdmitConcurrency admits, key by key ($1 keys, $2 their limits), the
 // oldest waiters of each key while the key has free slots: the
@@ -154,7 +159,8 @@ const notPausedSQL = `(NOT EXISTS (SELECT 1 FROM workflow_pauses)
 // holds (a cancel) is skipped.
 //
 // Its plan must not depend on statistics, which lag a backlog inserted
-// since the last ANALYZE (admitPlanShape): slots is computed once
+// since the last ANALYZE (TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits
+// holds it to this): slots is computed once
 // (MATERIALIZED: inlined, its count ran once per waiter picked); each
 // priority level's waiters are read in the waiting index's own order
 // (key, priority, ready_at: no sort of every waiter of the level); and the

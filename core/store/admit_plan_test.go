@@ -9,8 +9,8 @@ import (
 	"github.com/flowforge/flowforge/core/store"
 )
 
-// TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits (admitPlanShape in
-// admit.go): the statistics of task_runs lag a backlog inserted since the
+// TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits (qAdmitConcurrency's
+// plan, in admit.go): the statistics of task_runs lag a backlog inserted since the
 // last ANALYZE (the planner believes the waiting indexes empty), and an
 // admission round must still cost what it admits, not what waits. On
 // 3,000 waiters of one key, triggered in one statement (one ready_at)

@@ -205,13 +205,12 @@ WITH ins AS (
 )
 SELECT 1`
 
-// qKeyInUse says whether key $2 of kind $1 has a holder or a waiter: a
-// task run of the key READY or RUNNING (concurrency, rate), or an open run
-// of the run key (run).
+// qKeyInUse says whether key $2 of kind $1 (concurrency or run; a rate
+// key is never forgotten) has a holder or a waiter: a task run of the key
+// READY or RUNNING, or an open run of the run key.
 const qKeyInUse = `
 SELECT CASE $1::text
          WHEN 'run' THEN EXISTS (SELECT 1 FROM workflow_runs r WHERE r.concurrency_key = $2::text AND r.finished_at IS NULL)
-         WHEN 'rate' THEN EXISTS (SELECT 1 FROM task_runs t WHERE t.rate_key = $2::text AND t.state IN ('READY', 'RUNNING'))
          ELSE EXISTS (SELECT 1 FROM task_runs t WHERE t.concurrency_key = $2::text AND t.state IN ('READY', 'RUNNING'))
        END`
 
@@ -344,19 +343,20 @@ func createLimit(ctx context.Context, tx *sqlx.Tx, req SetLimitRequest) (LimitCh
 	return LimitChange{Kind: req.Kind, Key: req.Key, New: *req.Limit}, nil
 }
 
-// checkNewKey checks a key SetLimit is to create (SetLimit has checked
-// that it is UTF-8 without NUL): one a trigger could give a task or a run
-// (core.MaxFlowKeyLength bytes at most, not empty) and, for kind run, scoped to a workflow
-// ("<workflow>/<key>", as core.FlowPrograms.Eval writes run keys).
+// checkNewKey checks a key SetLimit is to create: one a trigger could
+// give a task (core.CheckFlowKey) or, for kind run, a run
+// ("<workflow>/<key>", as core.FlowPrograms.Eval writes run keys, the key
+// part as core.CheckFlowKey wants it).
 func checkNewKey(kind, key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: a key is not empty", ErrBadLimit)
-	case len(key) > core.MaxFlowKeyLength:
-		return fmt.Errorf("%w: a key is at most %d bytes, not %d", ErrBadLimit, core.MaxFlowKeyLength, len(key))
+	if kind == FlowRun {
+		wf, k, ok := strings.Cut(key, "/")
+		if !ok || wf == "" {
+			return fmt.Errorf("%w: a run key is <workflow>/<key> (the workflow's own, as limits list shows it), not %q", ErrBadLimit, key)
+		}
+		key = k
 	}
-	if wf, k, ok := strings.Cut(key, "/"); kind == FlowRun && (!ok || wf == "" || k == "") {
-		return fmt.Errorf("%w: a run key is <workflow>/<key> (the workflow's own, as limits list shows it), not %q", ErrBadLimit, key)
+	if err := core.CheckFlowKey(key); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadLimit, err)
 	}
 	return nil
 }

@@ -175,8 +175,8 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 		{"rate key without a row", store.SetLimitRequest{Kind: "rate", Key: "nope", Limit: n(1), Reason: "r"}, store.ErrNotFound, "once a task using it has waited"},
 		{"kind the key lacks", store.SetLimitRequest{Kind: "concurrency", Key: "api", Reason: "r"}, store.ErrNotFound, "api"},
 		{"a reset with no operator's limit", store.SetLimitRequest{Key: "api", Reason: "r"}, store.ErrNotFound, "nothing to reset"},
-		{"an empty new key", store.SetLimitRequest{Kind: "concurrency", Key: "", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "not empty"},
-		{"a new key no trigger could give", store.SetLimitRequest{Kind: "concurrency", Key: strings.Repeat("y", core.MaxFlowKeyLength+1), Limit: n(2), Reason: "r"}, store.ErrBadLimit, "at most 256 bytes"},
+		{"an empty new key", store.SetLimitRequest{Kind: "concurrency", Key: "", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "the key is empty"},
+		{"a new key no trigger could give", store.SetLimitRequest{Kind: "concurrency", Key: strings.Repeat("y", core.MaxFlowKeyLength+1), Limit: n(2), Reason: "r"}, store.ErrBadLimit, "longer than the limit of 256"},
 		{"a new key with NUL", store.SetLimitRequest{Kind: "concurrency", Key: "a\x00b", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "without NUL"},
 		{"a new run key without its workflow", store.SetLimitRequest{Kind: "run", Key: "brand-new", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "<workflow>/<key>"},
 	} {

@@ -267,9 +267,7 @@ const flowColumns = `t.concurrency_key, t.rate_key, t.flow_wait, t.priority,
                  FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_limit) END AS flow_limit,
        CASE WHEN t.state = 'READY' AND t.flow_wait = 'rate' THEN coalesce((SELECT f.per_ms
                  FROM flow_limits f WHERE f.kind = 'rate' AND f.key = t.rate_key), t.rate_per_ms) END AS flow_per_ms,
-       CASE WHEN t.state = 'READY' AND t.flow_wait IS NOT NULL THEN EXISTS (
-                 SELECT 1 FROM workflow_runs pr JOIN workflow_pauses pp ON pp.workflow_name = pr.workflow_name
-                  WHERE pr.id = t.run_id) END AS flow_paused`
+       CASE WHEN t.state = 'READY' AND t.flow_wait IS NOT NULL THEN ` + runPausedSQL + ` END AS flow_paused`
 
 // heldColumns are the TaskRun fields of a held task (core.TaskKind.Held):
 // its due time and the time left to it (database clock), what a wait
