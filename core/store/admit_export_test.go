@@ -17,5 +17,5 @@ func TestAgedPriorityAgesByPriorityAging(t *testing.T) {
 // AdmitQueries are the statements of an admission round that read a
 // key's waiters, by kind, for admit_plan_test.go's EXPLAINs.
 func AdmitQueries() map[string]string {
-	return map[string]string{"concurrency": qAdmitConcurrency, "rate": qAdmitRate}
+	return map[string]string{"concurrency": qAdmitConcurrency, "rate": qAdmitRate, "run": qAdmitRuns}
 }

@@ -21,6 +21,11 @@ import (
 // oldest running runs as there are such waiters, less those already being
 // cancelled (the waiters start once those runs have ended). It returns each
 // run it changed and what it did ("admitted", "refused", "displaced").
+// The admitting and refusing UPDATEs reach their runs by the ctids picked
+// (ctid = ANY of an array: a Tid Scan), as qAdmitConcurrency does: joined
+// by ctid alone, statistics that know a backlog of waiters had them
+// hashed against a scan of workflow_runs, every run kept
+// (TestARunAdmissionUpdatesOnlyTheRunsItPicked).
 const qAdmitRuns = `
 WITH lim AS (
     SELECT * FROM unnest($1::text[], $2::int[]) AS l(key, lim)
@@ -46,14 +51,15 @@ WITH lim AS (
 ), admitted AS (
     UPDATE workflow_runs r SET run_wait = false
       FROM ranked k
-     WHERE r.ctid = k.ctid AND r.id = k.id AND k.rn <= k.free
+     WHERE r.ctid = ANY (ARRAY(SELECT x.ctid FROM ranked x WHERE x.rn <= x.free)) AND r.ctid = k.ctid AND r.id = k.id AND k.rn <= k.free
  RETURNING r.id
 ), refused AS (
     UPDATE workflow_runs r
        SET cancel_requested_at = now(),
            cancel_reason = 'concurrency ' || k.key || ' is full (' || greatest(k.held, k.lim) || '/' || k.lim || '): strategy cancel-newest'
       FROM ranked k
-     WHERE r.ctid = k.ctid AND r.id = k.id AND k.rn > k.free AND k.strategy = 'cancel-newest'
+     WHERE r.ctid = ANY (ARRAY(SELECT x.ctid FROM ranked x WHERE x.rn > x.free AND x.strategy = 'cancel-newest'))
+       AND r.ctid = k.ctid AND r.id = k.id AND k.rn > k.free AND k.strategy = 'cancel-newest'
  RETURNING r.id
 ), excess AS (
     SELECT k.key, count(*) - max(k.leaving) AS n FROM ranked k
