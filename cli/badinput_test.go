@@ -65,6 +65,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"JSON that is not a mapping", wf("array.json", `[{"name": "w"}]`), "", 2, []string{"want a mapping with name and tasks"}},
 		{"empty file", wf("empty.yaml", ""), "", 2, []string{"the file is empty"}},
 		{"JSON with unknown field", wf("bad.json", `{"name":"w","tasks":[{"name":"a","handler":"noop","dependson":["x"]}]}`), "", 2, []string{`unknown field "dependson"`}},
+		{"description with NUL", wf("nul.yaml", "name: w\ndescription: \"a\\0b\"\ntasks:\n  - {name: a, handler: noop}\n"), "", 2,
+			[]string{`invalid workflow: description contains a NUL character (\u0000), which PostgreSQL cannot store`}},
 		{"missing file", []string{"workflow", "apply", "-f", filepath.Join(dir, "nope.yaml")}, "", 2, []string{"cannot read", "nope.yaml", "no such file"}},
 		{"no -f", []string{"workflow", "apply"}, "", 2, []string{"needs -f FILE"}},
 		{"bad workflow on stdin", []string{"workflow", "apply", "-f", "-"}, "name: w\ntasks:\n  - {name: a, handler: noop, depends_on: [zz]}\n", 2, []string{`unknown task "zz"`}},

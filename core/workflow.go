@@ -236,7 +236,52 @@ func decodeWorkflowFile(data []byte) (map[string]any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: want a mapping with name and tasks at the top level", ErrBadWorkflow)
 	}
+	// Every text of a definition (description, handler, when, keys,
+	// params, a schedule's fields) is stored as PostgreSQL text or jsonb,
+	// which refuse the NUL character: refused here, naming the field,
+	// rather than as the database's error when the definition is stored.
+	if field, found := nulField(jsonable(m).(map[string]any)); found {
+		return nil, fmt.Errorf("%w: %s contains a NUL character (\\u0000), which PostgreSQL cannot store", ErrBadWorkflow, field)
+	}
 	return m, nil
+}
+
+// nulField finds a text of the workflow file's mapping doc that holds the
+// NUL character and names it as a person reads the file: "description",
+// `task "load": params.day`, `schedules[0].timezone`.
+func nulField(doc map[string]any) (string, bool) {
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if strings.ContainsRune(k, 0) {
+			return "a top-level key", true
+		}
+		tasks, isTasks := doc[k].([]any)
+		if k != "tasks" || !isTasks {
+			if path, found := findNUL(map[string]any{k: doc[k]}, ""); found {
+				return strings.TrimPrefix(path, "."), true
+			}
+			continue
+		}
+		for i, t := range tasks {
+			where := fmt.Sprintf("tasks[%d]", i)
+			if tm, ok := t.(map[string]any); ok {
+				if name, ok := tm["name"].(string); ok && !strings.ContainsRune(name, 0) {
+					where = fmt.Sprintf("task %q:", name)
+				}
+			}
+			if path, found := findNUL(t, ""); found {
+				if strings.HasSuffix(where, ":") {
+					return where + " " + strings.TrimPrefix(path, "."), true
+				}
+				return where + path, true
+			}
+		}
+	}
+	return "", false
 }
 
 // definitionOf decodes and validates the Definition of a workflow file's

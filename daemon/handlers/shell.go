@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/flowforge/flowforge/core"
 )
 
@@ -241,6 +243,9 @@ func shellError(ctx context.Context, err error, name string, res ShellResult) er
 		return fmt.Errorf("shell: %s stopped: %w", name, context.Cause(ctx))
 	case errors.As(err, &ee):
 		msg := fmt.Sprintf("shell: %s exited with code %d", name, res.ExitCode)
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			msg = "shell: " + name + " " + killedBy(ws.Signal())
+		}
 		if tail := strings.TrimSpace(res.Stderr); tail != "" {
 			msg += ": " + tail
 		}
@@ -254,6 +259,20 @@ func shellError(ctx context.Context, err error, name string, res ShellResult) er
 	default:
 		return fmt.Errorf("shell: %w", err)
 	}
+}
+
+// killedBy says how a command ended by sig: "killed by SIGTERM", and for
+// SIGKILL, which is how the kernel's out-of-memory killer ends a process,
+// the question a person should ask first.
+func killedBy(sig syscall.Signal) string {
+	name := unix.SignalName(sig)
+	if name == "" {
+		name = fmt.Sprintf("signal %d", int(sig))
+	}
+	if sig == syscall.SIGKILL {
+		return "killed by " + name + " (out of memory? the kernel's OOM killer sends SIGKILL)"
+	}
+	return "killed by " + name
 }
 
 // shellEnv returns the task's FLOWFORGE_* variables: the identifiers and

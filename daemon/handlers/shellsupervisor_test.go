@@ -183,7 +183,7 @@ func TestShellUnderTheSupervisorKeepsItsBehaviour(t *testing.T) {
 		{"success with stdout", `{"command": ["sh", "-c", "echo $FLOWFORGE_TASK_RUN_ID $EXTRA; echo e >&2"], "env": {"EXTRA": "x"}}`, "task-1 x\n", nil, false},
 		{"relative command in dir", `{"command": ["./ok.sh"], "dir": "` + dir + `"}`, "from-script\n", nil, false},
 		{"non-zero exit", `{"command": ["sh", "-c", "echo oops >&2; exit 3"]}`, "", []string{"code 3", "oops"}, false},
-		{"killed by a signal", `{"command": ["sh", "-c", "kill -TERM $$"]}`, "", []string{"code -1"}, false},
+		{"killed by a signal", `{"command": ["sh", "-c", "kill -TERM $$"]}`, "", []string{"killed by SIGTERM"}, false},
 		{"missing binary", `{"command": ["/no/such/binary"]}`, "", []string{"no such file"}, true},
 		{"missing command on PATH", `{"command": ["no-such-command-ff"]}`, "", []string{"not found"}, true},
 		{"missing relative command", `{"command": ["./nope.sh"], "dir": "` + dir + `"}`, "", []string{"nope.sh"}, true},
@@ -258,4 +258,31 @@ func TestShellUnderTheSupervisorKillsTheWholeGroupOnCancel(t *testing.T) {
 		t.Fatal("the cancelled command never returned")
 	}
 	waitGroupGone(t, pgid, deadline, "after cancellation")
+}
+
+// TestAShellCommandKilledByASignalIsNamedSo: a command ended by a signal
+// (a kernel OOM kill is a SIGKILL) is reported by the signal's name, with
+// the out-of-memory question for SIGKILL, not as "exited with code -1";
+// with and without the shell supervisor, which dies by the command's
+// signal.
+func TestAShellCommandKilledByASignalIsNamedSo(t *testing.T) {
+	for _, tc := range []struct{ sig, want string }{
+		{"KILL", "shell: sh killed by SIGKILL (out of memory? the kernel's OOM killer sends SIGKILL)"},
+		{"TERM", "shell: sh killed by SIGTERM"},
+	} {
+		for _, via := range []struct {
+			name string
+			h    core.Handler
+		}{{"direct", handlers.Shell}, {"supervised", supervised()}} {
+			t.Run(tc.sig+"/"+via.name, func(t *testing.T) {
+				_, err := via.h(context.Background(), task(`{"command": ["sh", "-c", "kill -`+tc.sig+` $$"]}`, 1))
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("err = %v, want exactly %q", err, tc.want)
+				}
+				if core.IsPermanent(err) {
+					t.Fatalf("err %v is permanent: a killed command is retried", err)
+				}
+			})
+		}
+	}
 }
