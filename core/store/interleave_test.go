@@ -336,7 +336,9 @@ func TestAClaimRequiresReadyWhateverTheToken(t *testing.T) {
 			f.apply(oneTask)
 			id := f.taskID(f.trigger("one", ""), "a")
 			_, tok := f.state(id)
-			if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET state = $2 WHERE id = $1`, id, string(st)); err != nil {
+			// A RUNNING task holds a lease (migration 00022's constraint).
+			if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET state = $2,
+			    lease_expires_at = CASE WHEN $2 = 'RUNNING' THEN now() + interval '1 hour' END WHERE id = $1`, id, string(st)); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok, err := f.s.Claim(f.ctx, id, tok, "w1", time.Minute); ok || err != nil {

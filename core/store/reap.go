@@ -41,12 +41,19 @@ const (
 	leaseRefund = `($2::timestamptz IS NOT NULL AND t.lease_expires_at <= $2::timestamptz AND ($3::timestamptz IS NULL OR t.lease_expires_at > $3::timestamptz))`
 )
 
+// leaseLapsed holds for a RUNNING task run t whose lease has expired on
+// the database clock, or that has no lease at all although it is a task
+// (kind 'task': a restore or a hand edit left it so; migration 00022
+// refuses new such writes, and held kinds run without a lease by design).
+// Without the second half such a row was never reaped.
+const leaseLapsed = `(t.lease_expires_at < now() OR (t.lease_expires_at IS NULL AND t.kind = 'task'))`
+
 const qExpiredLeases = `
 SELECT t.id, t.fencing_token, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
-       ` + leaseRefund + ` AS refund
+       coalesce(` + leaseRefund + `, false) AS refund
   FROM task_runs t
- WHERE t.state = 'RUNNING' AND t.lease_expires_at < now() AND ` + leaseGrace + `
- ORDER BY t.lease_expires_at
+ WHERE t.state = 'RUNNING' AND ` + leaseLapsed + ` AND ` + leaseGrace + `
+ ORDER BY t.lease_expires_at NULLS FIRST
  LIMIT $1`
 
 // qReap is RUNNING -> RETRYING | DEAD for expired leases, in one statement
@@ -69,9 +76,11 @@ WITH RECURSIVE reaped AS (
            error = CASE WHEN u.refund
                         THEN 'lease expired during a database outage: worker ' || coalesce(t.worker_id, '?') ||
                              ' did not renew it within one lease after the database returned (attempt ' || t.attempt || ' not counted)'
+                        WHEN t.lease_expires_at IS NULL
+                        THEN 'RUNNING without a lease (a restore or a hand edit?): reaped as expired (attempt ' || t.attempt || ')'
                         ELSE 'lease expired: worker ' || coalesce(t.worker_id, '?') || ' stopped renewing it (attempt ' || t.attempt || ')' END
       FROM unnest($1::uuid[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(id, tok, delay_ms, refund)
-     WHERE t.id = u.id AND t.state = 'RUNNING' AND t.fencing_token = u.tok AND t.lease_expires_at < now()
+     WHERE t.id = u.id AND t.state = 'RUNNING' AND t.fencing_token = u.tok AND ` + leaseLapsed + `
        AND ` + leaseGrace + ` AND (NOT u.refund OR ` + leaseRefund + `)
  RETURNING t.id, t.run_id, t.state, t.attempt, t.fencing_token, t.error, t.worker_id, u.refund
 ), ev AS (

@@ -119,3 +119,61 @@ func (f *fixture) dbDuration(query string) time.Duration {
 	}
 	return time.Duration(ms * float64(time.Millisecond))
 }
+
+// TestARunningTaskWithoutALeaseIsReaped: a task RUNNING with no lease (a
+// row a restore or a hand edit left so, which migration 00022's constraint,
+// NOT VALID, does not check) is reaped as an expired lease, its error
+// saying so. Before, the reaper's lease_expires_at < now() skipped it and
+// it was RUNNING for ever. A held task (a sleep), RUNNING without a lease
+// by design, is left alone.
+func TestARunningTaskWithoutALeaseIsReaped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(oneShot)
+	f.apply("name: nap\ntasks:\n  - {name: s, sleep: {for: 24h}}\n")
+	id := f.taskID(f.trigger("oneshot", ""), "a")
+	f.claim(id, "w1", time.Hour)
+	// The row as an older database may hold it: written before the
+	// constraint, which the test lifts to write it.
+	for _, q := range []string{
+		`ALTER TABLE task_runs DROP CONSTRAINT task_runs_running_task_has_a_lease`,
+		`UPDATE task_runs SET lease_expires_at = NULL WHERE id = '` + id.String() + `'`,
+	} {
+		if _, err := f.db.ExecContext(f.ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	nap := f.trigger("nap", "")
+	held := f.taskID(nap, "s")
+	f.advance()
+	if st, _ := f.state(held); st != core.TaskRunning {
+		t.Fatalf("the sleep is %s, want RUNNING (started)", st)
+	}
+	res, err := f.s.Reap(f.ctx, store.ReapRequest{Limit: 10, Backoff: zeroBackoff, Actor: "reaper"})
+	if err != nil || res.Reaped != 1 {
+		t.Fatalf("reap: %+v %v; want the lease-less task reaped", res, err)
+	}
+	d := f.task(id)
+	const want = "RUNNING without a lease (a restore or a hand edit?): reaped as expired (attempt 1)"
+	if d.State != core.TaskDead || d.Error == nil || *d.Error != want {
+		t.Fatalf("reaped task: state %s error %v; want DEAD (its only attempt) with %q", d.State, d.Error, want)
+	}
+	if st, _ := f.state(held); st != core.TaskRunning {
+		t.Fatalf("the sleeping task is %s: a held task without a lease was reaped", st)
+	}
+}
+
+// TestTheSchemaRefusesARunningTaskWithoutALease: migration 00022. Writing a
+// RUNNING task without a lease (a hand edit) is refused by the constraint
+// task_runs_running_task_has_a_lease (SQLSTATE 23514).
+func TestTheSchemaRefusesARunningTaskWithoutALease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(oneShot)
+	id := f.taskID(f.trigger("oneshot", ""), "a")
+	f.claim(id, "w1", time.Hour)
+	_, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET lease_expires_at = NULL WHERE id = $1`, id)
+	if err == nil || !strings.Contains(err.Error(), "task_runs_running_task_has_a_lease") || !strings.Contains(err.Error(), "23514") {
+		t.Fatalf("hand edit: err %v; want the constraint task_runs_running_task_has_a_lease (23514)", err)
+	}
+}
