@@ -23,7 +23,8 @@ import (
 // confirm timeout with the row still pending (recorded as a failed
 // attempt), readiness reports the block (503) while the scheduler stays
 // ready, and once the alarm clears readiness is 200 again and the run
-// completes.
+// completes. The publisher logs the alarm once when it is raised and once
+// when it clears, and no "recovered" in between.
 func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	rabbit := harness.StartRabbit(t, harness.RabbitOptions{})
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
@@ -61,6 +62,15 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	if v := harness.Metric(t, pub.Health, "flowforge_publish_total", `outcome="confirmed"`); v < 2 {
 		t.Errorf("flowforge_publish_total{outcome=\"confirmed\"} = %v before the alarm cleared, want >= 2 (the first run)", v)
 	}
+	// The alarm is logged once, however many cycles and re-dials it
+	// lasts, and a re-dial while blocked is no recovery (it used to log
+	// "publisher: recovered" every cycle).
+	if n := recoveryCountLogs(pub.Process, "publisher: broker blocks publishing (resource alarm); rows stay pending"); n != 1 {
+		t.Errorf("the publisher logged the alarm %d times during it, want once", n)
+	}
+	if n := recoveryCountLogs(pub.Process, "publisher: recovered"); n != 0 {
+		t.Errorf("the publisher logged %q %d times while still blocked, want none", "publisher: recovered", n)
+	}
 	recoveryReadyOK(t, sched, 5*time.Second, "postgres")
 	if st := s.ShowRun(t, id); st.State == "SUCCEEDED" {
 		t.Fatalf("run %s succeeded during the alarm: nothing was blocked", id)
@@ -70,6 +80,9 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	rabbit.SetMemoryAlarm(t, false)
 	recoveryReadyOK(t, pub, 40*time.Second, "postgres", "rabbitmq")
 	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, id)
+	if n := recoveryCountLogs(pub.Process, "publisher: broker accepts publishing again (resource alarm cleared)"); n != 1 {
+		t.Errorf("the publisher logged the alarm's end %d times, want once", n)
+	}
 	t.Logf("alarm raised to run completed: %v", time.Since(alarm).Round(time.Millisecond))
 	recoveryAssertAlive(t, sched, pub, w)
 	recoveryAssertRanOnce(t, s, runs, w)

@@ -35,7 +35,9 @@
 // Faults: a broker failure closes the connection; the publisher re-dials
 // (trying every configured URL) with capped, jittered backoff and logs
 // "publisher: recovered". A resource alarm (connection.blocked) stops
-// publishing without hanging: rows stay pending and readiness reports it. A
+// publishing without hanging: rows stay pending and readiness reports it;
+// the alarm is logged when raised and when publishing resumes, once each,
+// and its re-dials are no recovery. A
 // database failure rolls the batch back. A message the broker returns as
 // unroutable (the dispatch queue was deleted) is Returned even when the
 // broker also confirms it: its row stays pending with last_error "returned",

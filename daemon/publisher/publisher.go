@@ -30,6 +30,14 @@ type Publisher struct {
 	// connection is closed when the confirm wait times out, so the state
 	// must outlive the connection for readiness to stay 503.
 	alarm atomic.Bool
+	// alarmLogged is set when the publisher logged that the broker blocks
+	// publishing and cleared, with a log line, by the first cycle after it
+	// that published rows: an alarm is logged once when it is raised and
+	// once when publishing resumes, however many lanes, cycles and
+	// re-dials it lasts (a lane's empty cycle on a fresh connection, which
+	// the broker blocks only once it publishes, clears alarm but is no
+	// proof that the alarm ended).
+	alarmLogged atomic.Bool
 }
 
 // lane is one loop of cycles and its broker connection.
@@ -217,10 +225,8 @@ func (p *Publisher) step(ctx context.Context, ln *lane, l *runLoop) {
 		_ = backoff.Sleep(ctx, d)
 		return
 	}
-	l.brokerBO.Succeeded()
 	if pub.Blocked() {
-		p.alarm.Store(true)
-		p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "lane", ln.n)
+		p.alarmRaised(ln, nil)
 		select {
 		case <-ctx.Done():
 		case <-pub.Done():
@@ -228,13 +234,16 @@ func (p *Publisher) step(ctx context.Context, ln *lane, l *runLoop) {
 		}
 		return
 	}
+	// A connection that is open and not blocked is a recovery from a
+	// broker failure (logged once by brokerBO); a blocked one is not.
+	l.brokerBO.Succeeded()
 	limit := ln.batchLimit(p.cfg.BatchSize)
 	n, err := p.cycle(ctx, ln, pub)
 	if ln.n == 0 && time.Since(l.lastStatus) > 5*time.Second {
 		l.lastStatus = time.Now()
 		p.refreshGauges(ctx)
 	}
-	p.settle(ctx, ln, l, pub, err, n == limit)
+	p.settle(ctx, ln, l, pub, err, n > 0, n == limit)
 }
 
 // settle handles a cycle's outcome: a lost or blocked connection is dropped
@@ -242,16 +251,21 @@ func (p *Publisher) step(ctx context.Context, ln *lane, l *runLoop) {
 // re-dial (the queue may be gone); a database fault backs off; a success
 // runs the next cycle at once when the batch was full, else waits for a
 // NOTIFY, the poll tick or the connection's end.
-func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broker.Publisher, err error, full bool) {
+func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broker.Publisher, err error, published, full bool) {
 	switch {
 	case ctx.Err() != nil:
 	case errors.Is(err, broker.ErrConnectionLost) || errors.Is(err, broker.ErrBlocked):
 		if pub.Blocked() || errors.Is(err, broker.ErrBlocked) {
-			p.alarm.Store(true)
-			p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", "error", err, "lane", ln.n)
-		} else {
-			p.log.Warn("publisher: broker connection lost; rows stay pending", "error", err, "lane", ln.n)
+			// Not a broker failure: the connection is dropped and
+			// re-dialled as before, but the alarm is logged when it is
+			// raised and when it clears, not per re-dial, and no re-dial
+			// is taken for a recovery.
+			p.alarmRaised(ln, err)
+			ln.dropPub(pub)
+			_ = backoff.Sleep(ctx, p.cfg.PollInterval)
+			return
 		}
+		p.log.Warn("publisher: broker connection lost; rows stay pending", "error", err, "lane", ln.n)
 		ln.dropPub(pub)
 		d := l.brokerBO.Fail()
 		_ = backoff.Sleep(ctx, d)
@@ -265,7 +279,8 @@ func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broke
 		p.log.Error("publisher: cycle failed", "error", err, "lane", ln.n, "failures", l.dbBO.Failures(), "retry_in", d.String())
 		_ = backoff.Sleep(ctx, d)
 	default:
-		if p.alarm.Swap(false) {
+		p.alarm.Store(false)
+		if published && p.alarmLogged.Swap(false) {
 			p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
 		}
 		l.dbBO.Succeeded()
@@ -279,6 +294,21 @@ func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broke
 		case <-pub.Done():
 		}
 	}
+}
+
+// alarmRaised records that the broker blocks publishing (a resource
+// alarm: readiness reports it) and logs it unless already logged (see
+// alarmLogged).
+func (p *Publisher) alarmRaised(ln *lane, err error) {
+	p.alarm.Store(true)
+	if p.alarmLogged.Swap(true) {
+		return
+	}
+	args := []any{"lane", ln.n}
+	if err != nil {
+		args = append(args, "error", err)
+	}
+	p.log.Warn("publisher: broker blocks publishing (resource alarm); rows stay pending", args...)
 }
 
 // connected returns ln's open connection, dialling a new one when it has
