@@ -246,44 +246,6 @@ func decodeWorkflowFile(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// nulField finds a text of the workflow file's mapping doc that holds the
-// NUL character and names it as a person reads the file: "description",
-// `task "load": params.day`, `schedules[0].timezone`.
-func nulField(doc map[string]any) (string, bool) {
-	keys := make([]string, 0, len(doc))
-	for k := range doc {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if strings.ContainsRune(k, 0) {
-			return "a top-level key", true
-		}
-		tasks, isTasks := doc[k].([]any)
-		if k != "tasks" || !isTasks {
-			if path, found := findNUL(map[string]any{k: doc[k]}, ""); found {
-				return strings.TrimPrefix(path, "."), true
-			}
-			continue
-		}
-		for i, t := range tasks {
-			where := fmt.Sprintf("tasks[%d]", i)
-			if tm, ok := t.(map[string]any); ok {
-				if name, ok := tm["name"].(string); ok && !strings.ContainsRune(name, 0) {
-					where = fmt.Sprintf("task %q:", name)
-				}
-			}
-			if path, found := findNUL(t, ""); found {
-				if strings.HasSuffix(where, ":") {
-					return where + " " + strings.TrimPrefix(path, "."), true
-				}
-				return where + path, true
-			}
-		}
-	}
-	return "", false
-}
-
 // definitionOf decodes and validates the Definition of a workflow file's
 // top-level mapping doc (see ParseDefinition). Errors wrap ErrBadWorkflow.
 func definitionOf(doc map[string]any) (*Definition, error) {
