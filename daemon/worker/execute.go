@@ -13,7 +13,6 @@ import (
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
-	"github.com/flowforge/flowforge/core/tracing"
 	"github.com/flowforge/flowforge/daemon/backoff"
 )
 
@@ -39,12 +38,7 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 	}
 	hb := w.heartbeat(c, cancel, log)
 	w.track(c.RunID, hb)
-	hspan := w.startAttemptSpan(parent, tracing.SpanHandler, c)
-	if hspan.IsRecording() {
-		runCtx = trace.ContextWithSpan(runCtx, hspan)
-	}
-	result, reusedFrom, runErr := w.invoke(runCtx, c, log)
-	endHandlerSpan(hspan, runErr)
+	result, reusedFrom, runErr := w.invokeTraced(runCtx, c, parent, log)
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
@@ -73,9 +67,7 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 	// slowed by the database (a lock, a failover) must not let the lease
 	// lapse and have a completed attempt reaped and run again.
 	hb.finishing.Store(true)
-	fspan := w.startAttemptSpan(parent, tracing.SpanFinish, c)
-	state, ok, err := w.finish(req, log)
-	endFinishSpan(fspan, state, ok, err)
+	state, ok, err := w.finishTraced(req, c, parent, log)
 	w.untrack(c.RunID, hb)
 	hb.stop()
 	defer w.signals.attemptFinished(attemptFinished{Req: req, State: state, OK: ok, Err: err})

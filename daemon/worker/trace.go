@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -129,4 +131,26 @@ func endHandlerSpan(span trace.Span, runErr error) {
 		span.SetStatus(codes.Error, runErr.Error())
 	}
 	span.End()
+}
+
+// invokeTraced is invoke inside the attempt's flowforge.handler span when
+// it is traced: the handler's context carries the span, so the handler's
+// own spans nest under it.
+func (w *Worker) invokeTraced(ctx context.Context, c store.ClaimedTask, parent trace.SpanContext, log *slog.Logger) (json.RawMessage, *store.KeySource, error) {
+	span := w.startAttemptSpan(parent, tracing.SpanHandler, c)
+	if span.IsRecording() {
+		ctx = trace.ContextWithSpan(ctx, span)
+	}
+	res, from, err := w.invoke(ctx, c, log)
+	endHandlerSpan(span, err)
+	return res, from, err
+}
+
+// finishTraced is finish inside the attempt's flowforge.finish span when
+// it is traced.
+func (w *Worker) finishTraced(req store.FinishRequest, c store.ClaimedTask, parent trace.SpanContext, log *slog.Logger) (core.TaskState, bool, error) {
+	span := w.startAttemptSpan(parent, tracing.SpanFinish, c)
+	state, ok, err := w.finish(req, log)
+	endFinishSpan(span, state, ok, err)
+	return state, ok, err
 }
