@@ -32,7 +32,13 @@ const DispatchVersion = 2
 // sharing the queue sends it back to the queue instead of acking it as a
 // lost claim (e2e/FAILURE_MODEL.md, mode 89). It is optional: a message
 // without it (version 1, or a database whose installation row is missing)
-// is run as before.
+// is run as before. Also optional, and not a new version (a reader that
+// ignores it loses nothing but a span):
+//
+//	"traceparent": "00-<trace id>-<span id>-<flags>"
+//
+// the W3C trace context of a traced run (package tracing), written only
+// for a run that has one.
 //
 // Versioning. A new version may only ADD fields: it never removes, renames
 // or changes the type or meaning of one that an earlier version has. So a
