@@ -205,6 +205,14 @@ func runDaemon(c *cli.Context, env *Env, role supervisor.Role) error {
 		return err
 	}
 	cfg.Logger = log
+	tp, err := startTracing(c.Context, env, "flowforge-"+string(role))
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: the daemons have stopped and their
+	// last spans ended when the provider flushes.
+	defer stopTracing(env, tp)
+	cfg.TracerProvider = tp.TracerProvider()
 	ctx, hard, release := supervisor.SignalStop(c.Context)
 	defer release()
 	cfg.Hard = hard

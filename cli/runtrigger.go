@@ -85,12 +85,17 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	tp, err := startTracing(c.Context, env, "ffctl")
+	if err != nil {
+		return err
+	}
+	defer stopTracing(env, tp)
 	s, err := openStore(c)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	cl := newClient(s)
+	cl := client.FromStore(s, client.Options{Actor: actor(), TracerProvider: tp.TracerProvider()})
 	res, err := cl.Trigger(c.Context, name, params, client.TriggerOptions{Version: version, IdempotencyKey: c.String("idempotency-key"), Priority: priority})
 	switch {
 	case errors.Is(err, client.ErrInvalidParams):

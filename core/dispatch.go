@@ -32,7 +32,13 @@ const DispatchVersion = 2
 // sharing the queue sends it back to the queue instead of acking it as a
 // lost claim (e2e/FAILURE_MODEL.md, mode 89). It is optional: a message
 // without it (version 1, or a database whose installation row is missing)
-// is run as before.
+// is run as before. Also optional, and not a new version (a reader that
+// ignores it loses nothing but a span):
+//
+//	"traceparent": "00-<trace id>-<span id>-<flags>"
+//
+// the W3C trace context of a traced run (package tracing), written only
+// for a run that has one.
 //
 // Versioning. A new version may only ADD fields: it never removes, renames
 // or changes the type or meaning of one that an earlier version has. So a
@@ -58,6 +64,14 @@ type Dispatch struct {
 	// Installation is the writer's installation id (version 2); uuid.Nil
 	// when the message has none (an older writer), or null.
 	Installation uuid.UUID `json:"installation,omitzero"`
+	// Traceparent is the W3C trace context of the run's trace (its
+	// traceparent header's value, "00-<trace id>-<span id>-<flags>"),
+	// present only when the run was triggered with tracing on: the
+	// publisher's and the worker's spans join that trace. Optional and
+	// advisory: an older worker ignores it, and a malformed value is not
+	// an error here (DecodeDispatch keeps it; the reader that parses it
+	// ignores what it cannot parse), so it never makes a message poison.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Foreign reports whether d belongs to another installation than ours: it
@@ -76,9 +90,23 @@ var ErrBadDispatch = errors.New("not a valid dispatch message")
 // told apart from an explicit 0. It shadows Dispatch.V (encoding/json picks
 // the shallower of two fields with one name), so every other field is read
 // through the one definition above.
+//
+// Traceparent is read raw for the same reason, so that a value of another
+// type than a string is dropped instead of failing the decoding: the field
+// is advisory and never makes a message poison.
 type dispatchWire struct {
-	V *int `json:"v"`
+	V           *int            `json:"v"`
+	Traceparent json.RawMessage `json:"traceparent"`
 	Dispatch
+}
+
+// traceparentOf returns raw when it is a JSON string, else "".
+func traceparentOf(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // DecodeDispatch parses a message body: one JSON object with a non-nil
@@ -101,6 +129,7 @@ func DecodeDispatch(body []byte) (Dispatch, error) {
 		return Dispatch{}, fmt.Errorf("%w: trailing data", ErrBadDispatch)
 	}
 	d := w.Dispatch
+	d.Traceparent = traceparentOf(w.Traceparent)
 	switch {
 	case w.V == nil:
 		d.V = 1
@@ -127,11 +156,21 @@ func DecodeDispatch(body []byte) (Dispatch, error) {
 // JSON object. It reads only the handler field, so it is cheaper than
 // DecodeDispatch and validates nothing else.
 func DispatchHandler(body []byte) string {
+	h, _ := DispatchRoute(body)
+	return h
+}
+
+// DispatchRoute is DispatchHandler that also returns the body's
+// traceparent ("" when it has none, or the body is not a JSON object),
+// read in the same pass: the publisher learns whether a row is traced at
+// no extra cost. Neither value is validated.
+func DispatchRoute(body []byte) (handler, traceparent string) {
 	var h struct {
-		Handler string `json:"handler"`
+		Handler     string          `json:"handler"`
+		Traceparent json.RawMessage `json:"traceparent"`
 	}
 	if json.Unmarshal(body, &h) != nil {
-		return ""
+		return "", ""
 	}
-	return h.Handler
+	return h.Handler, traceparentOf(h.Traceparent)
 }

@@ -7,9 +7,12 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/tracing"
 )
 
 // Options tunes a Client. The zero value is ready to use.
@@ -20,6 +23,11 @@ type Options struct {
 	Actor string
 	// Logger receives nothing on the hot path; nil discards.
 	Logger *slog.Logger
+	// TracerProvider records a flowforge.trigger span of each Trigger (and
+	// TriggerTx, TriggerSQLTx), whose trace the run's every span joins
+	// (package tracing); nil is the no-op provider, with which a trigger
+	// whose context carries a span still continues that span's trace.
+	TracerProvider trace.TracerProvider
 }
 
 // Client starts and inspects FlowForge runs from a Go program: it triggers
@@ -29,8 +37,9 @@ type Options struct {
 // workflow definitions it triggered (as ffctl's daemons do), each checked
 // by the trigger's statement to still be the newest version.
 type Client struct {
-	s     *store.Store
-	actor string
+	s      *store.Store
+	actor  string
+	tracer trace.Tracer
 	// closeStore: Close closes s (a Store the Client opened over a pool).
 	closeStore bool
 }
@@ -63,7 +72,11 @@ func FromStore(s *store.Store, opts Options) *Client {
 }
 
 func newClient(s *store.Store, opts Options, closeStore bool) *Client {
-	return &Client{s: s, actor: opts.Actor, closeStore: closeStore}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	return &Client{s: s, actor: opts.Actor, closeStore: closeStore, tracer: tracing.Tracer(tp)}
 }
 
 // Close releases what the Client holds: for a Client from New, its

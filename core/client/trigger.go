@@ -70,7 +70,9 @@ func (c *Client) Trigger(ctx context.Context, workflow string, params any, opts 
 	if err != nil {
 		return TriggerResult{}, err
 	}
+	ctx, span := c.startTrigger(ctx, &req)
 	res, err := c.s.Trigger(ctx, req)
+	endTrigger(span, res, err)
 	return res, mapError(err)
 }
 
@@ -108,7 +110,9 @@ func (c *Client) triggerTx(ctx context.Context, tx store.Querier, workflow strin
 	if err != nil {
 		return TriggerResult{}, err
 	}
+	ctx, span := c.startTrigger(ctx, &req)
 	res, err := c.s.TriggerTx(ctx, tx, req)
+	endTrigger(span, res, err)
 	return res, mapError(err)
 }
 

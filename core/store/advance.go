@@ -40,6 +40,9 @@ type AdvanceResult struct {
 	// be passed again later. Always nil from Advance (a full sweep skips
 	// such runs and its next full sweep comes back to them).
 	Held []uuid.UUID
+	// Traced are the promotions (qPromote: dependencies succeeded, retries
+	// due) of traced runs; nil when no run of the pass is traced.
+	Traced []TracedPromotion
 	// Next is where the following pass should start; nil when this pass
 	// reached the end of the open runs.
 	Next *Cursor
@@ -127,6 +130,7 @@ WITH cand AS (
            ` + dispatchPayloadSQL + `
       FROM promoted WHERE flow_wait IS NULL
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
+    RETURNING task_run_id, payload
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'READY', attempt, fencing_token, $2,
@@ -135,7 +139,10 @@ WITH cand AS (
 )
 SELECT count(*) FILTER (WHERE from_state = 'PENDING') AS promoted,
        count(*) FILTER (WHERE from_state = 'RETRYING') AS retries,
-       count(*) FILTER (WHERE flow_wait IS NOT NULL) AS waiting
+       count(*) FILTER (WHERE flow_wait IS NOT NULL) AS waiting,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('dispatch', ob.payload, 'attempt', p.attempt + 1)), '[]')
+          FROM ob JOIN promoted p ON p.id = ob.task_run_id
+         WHERE ob.payload->>'traceparent' IS NOT NULL) AS traced
   FROM promoted`
 
 // qRunCounts counts each run's tasks by state, in one snapshot, and also
@@ -367,9 +374,10 @@ func failFastTasks(ctx context.Context, tx *sqlx.Tx, runs []openRun, actor strin
 // outbox rows (qPromote) and records the counts in res.
 func promoteTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, actor string, res *AdvanceResult) error {
 	var pr struct {
-		Promoted int `db:"promoted"`
-		Retries  int `db:"retries"`
-		Waiting  int `db:"waiting"`
+		Promoted int  `db:"promoted"`
+		Retries  int  `db:"retries"`
+		Waiting  int  `db:"waiting"`
+		Traced   JSON `db:"traced"`
 	}
 	if err := tx.GetContext(ctx, &pr, qPromote, uuidArray(live), actor); err != nil {
 		return fmt.Errorf("promote tasks: %w", err)
@@ -377,6 +385,11 @@ func promoteTasks(ctx context.Context, tx *sqlx.Tx, live []uuid.UUID, actor stri
 	res.Promoted += pr.Promoted
 	res.RetriesDue = pr.Retries
 	res.FlowWaiting += pr.Waiting
+	traced, err := readTraced(pr.Traced)
+	if err != nil {
+		return fmt.Errorf("promote tasks: %w", err)
+	}
+	res.Traced = append(res.Traced, traced...)
 	return nil
 }
 

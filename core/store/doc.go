@@ -85,6 +85,7 @@
 //	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
 //	token.go           | CreateToken, ListTokens, RevokeToken, TokenByKeyID: API tokens   | token_test.go
+//	traced.go          | TracedPromotion: the promotions of traced runs, for their spans  | traced_test.go
 //	trigger.go         | Trigger: a run and its task runs in one statement               | trigger_test.go, trigger_cache_test.go, idempotency_test.go
 //	trigger_args.go    | qTrigger's parameters: taskDefs, runKeys (keys, flow keys)      | trigger_test.go, admit_test.go, admit_runs_test.go
 //	trigger_many.go    | TriggerMany, CheckRuns (a bulk trigger's batches)               | trigger_many_test.go

@@ -17,7 +17,7 @@ func HotPathStatements() []HotPathStatement {
 		{"renew", qRenew, 4},
 		{"finish one", qFinishDoneOne, 16},
 		{"finish batch", qFinishDone, 16},
-		{"trigger", qTrigger, 39},
+		{"trigger", qTrigger, 40},
 	}
 }
 

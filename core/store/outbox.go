@@ -16,8 +16,20 @@ import (
 // writes with core.DecodeDispatch. A new field is added here and to
 // core.Dispatch; v changes only with core.DispatchVersion (see core.Dispatch
 // for what a version may change). Version 2 added the installation
-// (installationSQL: this database's installation id, mode 89).
-const dispatchPayloadSQL = `jsonb_build_object('v', 2, 'task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler, 'installation', ` + installationSQL + `)`
+// (installationSQL: this database's installation id, mode 89). The
+// optional traceparent (core.Dispatch.Traceparent) is the run's
+// (runTraceparentSQL: one look-up by primary key), added only when the run
+// has one: an untraced run's message is unchanged.
+const dispatchPayloadSQL = dispatchPayloadBase + ` || jsonb_strip_nulls(jsonb_build_object('traceparent', ` + runTraceparentSQL + `))`
+
+// dispatchPayloadBase is dispatchPayloadSQL without the traceparent:
+// qTrigger adds its runs' own (triggerPayloadSQL), which the look-up of
+// runTraceparentSQL cannot see in the statement that inserts them.
+const dispatchPayloadBase = `jsonb_build_object('v', 2, 'task_run_id', id, 'run_id', run_id, 'fencing_token', fencing_token, 'task', task_name, 'handler', handler, 'installation', ` + installationSQL + `)`
+
+// runTraceparentSQL is the traceparent of the row source's run (run_id),
+// NULL when the run is not traced (migration 00020).
+const runTraceparentSQL = `(SELECT tr.traceparent FROM workflow_runs tr WHERE tr.id = run_id)`
 
 // notPaused is true for an outbox row o whose task's workflow is not
 // paused. The uncorrelated first test is evaluated once per statement (an

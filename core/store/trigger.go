@@ -32,7 +32,16 @@ type TriggerRequest struct {
 	// run (core.PriorityMin to core.PriorityMax; it orders the waiters of
 	// a concurrency key or a rate limit). 0 keeps each task's own.
 	Priority int
+	// Traceparent, when not empty, is stored on the run (workflow_runs.
+	// traceparent): the W3C trace context of the trigger's span, which
+	// every dispatch of the run carries (core.Dispatch.Traceparent). Empty:
+	// not traced, NULL.
+	Traceparent string
 }
+
+// triggerPayloadSQL is dispatchPayloadSQL in qTrigger: the traceparent is
+// the inserted run's ($40), looked up in its input row.
+const triggerPayloadSQL = dispatchPayloadBase + ` || jsonb_strip_nulls(jsonb_build_object('traceparent', (SELECT NULLIF(($40::text[])[i.ord], '') FROM input i WHERE i.id = run_id)))`
 
 // TriggerResult says which run the trigger produced.
 type TriggerResult struct {
@@ -79,6 +88,7 @@ type TriggerResult struct {
 //	$36 int, $37 text the workflow's concurrency limit and strategy (0, "": none)
 //	$38 int[]     the runs' priorities, run by run (0: each task's own)
 //	$39 int[]     the tasks' priorities (core.TaskDef.PriorityOrDefault)
+//	$40 text[]    the runs' traceparents, run by run ("": not traced)
 //
 // wf is the stale-definition check: a caller may hold a cached definition,
 // and unless it asked for that version ($8; versions are immutable, never
@@ -121,11 +131,11 @@ WITH wf AS (
   RETURNING 1
 ), run AS (
   INSERT INTO workflow_runs (id, workflow_id, workflow_name, workflow_version, params, idempotency_key, fail_fast, state, started_at,
-                             concurrency_key, concurrency_limit, concurrency_strategy, run_wait, priority)
+                             concurrency_key, concurrency_limit, concurrency_strategy, run_wait, priority, traceparent)
   SELECT r.id, $2::bigint, $3::text, $4::int, r.params, r.ikey, $7::bool,
          CASE WHEN true = ANY ($27::bool[]) THEN 'RUNNING' ELSE 'PENDING' END, CASE WHEN true = ANY ($27::bool[]) THEN now() END,
          NULLIF(($35::text[])[r.ord], ''), NULLIF($36::int, 0), NULLIF($37::text, ''), coalesce(($35::text[])[r.ord], '') <> '',
-         NULLIF(($38::int[])[r.ord], 0)
+         NULLIF(($38::int[])[r.ord], 0), NULLIF(($40::text[])[r.ord], '')
     FROM wf, input r
    WHERE NOT EXISTS (SELECT 1 FROM dropped)
   ON CONFLICT (idempotency_key) DO NOTHING
@@ -161,7 +171,7 @@ WITH wf AS (
   RETURNING id, run_id, task_name, handler, fencing_token, state, flow_wait
 ), root AS (
   INSERT INTO outbox (task_run_id, fencing_token_snapshot, payload)
-  SELECT id, fencing_token, ` + dispatchPayloadSQL + `
+  SELECT id, fencing_token, ` + triggerPayloadSQL + `
     FROM task WHERE state = 'READY' AND flow_wait IS NULL
 )
 SELECT EXISTS (SELECT 1 FROM wf) AS current,
@@ -198,7 +208,7 @@ func (s *Store) trigger(ctx context.Context, q Querier, req TriggerRequest) (Tri
 	if req.IdempotencyKey != "" {
 		keys = []sql.NullString{{String: req.IdempotencyKey, Valid: true}}
 	}
-	runs := []newRun{{id: uuid.New(), params: params, priority: req.Priority}}
+	runs := []newRun{{id: uuid.New(), params: params, priority: req.Priority, traceparent: req.Traceparent}}
 	created, wf, err := s.insertRuns(ctx, q, req.Workflow, req.Version, runs, keys, 0)
 	if err != nil {
 		return TriggerResult{}, err
@@ -217,6 +227,8 @@ type newRun struct {
 	id       uuid.UUID
 	params   json.RawMessage
 	priority int // 0: the tasks' own
+	// traceparent is the run's trace context ("": not traced).
+	traceparent string
 }
 
 // staleRetries bounds how often insertRuns reloads a definition that a

@@ -23,6 +23,7 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 	ids := make([]string, len(runs))
 	params := make([]string, len(runs))
 	priorities := make([]int64, len(runs))
+	traceparents := make([]string, len(runs))
 	flow, err := wf.flowPrograms()
 	if err != nil {
 		return nil, err
@@ -32,6 +33,7 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 		ids[i] = r.id.String()
 		params[i] = string(r.params)
 		priorities[i] = int64(r.priority)
+		traceparents[i] = r.traceparent
 		if err := rk.add(def, flow, r.params); err != nil {
 			if len(runs) > 1 {
 				return nil, &BadRunError{Index: i, Err: err}
@@ -68,7 +70,7 @@ func triggerArgs(wf Workflow, pinned bool, runs []newRun, keys []sql.NullString)
 		t.kinds, t.rules, t.onFailure, t.whens, t.ready, wake, wakes,
 		t.concLimits, t.rateLimits, t.ratePers, rk.concKeys, rk.rateKeys,
 		rk.runKeys, runLimit, runStrategy,
-		priorities, t.priorities,
+		priorities, t.priorities, traceparents,
 	}, nil
 }
 

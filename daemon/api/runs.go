@@ -17,6 +17,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/client"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/tracing"
 )
 
 // triggerRequest is the body of POST /v1/workflows/{name}/runs: the run's
@@ -38,7 +39,9 @@ type triggerResponse struct {
 }
 
 // triggerRun starts a run: 201 with its id, 200 when the Idempotency-Key
-// names an earlier run of the same workflow and params.
+// names an earlier run of the same workflow and params. A W3C traceparent
+// header is honoured: the run's trace continues the caller's (a malformed
+// one is ignored).
 func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	var req triggerRequest
 	if err := decodeCommand(w, r, s.cfg.BodyMax, &req); err != nil {
@@ -54,7 +57,8 @@ func (s *Server) triggerRun(w http.ResponseWriter, r *http.Request) {
 	if req.Params != nil {
 		params = req.Params
 	}
-	res, err := s.cfg.Client.Trigger(r.Context(), r.PathValue("name"), params, client.TriggerOptions{IdempotencyKey: key, Version: req.Version, Priority: req.Priority})
+	ctx := tracing.FromHeader(r.Context(), r.Header)
+	res, err := s.cfg.Client.Trigger(ctx, r.PathValue("name"), params, client.TriggerOptions{IdempotencyKey: key, Version: req.Version, Priority: req.Priority})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

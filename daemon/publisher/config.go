@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
@@ -60,6 +63,10 @@ type Config struct {
 	// Failpoints arms test-only faults (see package failpoint); nil, the
 	// normal case, arms none.
 	Failpoints *failpoint.Failpoints
+	// TracerProvider records a flowforge.publish span of each traced row
+	// (its dispatch carries a traceparent: package tracing); nil is the
+	// no-op provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Bounds of Config.PollInterval: the poll is the publisher's safety net
@@ -120,6 +127,9 @@ func (c *Config) validate() error {
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.New()

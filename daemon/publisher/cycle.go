@@ -64,10 +64,16 @@ func (p *Publisher) cycle(ctx context.Context, ln *lane, pub *broker.Publisher) 
 		sendable = append(sendable, r)
 	}
 	msgs := make([]broker.Message, len(sendable))
+	var spans publishSpans
 	for i, r := range sendable {
-		msgs[i] = broker.Message{ID: strconv.FormatInt(r.ID, 10), Body: r.Payload, Handler: core.DispatchHandler(r.Payload)}
+		handler, traceparent := core.DispatchRoute(r.Payload)
+		msgs[i] = broker.Message{ID: strconv.FormatInt(r.ID, 10), Body: r.Payload, Handler: handler}
+		if traceparent != "" {
+			spans.start(p.tracer, i, r, traceparent)
+		}
 	}
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
+	spans.end(outcomes, pubErr)
 	p.injectFaults(ctx, outcomes)
 	refused, permanent := broker.PermanentRefusal(pubErr)
 	if permanent && len(sendable) == 1 {

@@ -8,8 +8,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/tracing"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
 )
@@ -21,9 +24,10 @@ import (
 // lanes' batches are disjoint (FOR UPDATE SKIP LOCKED), as two
 // publishers' are.
 type Publisher struct {
-	cfg   Config
-	log   *slog.Logger
-	lanes []*lane
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer // publish spans of traced rows (trace.go)
+	lanes  []*lane
 	// alarm is set when a publish found the broker blocking (resource
 	// alarm) and cleared by the next cycle that completes: the broker only
 	// tells a connection it is blocked once it publishes, and the blocked
@@ -64,7 +68,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Broker.Logger == nil {
 		cfg.Broker.Logger = cfg.Logger
 	}
-	p := &Publisher{cfg: cfg, log: cfg.Logger}
+	p := &Publisher{cfg: cfg, log: cfg.Logger, tracer: tracing.Tracer(cfg.TracerProvider)}
 	for n := range cfg.Lanes {
 		p.lanes = append(p.lanes, &lane{n: n, wake: make(chan struct{}, 1)})
 	}

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/clock"
@@ -95,8 +98,12 @@ type Config struct {
 	MaxChildDepth int
 	// Failpoints is a testing aid (package failpoint); nil in production.
 	Failpoints *failpoint.Failpoints
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics
+	// TracerProvider records a flowforge.promote span of each task a pass
+	// makes READY in a traced run (store.AdvanceResult.Traced); nil is the
+	// no-op provider.
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
+	Metrics        *metrics.Metrics
 	// Clock is the process clock (default clock.System). It only dates the
 	// last pass for the liveness check: leases and due times are compared
 	// on the database's clock inside the SQL.
@@ -193,6 +200,9 @@ func (c *Config) validate() error {
 	c.ID = cmp.Or(c.ID, "scheduler")
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.New()

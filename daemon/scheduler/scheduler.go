@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/tracing"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/backoff"
 	"github.com/flowforge/flowforge/daemon/clock"
@@ -32,6 +34,7 @@ type Scheduler struct {
 	cfg      Config
 	log      *slog.Logger
 	lastPass atomic.Int64 // unix nanos of the last completed pass
+	tracer   trace.Tracer // promote spans of traced runs (trace.go)
 	healthy  atomic.Bool
 
 	// Owned by the goroutine that calls RunOnce (Run's), on the database's
@@ -69,7 +72,8 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, log: cfg.Logger, badSpecs: map[string]bool{}, held: newHeldRuns(cfg.SweepInterval)}, nil
+	return &Scheduler{cfg: cfg, log: cfg.Logger, badSpecs: map[string]bool{}, held: newHeldRuns(cfg.SweepInterval),
+		tracer: tracing.Tracer(cfg.TracerProvider)}, nil
 }
 
 // Run loops until ctx ends, then returns nil. Each turn it advances the
@@ -359,11 +363,13 @@ func (s *Scheduler) reapAndRedispatch(ctx context.Context, start time.Time) erro
 func (s *Scheduler) advanceAll(ctx context.Context) error {
 	var cur *store.Cursor
 	for {
+		start := s.cfg.Clock.Now()
 		res, err := s.cfg.Store.Advance(ctx, cur, s.cfg.BatchSize, s.cfg.ID)
 		if err != nil {
 			return fmt.Errorf("advance: %w", err)
 		}
 		s.record(res)
+		s.tracePromotions(res.Traced, start)
 		if res.Next == nil {
 			return nil
 		}

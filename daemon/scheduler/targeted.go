@@ -23,6 +23,7 @@ func (s *Scheduler) advanceNamed(ctx context.Context, ids []uuid.UUID) error {
 		n := min(len(ids), s.cfg.BatchSize)
 		batch := ids[:n]
 		ids = ids[n:]
+		start := s.cfg.Clock.Now()
 		res, err := s.cfg.Store.AdvanceRuns(ctx, batch, s.cfg.ID)
 		if err != nil {
 			s.held.keep(s.cfg.Clock.Now(), batch...)
@@ -34,6 +35,7 @@ func (s *Scheduler) advanceNamed(ctx context.Context, ids []uuid.UUID) error {
 			continue
 		}
 		s.record(res)
+		s.tracePromotions(res.Traced, start)
 		s.keepHeld(res.Held)
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
@@ -140,6 +142,11 @@ type Config struct {
 	// are the process's). RoleAPI serves it, on API.Listen or
 	// api.ListenDefault; RoleAll serves it when API.Listen is set.
 	API api.Config
+
+	// TracerProvider records the spans of the process's daemons and of
+	// the API's triggers (package tracing); nil is the no-op provider. The
+	// caller built it (tracing.Setup) and shuts it down after Run.
+	TracerProvider trace.TracerProvider
 
 	// ClockSkew shifts every process-clock reading of the scheduler and
 	// worker: a testing aid (package clock); 0 in production.

@@ -177,7 +177,7 @@ func (p *process) build(ctx context.Context, st *store.Store) (func(), error) {
 // that a port taken ends the process at start.
 func (p *process) buildAPI(st *store.Store) error {
 	cfg := p.cfg.API
-	cfg.Client = client.FromStore(st, client.Options{})
+	cfg.Client = client.FromStore(st, client.Options{TracerProvider: p.cfg.TracerProvider})
 	cfg.Logger, cfg.Metrics, cfg.CheckParams = p.log, p.m, handlers.ValidateParams
 	srv, err := api.New(cfg)
 	if err != nil {
@@ -198,6 +198,7 @@ func (p *process) buildAPI(st *store.Store) error {
 func (p *process) buildScheduler(st *store.Store) error {
 	cfg := p.cfg.Scheduler
 	cfg.Store, cfg.DatabaseURL, cfg.ID, cfg.Logger, cfg.Metrics, cfg.Clock = st, p.dbURL, p.cfg.ID, p.log, p.m, p.clock
+	cfg.TracerProvider = p.cfg.TracerProvider
 	cfg.Schedules = st
 	s, err := scheduler.New(cfg)
 	if err != nil {
@@ -227,6 +228,7 @@ func (p *process) buildPruner(st *store.Store) error {
 func (p *process) buildPublisher(ctx context.Context, st *store.Store) error {
 	cfg := p.cfg.Publisher
 	cfg.Store, cfg.DatabaseURL, cfg.Broker, cfg.Logger, cfg.Metrics = st, p.dbURL, p.cfg.Broker, p.log, p.m
+	cfg.TracerProvider = p.cfg.TracerProvider
 	pub, err := publisher.New(cfg)
 	if err != nil {
 		return err
@@ -248,6 +250,7 @@ func (p *process) buildWorker(ctx context.Context, st *store.Store) (func(), err
 	}
 	closePool := func() { _ = hbStore.Close() }
 	cfg := p.cfg.Worker
+	cfg.TracerProvider = p.cfg.TracerProvider
 	handlers.Register(cfg.Registry, p.cfg.Handlers)
 	if len(p.cfg.WorkerHandlers) > 0 {
 		if cfg.Registry, err = cfg.Registry.Only(p.cfg.WorkerHandlers); err != nil {

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -47,7 +49,7 @@ func TestAnAbortedWorkerRecordsAStuckHandlersAttemptFailedAfterItsGrace(t *testi
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		w.execute(store.ClaimedTask{ID: uuid.New(), RunID: uuid.New(), TaskName: "t", Handler: "stubborn", Attempt: 1, MaxAttempts: 3, FencingToken: 2})
+		w.execute(store.ClaimedTask{ID: uuid.New(), RunID: uuid.New(), TaskName: "t", Handler: "stubborn", Attempt: 1, MaxAttempts: 3, FencingToken: 2}, trace.SpanContext{})
 	}()
 	t.Cleanup(func() {
 		close(release) // the stuck handler's goroutine ends with the test

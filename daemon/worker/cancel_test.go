@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -86,7 +88,7 @@ func newCancelRig(t *testing.T, lease time.Duration, dbURL string) *cancelRig {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		w.execute(rig.task)
+		w.execute(rig.task, trace.SpanContext{})
 	}()
 	t.Cleanup(func() {
 		w.Abort() // ends the attempt if a failed test left it running

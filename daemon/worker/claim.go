@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
@@ -34,7 +36,10 @@ type pendingDelivery struct {
 	d       broker.Delivery
 	disp    core.Dispatch
 	log     *slog.Logger
-	arrived time.Time // process clock: only measures SlotWait
+	arrived time.Time // process clock: measures SlotWait, starts the claim span
+	// parent is the span context of the dispatch's traceparent, the parent
+	// of the delivery's spans; invalid (the zero value) when not traced.
+	parent trace.SpanContext
 }
 
 // claimedDelivery is a delivery holding a slot, with its claim's answer:
@@ -197,6 +202,7 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 	defer func() { <-w.slots }()
 	d, disp, log := c.d, c.disp, c.log
 	claimed, ok, err := c.res.Task, c.res.OK, c.err
+	span := w.startClaimSpan(c.pendingDelivery)
 	if err != nil {
 		// The error may have come after the claim committed (its reply was
 		// lost): read the row back and act on what it says. A lock
@@ -207,6 +213,7 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 			claimed, ok = w.claimCommitted(disp, err, log)
 		}
 		if !ok {
+			endClaimSpan(span, claimed, false, "error")
 			_ = backoff.Sleep(ctx, time.Second)
 			_ = d.Requeue()
 			return
@@ -214,6 +221,7 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 	}
 	if !ok {
 		reason := w.explainLostClaim(ctx, disp)
+		endClaimSpan(span, claimed, false, reason)
 		w.cfg.Metrics.ClaimsLost.WithLabelValues(reason).Inc()
 		log.Info("worker: claim lost; acking without running", "reason", reason, "redelivered", d.Redelivered)
 		if err := d.Ack(); err != nil {
@@ -227,6 +235,7 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 		// Another delivery of this (task, token) runs here already: its
 		// claim and this one's read-back both match the one attempt.
 		w.cfg.Metrics.ClaimsLost.WithLabelValues("duplicate").Inc()
+		endClaimSpan(span, claimed, false, "duplicate")
 		log.Info("worker: another delivery of this dispatch runs here already; acking without running", "redelivered", d.Redelivered)
 		if err := d.Ack(); err != nil {
 			log.Warn("worker: ack", "error", err)
@@ -240,7 +249,8 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 		// task. A redelivery will lose its claim.
 		log.Warn("worker: ack after claim failed; the lease governs the task", "error", err)
 	}
-	recordErr := w.execute(claimed)
+	endClaimSpan(span, claimed, true, "")
+	recordErr := w.execute(claimed, c.parent)
 	w.attempts.end(key, recordErr == nil, w.cfg.Clock.Now(), 2*w.cfg.Lease)
 }
 

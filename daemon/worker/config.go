@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
@@ -95,6 +97,10 @@ type Config struct {
 	DatabaseURL string
 	// Failpoints is a testing aid (package failpoint); nil in production.
 	Failpoints *failpoint.Failpoints
+	// TracerProvider records the spans of traced deliveries (those whose
+	// dispatch carries a traceparent: package tracing); nil is the no-op
+	// provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate checks the settings of c against their bounds, the one place
@@ -161,6 +167,9 @@ func (c *Config) validate() error {
 	}
 	if c.Metrics == nil {
 		c.Metrics = metrics.New()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
 	}
 	c.Clock = clock.OrSystem(c.Clock)
 	if c.Broker.Cursor == nil {

@@ -129,5 +129,5 @@ func (w *Worker) decode(d broker.Delivery) (pendingDelivery, bool) {
 		return pendingDelivery{}, false
 	}
 	log := w.log.With("task_run_id", disp.TaskRunID, "run_id", disp.RunID, "fencing_token", disp.FencingToken)
-	return pendingDelivery{d: d, disp: disp, log: log, arrived: w.cfg.Clock.Now()}, true
+	return pendingDelivery{d: d, disp: disp, log: log, arrived: w.cfg.Clock.Now(), parent: traceParent(disp)}, true
 }

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/backoff"
@@ -16,8 +18,11 @@ import (
 
 // execute runs one claimed attempt and records its outcome. The error is
 // non-nil when the outcome's fate is unknown (finish gave up: see finish);
-// nil when it was recorded or rejected by its fencing token.
-func (w *Worker) execute(c store.ClaimedTask) error {
+// nil when it was recorded or rejected by its fencing token. parent is the
+// span context of the dispatch's traceparent: when valid, the handler and
+// the finish are recorded as spans of the run's trace, and the handler's
+// context carries its span.
+func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 	w.cfg.Metrics.InFlight.Inc()
 	defer w.cfg.Metrics.InFlight.Dec()
 	log := w.log.With("task_run_id", c.ID, "run_id", c.RunID, "task", c.TaskName, "attempt", c.Attempt, "fencing_token", c.FencingToken)
@@ -33,7 +38,7 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 	}
 	hb := w.heartbeat(c, cancel, log)
 	w.track(c.RunID, hb)
-	result, reusedFrom, runErr := w.invoke(runCtx, c, log)
+	result, reusedFrom, runErr := w.invokeTraced(runCtx, c, parent, log)
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
@@ -62,7 +67,7 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 	// slowed by the database (a lock, a failover) must not let the lease
 	// lapse and have a completed attempt reaped and run again.
 	hb.finishing.Store(true)
-	state, ok, err := w.finish(req, log)
+	state, ok, err := w.finishTraced(req, c, parent, log)
 	w.untrack(c.RunID, hb)
 	hb.stop()
 	defer w.signals.attemptFinished(attemptFinished{Req: req, State: state, OK: ok, Err: err})

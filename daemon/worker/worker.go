@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/tracing"
 )
 
 // ErrAborted is the cause of handler contexts cancelled by Abort: the
@@ -45,9 +47,10 @@ type Renewer interface {
 
 // Worker consumes dispatches and runs handlers.
 type Worker struct {
-	cfg   Config
-	log   *slog.Logger
-	slots chan struct{}
+	cfg    Config
+	tracer trace.Tracer // spans of traced deliveries (trace.go)
+	log    *slog.Logger
+	slots  chan struct{}
 	// handBacksWG counts the goroutines of deliveries in handBack.
 	handBacksWG sync.WaitGroup
 	finishes    finishBatcher
@@ -102,6 +105,7 @@ func New(cfg Config) (*Worker, error) {
 		statementsInFlight: statementsInFlightDefault,
 		abortCtx:           ctx,
 		abort:              cancel,
+		tracer:             tracing.Tracer(cfg.TracerProvider),
 	}
 	fwd := cfg.Broker
 	fwd.Cursor = &broker.Cursor{} // the forwarder's connection fails over on its own

@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/flowforge/flowforge/core/tracing"
+)
+
+// tracingShutdownTimeout bounds the flush of the spans not exported yet
+// when a command or a daemon ends (a collector that does not answer).
+const tracingShutdownTimeout = 5 * time.Second
+
+// startTracing builds the tracer provider of this process from the
+// OTEL_* environment (tracing.Setup; off unless OTEL_TRACES_EXPORTER says
+// otherwise), its console exporter writing to env.Stdout. service is the
+// default service.name. An unknown exporter is a usage error (exit 2)
+// naming the variable and the accepted values; an exporter that cannot be
+// built is a failure. The caller defers stopTracing.
+func startTracing(ctx context.Context, env *Env, service string) (*tracing.Provider, error) {
+	p, err := tracing.Setup(ctx, service, env.Stdout, env.env)
+	switch {
+	case errors.Is(err, tracing.ErrUnknownExporter):
+		return nil, usageError("%v", err)
+	case err != nil:
+		return nil, failure(err)
+	}
+	return p, nil
+}
+
+// stopTracing flushes and shuts p down, reporting a failed flush on
+// env.Stderr (the command's own outcome stands).
+func stopTracing(env *Env, p *tracing.Provider) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		fmt.Fprintf(env.Stderr, "ffctl: %v\n", err)
+	}
+}

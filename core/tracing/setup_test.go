@@ -1,0 +1,160 @@
+package tracing_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/flowforge/flowforge/core/tracing"
+)
+
+// env is a getenv of the given variables only.
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// TestSetupPicksTheExporterOfOTELTracesExporter: unset and "none" give
+// the no-op provider (nothing recorded, nothing written); console and
+// otlp (and a list) an SDK provider; whitespace and repeats are allowed.
+func TestSetupPicksTheExporterOfOTELTracesExporter(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		enabled bool
+	}{
+		{"", false},
+		{"none", false},
+		{"none,none", false},
+		{"console", true},
+		{"otlp", true},
+		{"otlp, console", true},
+		{"console,console", true},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			var out bytes.Buffer
+			p, err := tracing.Setup(context.Background(), "flowforge-test", &out, env(map[string]string{tracing.EnvExporter: tc.value}))
+			if err != nil {
+				t.Fatalf("Setup(%q) = %v", tc.value, err)
+			}
+			t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+			if p.Enabled() != tc.enabled {
+				t.Fatalf("Enabled() = %v, want %v", p.Enabled(), tc.enabled)
+			}
+			_, span := tracing.Tracer(p.TracerProvider()).Start(context.Background(), "x")
+			if span.IsRecording() != tc.enabled {
+				t.Fatalf("a span records: %v, want %v", span.IsRecording(), tc.enabled)
+			}
+			span.End()
+		})
+	}
+}
+
+// TestSetupRefusesAnUnknownExporter: the error wraps ErrUnknownExporter
+// and names the variable, the value and the accepted values.
+func TestSetupRefusesAnUnknownExporter(t *testing.T) {
+	for _, v := range []string{"jaeger", "console,zipkin", "Console"} {
+		_, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: v}))
+		if !errors.Is(err, tracing.ErrUnknownExporter) {
+			t.Fatalf("Setup(%q) = %v, want ErrUnknownExporter", v, err)
+		}
+		want := `unknown traces exporter: OTEL_TRACES_EXPORTER="` + v + `"; accepted values: none, console, otlp (or a comma-separated list of console and otlp)`
+		if err.Error() != want {
+			t.Fatalf("Setup(%q) error:\n %s\nwant\n %s", v, err, want)
+		}
+	}
+}
+
+// consoleSpan is the part of stdouttrace's JSON a test reads.
+type consoleSpan struct {
+	Name        string
+	SpanContext struct{ TraceID, SpanID string }
+	Parent      struct{ TraceID, SpanID string }
+	Resource    []struct {
+		Key   string
+		Value struct{ Value any }
+	}
+}
+
+// TestTheConsoleExporterWritesOneJSONLinePerSpanAtShutdown: the spans
+// are flushed by Shutdown as one JSON object per line, with the service
+// name of OTEL_SERVICE_NAME when set, else the default given.
+func TestTheConsoleExporterWritesOneJSONLinePerSpanAtShutdown(t *testing.T) {
+	for _, tc := range []struct{ name, env, want string }{
+		{"default", "", "flowforge-worker"},
+		{"OTEL_SERVICE_NAME", "billing-worker", "billing-worker"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p, err := tracing.Setup(context.Background(), "flowforge-worker", &out,
+				env(map[string]string{tracing.EnvExporter: "console", tracing.EnvServiceName: tc.env}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := tracing.Tracer(p.TracerProvider())
+			ctx, parent := tr.Start(context.Background(), "parent")
+			_, child := tr.Start(ctx, "child")
+			child.End()
+			parent.End()
+			if err := p.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("%d lines, want 2:\n%s", len(lines), out.String())
+			}
+			var spans []consoleSpan
+			for _, l := range lines {
+				var s consoleSpan
+				if err := json.Unmarshal([]byte(l), &s); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				spans = append(spans, s)
+			}
+			if spans[0].Name != "child" || spans[1].Name != "parent" || spans[0].Parent.SpanID != spans[1].SpanContext.SpanID {
+				t.Fatalf("spans %+v: want child then parent, the child's parent the parent", spans)
+			}
+			service := ""
+			for _, a := range spans[1].Resource {
+				if a.Key == "service.name" {
+					service, _ = a.Value.Value.(string)
+				}
+			}
+			if service != tc.want {
+				t.Fatalf("service.name = %q, want %q", service, tc.want)
+			}
+		})
+	}
+}
+
+// TestTraceparentRoundTripsAndAMalformedOneIsIgnored: the traceparent of
+// a span's context gives back that span context through Parent; an empty
+// or malformed one leaves the context without a parent.
+func TestTraceparentRoundTripsAndAMalformedOneIsIgnored(t *testing.T) {
+	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: "console"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, span := tracing.Tracer(p.TracerProvider()).Start(context.Background(), "x")
+	defer span.End()
+	tp := tracing.Traceparent(ctx)
+	want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if tp != want {
+		t.Fatalf("Traceparent = %q, want %q", tp, want)
+	}
+	got, ok := tracing.Parent(context.Background(), tp)
+	if sc := trace.SpanContextFromContext(got); !ok || sc.TraceID() != span.SpanContext().TraceID() || sc.SpanID() != span.SpanContext().SpanID() || !sc.IsRemote() {
+		t.Fatalf("Parent(%q) = %v, %v; want the span's context, remote", tp, sc, ok)
+	}
+	if tracing.Traceparent(context.Background()) != "" {
+		t.Fatal("Traceparent of a context without a span is not empty")
+	}
+	for _, bad := range []string{"", "garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-zz-01"} {
+		if got, ok := tracing.Parent(context.Background(), bad); ok || trace.SpanContextFromContext(got).IsValid() {
+			t.Fatalf("Parent(%q) = ok %v; want ignored", bad, ok)
+		}
+	}
+}
