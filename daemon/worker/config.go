@@ -93,6 +93,14 @@ type Config struct {
 	// round trip instead of at their next heartbeat. Empty: heartbeats
 	// alone deliver cancellation (within Lease/3).
 	DatabaseURL string
+	// TaskLogMaxBytes caps the bytes of one attempt's log (the lines a
+	// handler logs through core.Logger, a shell command's output): 0 is
+	// TaskLogMaxBytesDefault, negative turns task logs off (core.Logger
+	// then discards). See tasklog.go.
+	TaskLogMaxBytes int
+	// TaskLogs is where task logs are written; it defaults to Store when
+	// it implements TaskLogStore, else task logs are off.
+	TaskLogs TaskLogStore
 	// Failpoints is a testing aid (package failpoint); nil in production.
 	Failpoints *failpoint.Failpoints
 }
@@ -153,6 +161,10 @@ func (c *Config) validate() error {
 	c.SlotWait = cmp.Or(c.SlotWait, SlotWaitDefault)
 	c.UnknownHandlerGrace = cmp.Or(c.UnknownHandlerGrace, UnknownHandlerGraceDefault)
 	c.AbortGrace = cmp.Or(c.AbortGrace, AbortGraceDefault)
+	c.TaskLogMaxBytes = cmp.Or(c.TaskLogMaxBytes, TaskLogMaxBytesDefault)
+	if c.TaskLogs == nil {
+		c.TaskLogs, _ = c.Store.(TaskLogStore)
+	}
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
 	}

@@ -31,9 +31,16 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 		runCtx, cancelT = context.WithTimeoutCause(hctx, t, fmt.Errorf("%w after %s", ErrTimeout, t))
 		defer cancelT()
 	}
+	tl := w.taskLog(c)
+	if tl != nil {
+		runCtx = core.WithTaskLog(runCtx, tl)
+	}
 	hb := w.heartbeat(c, cancel, log)
 	w.track(c.RunID, hb)
 	result, reusedFrom, runErr := w.invoke(runCtx, c, log)
+	if tl != nil {
+		tl.close() // its lines are written beside the finish, never in it
+	}
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
