@@ -152,4 +152,3 @@ func (h *harness) trigger2() uuid.UUID {
 	h.apply(taskLogsWorkflow)
 	return h.trigger("logged")
 }
-
