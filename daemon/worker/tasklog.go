@@ -29,6 +29,8 @@ const (
 	// --task-log-max-bytes): the bytes of its lines' text stored before the
 	// rest is dropped, counted in one marker line.
 	TaskLogMaxBytesDefault = 64 << 10
+	// TaskLogMaxBytesMax is the largest cap Config.Validate accepts.
+	TaskLogMaxBytesMax = 64 << 20
 	// taskLogInterval is how often buffered lines are written (sooner
 	// when taskLogBatchMax are waiting or an attempt ends).
 	taskLogInterval = 200 * time.Millisecond

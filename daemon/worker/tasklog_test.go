@@ -144,8 +144,7 @@ func TestAnAttemptsLogStopsAtItsCapWithOneMarker(t *testing.T) {
 	}
 }
 
-// TestTaskLogsOffLeaveNoLines: a negative TaskLogMaxBytes turns task logs
-// off: core.Logger discards and nothing is stored.
+// TestTaskLogsOffLeaveNoLines: TaskLogsOff turns task logs off: core.Logger discards and nothing is stored.
 func TestTaskLogsOffLeaveNoLines(t *testing.T) {
 	reg := core.NewRegistry()
 	reg.MustRegister("quiet", func(ctx context.Context, _ core.Task) (json.RawMessage, error) {
@@ -155,7 +154,7 @@ func TestTaskLogsOffLeaveNoLines(t *testing.T) {
 		core.Logger(ctx).Info("nobody hears this")
 		return nil, nil
 	})
-	r := newRig(t, reg, func(c *Config) { c.TaskLogMaxBytes = -1 })
+	r := newRig(t, reg, func(c *Config) { c.TaskLogsOff = true })
 	storetest.Apply(t, r.st, "name: quiet\ntasks:\n  - {name: a, handler: quiet}\n")
 	storetest.Trigger(t, r.st, "quiet", "")
 	r.start()

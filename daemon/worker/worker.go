@@ -109,7 +109,7 @@ func New(cfg Config) (*Worker, error) {
 	fwd := cfg.Broker
 	fwd.Cursor = &broker.Cursor{} // the forwarder's connection fails over on its own
 	w.forwarder = &forwarder{cfg: fwd}
-	if cfg.TaskLogMaxBytes > 0 && cfg.TaskLogs != nil {
+	if !cfg.TaskLogsOff && cfg.TaskLogs != nil {
 		w.logs = newTaskLogWriter(cfg.TaskLogs, cfg.Metrics, w.log)
 	}
 	cfg.Metrics.SetDeadLetterSource(w.deadLetterDepth)
