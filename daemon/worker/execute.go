@@ -31,16 +31,9 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 		runCtx, cancelT = context.WithTimeoutCause(hctx, t, fmt.Errorf("%w after %s", ErrTimeout, t))
 		defer cancelT()
 	}
-	tl := w.taskLog(c)
-	if tl != nil {
-		runCtx = core.WithTaskLog(runCtx, tl)
-	}
 	hb := w.heartbeat(c, cancel, log)
 	w.track(c.RunID, hb)
 	result, reusedFrom, runErr := w.invoke(runCtx, c, log)
-	if tl != nil {
-		tl.close() // its lines are written beside the finish, never in it
-	}
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
@@ -105,8 +98,12 @@ func (w *Worker) execute(c store.ClaimedTask) error {
 
 // invoke resolves the idempotency key, then runs the handler, turning a
 // panic into an error. A non-nil source means the result is the one that
-// task run recorded for the key: the handler did not run.
+// task run recorded for the key: the handler did not run. The handler's
+// context carries the attempt's task log, closed when invoke returns
+// (before the finish: its lines are written beside it, never in it).
 func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, *store.KeySource, error) {
+	ctx, endLog := w.withTaskLog(ctx, c)
+	defer endLog()
 	if c.IdempotencyKey.Valid && c.IdempotencyKey.String != "" {
 		res, from, err := w.awaitKey(ctx, c, log)
 		if err != nil || from != nil {

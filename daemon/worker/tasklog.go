@@ -228,10 +228,13 @@ func (a *attemptLog) close() {
 		Stream: core.LogStreamLog, Level: slog.LevelWarn.String(), Line: text + "]"}, true)
 }
 
-// taskLog returns the log of the attempt c, or nil with task logs off.
-func (w *Worker) taskLog(c store.ClaimedTask) *attemptLog {
+// withTaskLog returns ctx carrying the log of the attempt c and the func
+// that closes it; with task logs off, ctx itself and a func that does
+// nothing.
+func (w *Worker) withTaskLog(ctx context.Context, c store.ClaimedTask) (context.Context, func()) {
 	if w.logs == nil {
-		return nil
+		return ctx, func() {}
 	}
-	return &attemptLog{w: w.logs, clock: w.cfg.Clock, id: c.ID, attempt: c.Attempt, max: w.cfg.TaskLogMaxBytes}
+	l := &attemptLog{w: w.logs, clock: w.cfg.Clock, id: c.ID, attempt: c.Attempt, max: w.cfg.TaskLogMaxBytes}
+	return core.WithTaskLog(ctx, l), l.close
 }
