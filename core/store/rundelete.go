@@ -113,8 +113,8 @@ const settledNow = `r.finished_at IS NOT NULL AND r.state IN ` + finalRunStatesS
 // with $1 NULL up to $5 settled runs in state $3 settled longer than $2 ms
 // ago (skipping locked ones, oldest first), with their task run counts;
 // unless $4 (a dry run) it deletes them (their task runs, outbox rows and
-// history cascade; their log lines go in deleteCandLogs) and records each in run_deletions with actor $6 and
-// reason $7. The filter skips runs holding a DEAD task unless $8.
+// history cascade; their log lines go in deleteCandLogs) and records each
+// in run_deletions with actor $6 and reason $7. The filter skips runs holding a DEAD task unless $8.
 const qDeleteRuns = `
 WITH due AS (
     SELECT r.id FROM workflow_runs r
