@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +166,53 @@ func TestTaskLogsOffLeaveNoLines(t *testing.T) {
 	var n int
 	if err := r.db.QueryRow(`SELECT count(*) FROM task_logs`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d lines (%v), want none", n, err)
+	}
+}
+
+// stuckLogs is a TaskLogStore whose inserts hang until released (a
+// database that takes the log batch and never answers), counting them.
+type stuckLogs struct {
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (s *stuckLogs) InsertTaskLogs(ctx context.Context, _ []store.TaskLogLine) (int64, error) {
+	s.calls.Add(1)
+	select {
+	case <-s.release:
+		return 0, errors.New("released")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// TestAStuckTaskLogWriteNeitherFailsNorDelaysTheFinish: with every task
+// log insert hanging (released only when the test ends), a logging task's
+// attempt is still recorded SUCCEEDED: a finish that waited for its lines
+// would never come. The writer has tried to write them.
+func TestAStuckTaskLogWriteNeitherFailsNorDelaysTheFinish(t *testing.T) {
+	reg := core.NewRegistry()
+	reg.MustRegister("chatty", func(ctx context.Context, _ core.Task) (json.RawMessage, error) {
+		for i := range 5 {
+			core.Logger(ctx).Info(fmt.Sprint("line ", i))
+		}
+		return nil, nil
+	})
+	logs := &stuckLogs{release: make(chan struct{})}
+	r := newRig(t, reg, func(c *Config) { c.TaskLogs = logs })
+	storetest.Apply(t, r.st, "name: stuck\ntasks:\n  - {name: a, handler: chatty}\n")
+	storetest.Trigger(t, r.st, "stuck", "")
+	r.start()
+	t.Cleanup(func() { close(logs.release) }) // runs before the rig's stop: its last write fails fast
+	r.publish()
+	if f := r.awaitFinished(30 * time.Second); f.Err != nil || !f.OK || f.State != core.TaskSucceeded {
+		t.Fatalf("finish: %s ok %v err %v, want SUCCEEDED recorded", f.State, f.OK, f.Err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer never tried to write the lines")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not a wait for state
 	}
 }
