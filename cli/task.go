@@ -14,7 +14,7 @@ func taskCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:      "task",
 		Usage:     "inspect task runs",
-		UsageText: "ffctl task show TASK_RUN_ID [-o json]\n\nExample:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10",
+		UsageText: "ffctl task show TASK_RUN_ID [-o json]\nffctl task logs TASK_RUN_ID [--attempt N] [--follow] [-o json]\n\nExample:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10",
 		Subcommands: []*cli.Command{{
 			Name:  "show",
 			Usage: "show a task run with every attempt and its whole history",
@@ -27,7 +27,7 @@ func taskCommand(env *Env) *cli.Command {
 				"Example:\n  ffctl task show 3f1f8e2b-8f0a-4c7e-9d55-0b7c6d2e7a10 -o json",
 			Flags:  []cli.Flag{outputFlag()},
 			Action: func(c *cli.Context) error { return taskShow(c, env) },
-		}, forgetKeyCommand(env)},
+		}, taskLogsCommand(env), forgetKeyCommand(env)},
 	}
 }
 

@@ -33,6 +33,7 @@ type fakeSource struct {
 	runs     []store.Run
 	run      store.Run
 	task     store.TaskDetail
+	taskLogs []store.TaskLogLine
 	leases   []store.TaskRun
 	outbox   OutboxData
 	dead     []store.TaskRun
@@ -96,7 +97,7 @@ func (f *fakeSource) Task(_ context.Context, tid uuid.UUID) (TaskData, error) {
 	}
 	d := f.task
 	d.ID = tid
-	return TaskData{Now: t0, Task: d}, nil
+	return TaskData{Now: t0, Task: d, Logs: f.taskLogs}, nil
 }
 
 func (f *fakeSource) Leases(context.Context) (LeasesData, error) {

@@ -95,11 +95,18 @@ type RunData struct {
 	Run store.Run
 }
 
-// TaskData feeds the task history screen.
+// TaskData feeds the task history screen: the task, and the last lines
+// of its log (at most TaskLogTailLines, oldest first; none when it logged
+// nothing).
 type TaskData struct {
 	Now  time.Time
 	Task store.TaskDetail
+	Logs []store.TaskLogLine
 }
+
+// TaskLogTailLines is the most lines of a task's log the task screen
+// reads (it shows what its height can spare; `ffctl task logs` has all).
+const TaskLogTailLines = 20
 
 // LeasesData feeds the Leases screen: every RUNNING task, soonest expiry
 // first.

@@ -98,7 +98,11 @@ func (s *StoreSource) Task(ctx context.Context, id uuid.UUID) (TaskData, error) 
 	if err != nil {
 		return TaskData{}, s.classify(ctx, err)
 	}
-	return TaskData{Now: now, Task: t}, nil
+	logs, err := s.Store.TaskLogTail(ctx, id, TaskLogTailLines)
+	if err != nil {
+		return TaskData{}, s.classify(ctx, err)
+	}
+	return TaskData{Now: now, Task: t, Logs: logs}, nil
 }
 
 // Leases reads every RUNNING task (bounded), soonest expiry first.

@@ -134,7 +134,9 @@ func (m *taskModel) view(width, height int) string {
 	// The result, and a shell result's output tails, get what the history
 	// table can spare (it keeps at least historyMinLines).
 	spare := max(height-len(lines)-historyMinLines, 0)
-	lines = append(lines, resultLines(th, t.Result, spare)...)
+	res := resultLines(th, t.Result, spare)
+	lines = append(lines, res...)
+	lines = append(lines, logLines(th, m.data.Logs, spare-len(res))...)
 	out := ""
 	for _, l := range lines {
 		out += clip(l, width, 1) + "\n"
@@ -185,4 +187,22 @@ func resultLines(th *theme, res store.JSON, n int) []string {
 		shown--
 	}
 	return lines
+}
+
+// logLines renders the last lines of a task's log in at most n lines: a
+// header, then "#ATTEMPT STREAM [LEVEL] text" per line, terminal-safe.
+func logLines(th *theme, logs []store.TaskLogLine, n int) []string {
+	if n < 2 || len(logs) == 0 {
+		return nil
+	}
+	keep := min(len(logs), n-1)
+	out := []string{th.header.Render(fmt.Sprintf("log (last %d lines; ffctl task logs for all)", keep))}
+	for _, l := range logs[len(logs)-keep:] {
+		level := ""
+		if l.Level != "" {
+			level = " " + core.TerminalText(l.Level)
+		}
+		out = append(out, fmt.Sprintf("  #%d %s%s  %s", l.Attempt, l.Stream, level, core.TerminalText(l.Line)))
+	}
+	return out
 }

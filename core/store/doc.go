@@ -84,6 +84,7 @@
 //	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go
 //	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
+//	tasklogs.go        | InsertTaskLogs, TaskLogs, TaskLogTail: per-task logs (task_logs) | tasklogs_test.go
 //	token.go           | CreateToken, ListTokens, RevokeToken, TokenByKeyID: API tokens   | token_test.go
 //	traced.go          | TracedPromotion: the promotions of traced runs, for their spans  | traced_test.go
 //	trigger.go         | Trigger: a run and its task runs in one statement               | trigger_test.go, trigger_cache_test.go, idempotency_test.go

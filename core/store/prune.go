@@ -55,8 +55,8 @@ const holdsDead = `(r.state = 'FAILED' OR (SELECT count(*) FROM task_runs d WHER
 // (holding a DEAD task or not as $4 says), oldest first, skipping runs
 // another transaction holds (a requeue, a cancel, another pruner): their
 // task runs, outbox rows, outbox events and task events go with them (ON
-// DELETE CASCADE). It walks workflow_runs_settled (state, finished_at).
-// It returns how many runs, task runs, outbox rows and task events it
+// DELETE CASCADE), and their log lines (task_logs: deleteCandLogs). It
+// walks workflow_runs_settled (state, finished_at). It returns how many runs, task runs, outbox rows and task events it
 // deleted (the counts read the rows before the delete removed them).
 // Every look-up is by the batch's run ids (ARRAY, and per-run scalar
 // subqueries rather than EXISTS, which the planner may turn into a hash
@@ -68,6 +68,7 @@ WITH cand AS (
      ORDER BY r.finished_at
      LIMIT $3
        FOR UPDATE SKIP LOCKED
+), ` + deleteCandLogs + `
 ), gone AS (
     DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) RETURNING r.id
 )

@@ -113,8 +113,8 @@ const settledNow = `r.finished_at IS NOT NULL AND r.state IN ` + finalRunStatesS
 // with $1 NULL up to $5 settled runs in state $3 settled longer than $2 ms
 // ago (skipping locked ones, oldest first), with their task run counts;
 // unless $4 (a dry run) it deletes them (their task runs, outbox rows and
-// history cascade) and records each in run_deletions with actor $6 and
-// reason $7. The filter skips runs holding a DEAD task unless $8.
+// history cascade; their log lines go in deleteCandLogs) and records each
+// in run_deletions with actor $6 and reason $7. The filter skips runs holding a DEAD task unless $8.
 const qDeleteRuns = `
 WITH due AS (
     SELECT r.id FROM workflow_runs r
@@ -132,6 +132,7 @@ WITH due AS (
            (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS task_runs,
            (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state = 'DEAD') AS dead_tasks
       FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand))
+), ` + deleteCandLogs + ` AND NOT $4::bool
 ), gone AS (
     DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) AND NOT $4::bool RETURNING r.id
 ), audit AS (

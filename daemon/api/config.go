@@ -31,6 +31,7 @@ type Client interface {
 	Wait(ctx context.Context, id string, opts client.WaitOptions) (client.Run, error)
 	Cancel(ctx context.Context, id string, opts client.ActionOptions) (client.CancelResult, error)
 	Task(ctx context.Context, id string) (client.Task, error)
+	TaskLogs(ctx context.Context, id string, q client.TaskLogQuery) (client.TaskLogPage, error)
 	ListDead(ctx context.Context, f client.DeadFilter) ([]client.TaskRun, error)
 	RequeueDead(ctx context.Context, ids []string, opts client.ActionOptions) ([]client.RequeueResult, error)
 	ListWorkflows(ctx context.Context, limit int) ([]client.WorkflowSummary, error)

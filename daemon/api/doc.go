@@ -9,6 +9,7 @@
 //	GET  /v1/runs/{id}/wait         viewer    ?timeout=30s (at most Config.WaitMax): 200 ended, 408 not yet
 //	POST /v1/runs/{id}/cancel       operator  {"reason"}: audited
 //	GET  /v1/tasks/{id}             viewer    the task with its history (`task show`)
+//	GET  /v1/tasks/{id}/logs        viewer    ?attempt=&after_attempt=&after_seq=&limit= a page of its log (`task logs`)
 //	POST /v1/tasks/{id}/requeue     operator  {"reason"}: a DEAD task back to PENDING, audited
 //	GET  /v1/dead                   viewer    ?workflow=&run=&limit= (`dead list`)
 //	GET  /v1/workflows              viewer    each workflow's newest version (`workflow list`)

@@ -40,6 +40,7 @@ func (s *Server) routes() []Route {
 		{http.MethodGet, "/v1/runs/{id}/wait", auth.RoleViewer, s.waitRun},
 		{http.MethodPost, "/v1/runs/{id}/cancel", auth.RoleOperator, s.cancelRun},
 		{http.MethodGet, "/v1/tasks/{id}", auth.RoleViewer, s.showTask},
+		{http.MethodGet, "/v1/tasks/{id}/logs", auth.RoleViewer, s.taskLogs},
 		{http.MethodPost, "/v1/tasks/{id}/requeue", auth.RoleOperator, s.requeueTask},
 		{http.MethodGet, "/v1/dead", auth.RoleViewer, s.listDead},
 		// Sending an event completes the tasks waiting for it and so moves

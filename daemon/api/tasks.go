@@ -1,10 +1,13 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/flowforge/flowforge/core/client"
+	"github.com/flowforge/flowforge/core/store"
 )
 
 // showTask answers the task with its history and attempts, as `ffctl task
@@ -16,6 +19,51 @@ func (s *Server) showTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, t)
+}
+
+// taskLogs answers a page of the task's log (client.TaskLogPage: its
+// state and lines, oldest first), as `ffctl task logs -o json` reads it:
+// ?attempt=N one attempt's lines; ?after_attempt=&after_seq= the lines
+// after that one (a follower passes its last line's); ?limit= at most so
+// many (default and most store.TaskLogPageDefault). The task's state in
+// the page tells a follower when to stop: a final state.
+func (s *Server) taskLogs(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "attempt", "after_attempt", "after_seq", "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var tq client.TaskLogQuery
+	for _, p := range []struct {
+		name string
+		min  int
+		dst  *int
+	}{{"attempt", 1, &tq.Attempt}, {"after_attempt", 0, &tq.AfterAttempt}, {"after_seq", 0, &tq.AfterSeq}, {"limit", 1, &tq.Limit}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < p.min || (p.name == "limit" && n > store.TaskLogPageDefault) {
+			s.writeError(w, r, badInput(fmt.Sprintf("%s %q: want a whole number from %d%s", p.name, v, p.min, limitMax(p.name))))
+			return
+		}
+		*p.dst = n
+	}
+	page, err := s.cfg.Client.TaskLogs(r.Context(), r.PathValue("id"), tq)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// limitMax is " to N" for the limit parameter of taskLogs, "" otherwise.
+func limitMax(name string) string {
+	if name == "limit" {
+		return fmt.Sprintf(" to %d", store.TaskLogPageDefault)
+	}
+	return ""
 }
 
 // listDead answers the DEAD tasks the query selects (workflow, run,

@@ -77,12 +77,42 @@ func decodeParams(raw json.RawMessage, v any) error {
 	return nil
 }
 
-// Noop succeeds at once with {}. Params: none.
+// NoopParams are the noop handler's params.
+type NoopParams struct {
+	// LogLines is how many lines it logs into the task's log (core.Logger,
+	// level INFO: "noop: line I of N"), 0 to NoopLogLinesMax; the
+	// benchmark's W1 with task logs sets 10.
+	LogLines int `json:"log_lines"`
+}
+
+// NoopLogLinesMax bounds NoopParams.LogLines.
+const NoopLogLinesMax = 1000
+
+// Noop succeeds at once with {}, after logging params.log_lines lines
+// (none by default) into the task's log.
 func Noop(ctx context.Context, t core.Task) (json.RawMessage, error) {
-	if err := decodeParams(t.Params, &struct{}{}); err != nil {
+	var p NoopParams
+	if err := decodeParams(t.Params, &p); err != nil {
 		return nil, err
 	}
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	if p.LogLines > 0 {
+		log := core.Logger(ctx)
+		for i := 1; i <= p.LogLines; i++ {
+			log.Info(fmt.Sprintf("noop: line %d of %d", i, p.LogLines))
+		}
+	}
 	return json.RawMessage(`{}`), nil
+}
+
+// check refuses a log_lines outside 0 to NoopLogLinesMax (permanent).
+func (p NoopParams) check() error {
+	if p.LogLines < 0 || p.LogLines > NoopLogLinesMax {
+		return core.Permanent(fmt.Errorf("params.log_lines %d: want 0 to %d", p.LogLines, NoopLogLinesMax))
+	}
+	return nil
 }
 
 // SleepParams are the sleep handler's params.

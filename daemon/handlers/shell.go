@@ -106,6 +106,10 @@ func Shell(ctx context.Context, t core.Task) (json.RawMessage, error) {
 // params.stdin "params" or "upstream" gives the command that file on
 // standard input (else it reads /dev/null).
 //
+// Each line the command writes to stdout or stderr also goes into the
+// attempt's task log (streams stdout and stderr; see logLines), beside the
+// tails the result keeps.
+//
 // A zero exit succeeds with ShellResult; a non-zero exit fails (retryable)
 // with the stderr tail; a missing command is permanent, and so are
 // arguments or an environment too large for exec(2) (a params.env value
@@ -180,8 +184,11 @@ func runShell(ctx context.Context, t core.Task, opt ShellOptions) (json.RawMessa
 		cmd.Stdin = stdin
 	}
 	stdout, stderr := &tail{n: OutputTailBytes}, &tail{n: OutputTailBytes}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	outLines, errLines := newLogLines(ctx, core.LogStreamStdout), newLogLines(ctx, core.LogStreamStderr)
+	cmd.Stdout, cmd.Stderr = teeLines(stdout, outLines), teeLines(stderr, errLines)
 	err = startShell(cmd, status, statusW, p)
+	outLines.flush()
+	errLines.flush()
 	res := ShellResult{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.String(), Stderr: stderr.String()}
 	if err != nil {
 		return nil, shellError(ctx, err, p.Command[0], res)

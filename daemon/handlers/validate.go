@@ -15,7 +15,7 @@ func builtinNames() []string { return []string{"fail", "http", "noop", "shell", 
 func paramsOf(name string) (any, bool) {
 	switch name {
 	case "noop":
-		return &struct{}{}, true
+		return &NoopParams{}, true
 	case "sleep":
 		return &SleepParams{}, true
 	case "fail":
@@ -56,6 +56,10 @@ func ValidateParams(name string, raw json.RawMessage) error {
 		return fmt.Errorf("handler %s: %w", name, err)
 	}
 	switch p := p.(type) {
+	case *NoopParams:
+		if err := p.check(); err != nil {
+			return fmt.Errorf("handler %s: %w", name, err)
+		}
 	case *ShellParams:
 		if len(p.Command) == 0 {
 			return fmt.Errorf("handler shell: params.command is required (the argv to run)")

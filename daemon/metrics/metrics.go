@@ -130,6 +130,9 @@ type Metrics struct {
 	// ForeignDispatches counts dispatches of another installation sent
 	// back to the queue, by outcome (see ForeignDispatchOutcomes).
 	ForeignDispatches *prometheus.CounterVec
+	// TaskLogLinesDropped counts lines of tasks' logs not stored, by
+	// reason (see TaskLogDropReasons).
+	TaskLogLinesDropped *prometheus.CounterVec
 
 	outboxMu       sync.Mutex
 	outboxSrc      OutboxSource
@@ -289,6 +292,7 @@ func New() *Metrics {
 	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
 	m.ScheduleTicks = newScheduleTicks(r)
 	m.ForeignDispatches = newForeignDispatches(r)
+	m.TaskLogLinesDropped = newTaskLogLinesDropped(r)
 	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)
 	}

@@ -95,6 +95,17 @@ type Config struct {
 	// round trip instead of at their next heartbeat. Empty: heartbeats
 	// alone deliver cancellation (within Lease/3).
 	DatabaseURL string
+	// TaskLogMaxBytes caps the bytes of one attempt's log (the lines a
+	// handler logs through core.Logger, a shell command's output), at
+	// most TaskLogMaxBytesMax; 0 is TaskLogMaxBytesDefault. See tasklog.go.
+	TaskLogMaxBytes int
+	// TaskLogsOff turns task logs off (--task-log-max-bytes 0):
+	// core.Logger discards, and a shell command's output is kept only in
+	// its result's tails.
+	TaskLogsOff bool
+	// TaskLogs is where task logs are written; it defaults to Store when
+	// it implements TaskLogStore, else task logs are off.
+	TaskLogs TaskLogStore
 	// Failpoints is a testing aid (package failpoint); nil in production.
 	Failpoints *failpoint.Failpoints
 	// TracerProvider records the spans of traced deliveries (those whose
@@ -106,7 +117,8 @@ type Config struct {
 // Validate checks the settings of c against their bounds, the one place
 // they are checked (ffctl maps its flags to a Config and reports this
 // error as a usage error): Concurrency, SlotWait and UnknownHandlerGrace
-// must not be negative, Lease must be 0 or at least LeaseMin, and ID must
+// and TaskLogMaxBytes must not be negative (nor TaskLogMaxBytes above
+// TaskLogMaxBytesMax), Lease must be 0 or at least LeaseMin, and ID must
 // pass CheckID. Zero settings take their defaults in New. The error is a
 // *daemon.SettingError, or CheckID's wrapped for the ID. The dependencies
 // (Store, Renewer, Registry, Broker) are New's to check.
@@ -120,6 +132,8 @@ func (c Config) Validate() error {
 		daemon.CheckRange("worker", "Concurrency", "concurrency", c.Concurrency, ConcurrencyDefault, 1, ConcurrencyMax),
 		daemon.CheckNotNegative("worker", "SlotWait", "slot-wait", c.SlotWait, SlotWaitDefault),
 		daemon.CheckNotNegative("worker", "UnknownHandlerGrace", "unknown-handler-grace", c.UnknownHandlerGrace, UnknownHandlerGraceDefault),
+		daemon.CheckNotNegative("worker", "TaskLogMaxBytes", "task-log-max-bytes", c.TaskLogMaxBytes, TaskLogMaxBytesDefault),
+		daemon.CheckRange("worker", "TaskLogMaxBytes", "task-log-max-bytes", c.TaskLogMaxBytes, TaskLogMaxBytesDefault, 0, TaskLogMaxBytesMax),
 	} {
 		if err != nil {
 			return err
@@ -159,6 +173,10 @@ func (c *Config) validate() error {
 	c.SlotWait = cmp.Or(c.SlotWait, SlotWaitDefault)
 	c.UnknownHandlerGrace = cmp.Or(c.UnknownHandlerGrace, UnknownHandlerGraceDefault)
 	c.AbortGrace = cmp.Or(c.AbortGrace, AbortGraceDefault)
+	c.TaskLogMaxBytes = cmp.Or(c.TaskLogMaxBytes, TaskLogMaxBytesDefault)
+	if c.TaskLogs == nil && !c.TaskLogsOff {
+		c.TaskLogs, _ = c.Store.(TaskLogStore)
+	}
 	if c.ID == "" {
 		c.ID = "worker-" + uuid.NewString()[:8]
 	}

@@ -88,6 +88,16 @@
 // finished, not as a stale write. Both are counted in
 // flowforge_ambiguous_writes_total.
 //
+// Task logs (tasklog.go): each attempt's handler context carries a
+// core.TaskLog capped at Config.TaskLogMaxBytes; its lines go to one
+// writer goroutine that inserts every attempt's lines in batches of its
+// own transaction (store.InsertTaskLogs), never in the finish's statement
+// nor its batch, and no attempt waits for them. A database failure there
+// is retried with backoff while at most taskLogBufferMax lines wait; past
+// that lines are dropped and counted, never a finish delayed. Lines of an
+// attempt whose lease was lost are keyed by its own attempt: writing them
+// late touches nothing of the task's new owner.
+//
 // Clock: leases are set and compared by PostgreSQL's clock; the worker
 // reads its own clock (Config.Clock) only to bound how long it retries a
 // finish or a read-back, so a process clock hours off changes nothing.

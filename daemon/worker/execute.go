@@ -103,8 +103,12 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 
 // invoke resolves the idempotency key, then runs the handler, turning a
 // panic into an error. A non-nil source means the result is the one that
-// task run recorded for the key: the handler did not run.
+// task run recorded for the key: the handler did not run. The handler's
+// context carries the attempt's task log, closed when invoke returns
+// (before the finish: its lines are written beside it, never in it).
 func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logger) (json.RawMessage, *store.KeySource, error) {
+	ctx, endLog := w.withTaskLog(ctx, c)
+	defer endLog()
 	if c.IdempotencyKey.Valid && c.IdempotencyKey.String != "" {
 		res, from, err := w.awaitKey(ctx, c, log)
 		if err != nil || from != nil {

@@ -85,6 +85,9 @@ type Worker struct {
 	runningMu sync.Mutex
 	running   map[uuid.UUID]map[*heartbeatLoop]struct{}
 
+	// logs writes the attempts' task logs; nil with task logs off.
+	logs *taskLogWriter
+
 	signals testSignals // nil channels outside this package's tests
 }
 
@@ -110,6 +113,9 @@ func New(cfg Config) (*Worker, error) {
 	fwd := cfg.Broker
 	fwd.Cursor = &broker.Cursor{} // the forwarder's connection fails over on its own
 	w.forwarder = &forwarder{cfg: fwd}
+	if !cfg.TaskLogsOff && cfg.TaskLogs != nil {
+		w.logs = newTaskLogWriter(cfg.TaskLogs, cfg.Metrics, w.log)
+	}
 	cfg.Metrics.SetDeadLetterSource(w.deadLetterDepth)
 	return w, nil
 }
@@ -182,6 +188,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		stopListening()
 		listening.Wait()
 	}()
+	if w.logs != nil {
+		// The writer outlives ctx too: the attempts a graceful stop waits
+		// for still log; it stops (with a last write) once they ended.
+		logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+		listening.Add(1)
+		go func() {
+			defer listening.Done()
+			w.logs.run(logCtx)
+		}()
+		defer stopLogs()
+	}
 	pending := w.pending
 	work := make(chan claimedDelivery, w.cfg.Concurrency)
 	var loops sync.WaitGroup

@@ -29,6 +29,9 @@ type ffBuild struct {
 	// HasFlow says the tree has flow control (issue 27: core/store/admit.go),
 	// so that the flow variants' workflows can be applied and run.
 	HasFlow bool
+	// HasTaskLogs says the tree has per-task logs (issue 28:
+	// core/store/tasklogs.go), so that the task-log variant can run.
+	HasTaskLogs bool
 }
 
 // buildTree builds ffctl and fftrigger from the module rooted at tree into
@@ -64,6 +67,8 @@ func buildTree(ctx context.Context, tree, triggerDir, outDir, label string) (ffB
 	b.HasForEach = err == nil
 	_, err = os.Stat(filepath.Join(tree, "core", "store", "admit.go"))
 	b.HasFlow = err == nil
+	_, err = os.Stat(filepath.Join(tree, "core", "store", "tasklogs.go"))
+	b.HasTaskLogs = err == nil
 	trigger := []string{"build", "-overlay", ov, "-o", b.Trigger, "./ffbenchtrigger"}
 	if !b.HasClient {
 		trigger = slices.Insert(trigger, 1, "-tags", "ffnoclient")

@@ -114,7 +114,7 @@ func (s *ffSystem) jobs() []job {
 	var out []job
 	for _, m := range []string{"all", "separate", modeSeparate64} {
 		out = append(append(out, job{System: s.sysKey, Workload: "W1", Variant: "daemon " + m,
-			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }}), s.flowW1Jobs(m)...)
+			run: func(ctx context.Context, _ int) (sample, error) { return s.burnDown(ctx, m) }}), append(s.flowW1Jobs(m), s.logW1Jobs(m)...)...)
 	}
 	out = append(append(out,
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {

@@ -42,8 +42,9 @@ const forEachWidth = 1000
 
 // workflowFiles returns the YAML of the benchmark's workflows by name;
 // with forEach, W4e's too (a tree without for_each refuses its file); with
-// flow, the flow variants' (a tree without flow control refuses theirs).
-func workflowFiles(forEach, flow bool) map[string]string {
+// flow, the flow variants' (a tree without flow control refuses theirs);
+// with taskLogs, the task-log variant's (an older noop refuses log_lines).
+func workflowFiles(forEach, flow, taskLogs bool) map[string]string {
 	var chain, fan strings.Builder
 	fmt.Fprintf(&chain, "name: %s\ntasks:\n", wfChain)
 	for i := 1; i <= chainSteps; i++ {
@@ -72,6 +73,9 @@ func workflowFiles(forEach, flow bool) map[string]string {
 		for name, src := range flowFiles() {
 			files[name] = src
 		}
+	}
+	if taskLogs {
+		files[wfLog] = logFile()
 	}
 	return files
 }
@@ -119,7 +123,7 @@ func (f *flowforge) setup(ctx context.Context) error {
 	if _, err := f.ffctl(ctx, f.baseURL, "migrate"); err != nil {
 		return err
 	}
-	for name, yaml := range workflowFiles(f.build.HasForEach, f.build.HasFlow) {
+	for name, yaml := range workflowFiles(f.build.HasForEach, f.build.HasFlow, f.build.HasTaskLogs) {
 		path := filepath.Join(f.dir, name+".yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 			return fmt.Errorf("%s: %w", f.build.Label, err)

@@ -136,7 +136,7 @@ func addFlowRatios(samples []sample) {
 		if s.Err != "" || pairs == nil {
 			continue
 		}
-		for _, fv := range flowVariants {
+		for _, fv := range pairedVariants() {
 			b, ok := strings.CutSuffix(s.Variant, ", "+fv.Suffix)
 			if !ok {
 				continue

@@ -9,10 +9,10 @@ import (
 )
 
 func TestFlowFilesSetLimitsAboveTheBenchmarkAndParse(t *testing.T) {
-	if _, ok := workflowFiles(true, false)[wfConc]; ok {
+	if _, ok := workflowFiles(true, false, false)[wfConc]; ok {
 		t.Errorf("a tree without flow control is given the flow variants' workflows")
 	}
-	w := workflowFiles(false, true)
+	w := workflowFiles(false, true, false)
 	conc, err := core.ParseDefinition([]byte(w[wfConc]))
 	if err != nil {
 		t.Fatal(err)

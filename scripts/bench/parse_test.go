@@ -62,10 +62,10 @@ func TestCopyStatement(t *testing.T) {
 }
 
 func TestWorkflowFiles(t *testing.T) {
-	if _, ok := workflowFiles(false, false)[wfForEach]; ok {
+	if _, ok := workflowFiles(false, false, false)[wfForEach]; ok {
 		t.Errorf("a tree without for_each is given W4e's workflow")
 	}
-	w := workflowFiles(true, true)
+	w := workflowFiles(true, true, false)
 	for name, src := range w {
 		if _, err := core.ParseDefinition([]byte(src)); err != nil {
 			t.Errorf("%s: %v", name, err)

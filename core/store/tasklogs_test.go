@@ -1,0 +1,165 @@
+package store_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// logLines returns n lines of attempt of task run id, seq from first.
+func logLines(id uuid.UUID, attempt, first, n int, stream core.LogStream) []store.TaskLogLine {
+	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	var out []store.TaskLogLine
+	for i := range n {
+		seq := first + i
+		out = append(out, store.TaskLogLine{TaskRunID: id, Attempt: attempt, Seq: seq, LoggedAt: at.Add(time.Duration(seq) * time.Millisecond),
+			Stream: stream, Line: strings.Repeat("x", seq)})
+	}
+	return out
+}
+
+// TestInsertTaskLogsIsIdempotentAndReadInOrder: a batch written twice
+// stores each line once; lines come back by attempt then seq whatever
+// the order written; a page after a cursor and one attempt's filter
+// select what they say; the tail is the newest lines, oldest first.
+func TestInsertTaskLogsIsIdempotentAndReadInOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := f.succeededTask()
+	batch := append(logLines(id, 2, 1, 2, core.LogStreamStdout), logLines(id, 1, 1, 3, core.LogStreamLog)...)
+	batch[2].Level = "INFO"
+	for i, want := range []int64{5, 0} {
+		n, err := f.s.InsertTaskLogs(f.ctx, batch)
+		if err != nil || n != want {
+			t.Fatalf("insert %d: %d, %v; want %d", i, n, err, want)
+		}
+	}
+	all, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range all {
+		got = append(got, fmtLine(l))
+	}
+	want := []string{"1/1 log INFO x", "1/2 log  xx", "1/3 log  xxx", "2/1 stdout  x", "2/2 stdout  xx"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("lines %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		q    store.TaskLogQuery
+		want []string
+	}{
+		{store.TaskLogQuery{TaskRunID: id, Attempt: 2}, want[3:]},
+		{store.TaskLogQuery{TaskRunID: id, AfterAttempt: 1, AfterSeq: 2}, want[2:]},
+		{store.TaskLogQuery{TaskRunID: id, Limit: 2}, want[:2]},
+		{store.TaskLogQuery{TaskRunID: id, Attempt: 3}, nil},
+	} {
+		page, err := f.s.TaskLogs(f.ctx, c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = nil
+		for _, l := range page {
+			got = append(got, fmtLine(l))
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%+v: %q, want %q", c.q, got, c.want)
+		}
+	}
+	tail, err := f.s.TaskLogTail(f.ctx, id, 2)
+	if err != nil || len(tail) != 2 || fmtLine(tail[0]) != want[3] || fmtLine(tail[1]) != want[4] {
+		t.Fatalf("tail %v, %v; want %q", tail, err, want[3:])
+	}
+}
+
+func fmtLine(l store.TaskLogLine) string {
+	return strings.Join([]string{
+		strings.Join([]string{strconv.Itoa(l.Attempt), strconv.Itoa(l.Seq)}, "/"), string(l.Stream), l.Level, l.Line}, " ")
+}
+
+// TestInsertTaskLogsSanitisesAndRefuses: NUL and invalid UTF-8 are
+// replaced (PostgreSQL's text refuses NUL), a line over
+// core.MaxTaskLogLineBytes is cut; a line of an unknown stream or
+// attempt 0 refuses the batch with nothing written; a line of a task run
+// that does not exist is skipped.
+func TestInsertTaskLogsSanitisesAndRefuses(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := f.succeededTask()
+	lines := logLines(id, 1, 1, 2, core.LogStreamStderr)
+	lines[0].Line = "a\x00b\xffc"
+	lines[1].Line = strings.Repeat("y", core.MaxTaskLogLineBytes+10)
+	if n, err := f.s.InsertTaskLogs(f.ctx, append(lines, logLines(uuid.New(), 1, 1, 1, core.LogStreamLog)...)); err != nil || n != 2 {
+		t.Fatalf("insert: %d, %v; want 2", n, err)
+	}
+	got, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: id})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("read: %v, %v", got, err)
+	}
+	if got[0].Line != "a\uFFFDb\uFFFDc" {
+		t.Errorf("line %q, want a\uFFFDb\uFFFDc", got[0].Line)
+	}
+	if want := strings.Repeat("y", core.MaxTaskLogLineBytes) + "… [10 bytes truncated]"; got[1].Line != want {
+		t.Errorf("long line of %d bytes ends %q, want it cut with the note", len(got[1].Line), got[1].Line[len(got[1].Line)-30:])
+	}
+	for _, bad := range []store.TaskLogLine{
+		{TaskRunID: id, Attempt: 1, Seq: 9, Stream: "syslog", Line: "x"},
+		{TaskRunID: id, Attempt: 0, Seq: 9, Stream: core.LogStreamLog, Line: "x"},
+		{TaskRunID: id, Attempt: 1, Seq: 0, Stream: core.LogStreamLog, Line: "x"},
+	} {
+		_, err := f.s.InsertTaskLogs(f.ctx, append(logLines(id, 3, 1, 1, core.LogStreamLog), bad))
+		if !errors.Is(err, store.ErrBadTaskLog) {
+			t.Errorf("%+v: %v, want ErrBadTaskLog", bad, err)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM task_logs WHERE attempt = 3`); n != 0 {
+		t.Errorf("a refused batch wrote %d lines", n)
+	}
+}
+
+// TestPrunedAndDeletedRunsLeaveNoLogLines: the pruner and `run delete`
+// take a run's log lines with it, and leave other runs' lines alone; a
+// dry run deletes none.
+func TestPrunedAndDeletedRunsLeaveNoLogLines(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pruned, deleted, kept := f.succeededRun(), f.succeededRun(), f.succeededRun()
+	for _, run := range []uuid.UUID{pruned, deleted, kept} {
+		if _, err := f.s.InsertTaskLogs(f.ctx, logLines(f.taskID(run, "a"), 1, 1, 3, core.LogStreamLog)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	linesOf := func(run uuid.UUID) int {
+		return f.count(`SELECT count(*) FROM task_logs WHERE task_run_id IN (SELECT id FROM task_runs WHERE run_id = $1)`, run)
+	}
+	if _, err := f.s.DeleteRuns(f.ctx, store.DeleteRunsRequest{IDs: []uuid.UUID{deleted}, DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := linesOf(deleted); n != 3 {
+		t.Fatalf("a dry run left %d lines, want 3", n)
+	}
+	if _, err := f.s.DeleteRuns(f.ctx, store.DeleteRunsRequest{IDs: []uuid.UUID{deleted}, Actor: "alice", Reason: "cleanup"}); err != nil {
+		t.Fatal(err)
+	}
+	f.backdate(pruned, 8*day)
+	if c, err := f.s.PruneRuns(f.ctx, store.PruneRequest{State: core.RunSucceeded, Age: 7 * day}); err != nil || c.Runs != 1 {
+		t.Fatalf("prune: %+v, %v", c, err)
+	}
+	if n := f.count(`SELECT count(*) FROM task_logs`); n != 3 || linesOf(kept) != 3 {
+		t.Fatalf("%d lines left, want the kept run's 3", n)
+	}
+}
+
+// succeededTask returns the task run of a settled SUCCEEDED run.
+func (f *fixture) succeededTask() uuid.UUID {
+	f.t.Helper()
+	return f.taskID(f.succeededRun(), "a")
+}
