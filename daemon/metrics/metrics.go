@@ -130,6 +130,10 @@ type Metrics struct {
 	// ForeignDispatches counts dispatches of another installation sent
 	// back to the queue, by outcome (see ForeignDispatchOutcomes).
 	ForeignDispatches *prometheus.CounterVec
+	// Latency holds the latency histograms (queue wait, handler, run
+	// duration, publish confirm, trigger to READY), their workflow and
+	// handler labels bounded.
+	Latency *Latency
 
 	outboxMu       sync.Mutex
 	outboxSrc      OutboxSource
@@ -140,6 +144,9 @@ type Metrics struct {
 
 	apiOnce sync.Once // API registers api once
 	api     *APIMetrics
+
+	taskOnce   sync.Once // SetTaskGaugeSource registers taskGauges once
+	taskGauges *taskGaugeCollector
 }
 
 // SetQuarantinedSource makes every scrape refresh OutboxQuarantined from
@@ -243,8 +250,14 @@ func (m *Metrics) InitDependencies(deps ...string) {
 }
 
 // New creates the collectors on a fresh registry, with Go and process
-// collectors.
-func New() *Metrics {
+// collectors, the latency histograms' labels bounded to
+// MaxLabelValuesDefault values each (NewBounded).
+func New() *Metrics { return NewBounded(MaxLabelValuesDefault) }
+
+// NewBounded is New with at most maxLabelValues distinct values of each
+// workflow and handler label (--metrics-max-label-values; < 1 means
+// MaxLabelValuesDefault), the rest exported as "other".
+func NewBounded(maxLabelValues int) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry:      r,
@@ -289,6 +302,7 @@ func New() *Metrics {
 	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
 	m.ScheduleTicks = newScheduleTicks(r)
 	m.ForeignDispatches = newForeignDispatches(r)
+	m.Latency = newLatency(r, maxLabelValues)
 	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)
 	}
