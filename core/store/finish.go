@@ -297,9 +297,8 @@ func (b *finishBatch) split() (plain, failed []int) {
 // record answers the requests idx from the rows a statement finished.
 func (b *finishBatch) record(idx []int, rows map[finishKey]core.TaskState) {
 	for _, i := range idx {
-		k := finishKey{b.reqs[i].ID, b.reqs[i].Token}
-		if st, ok := rows[k]; ok {
-			b.out[i] = FinishResult{State: st, OK: true, Run: b.runs[k]}
+		if st, ok := rows[finishKey{b.reqs[i].ID, b.reqs[i].Token}]; ok {
+			b.out[i] = FinishResult{State: st, OK: true, Run: b.runs[finishKey{b.reqs[i].ID, b.reqs[i].Token}]}
 		}
 	}
 }

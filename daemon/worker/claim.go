@@ -235,8 +235,8 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 		w.signals.claimLost(disp.TaskRunID)
 		return
 	}
-	w.cfg.Metrics.TasksClaimed.Inc()
 	observeClaim(ctx, w.cfg.Metrics.Latency, claimed)
+	w.cfg.Metrics.TasksClaimed.Inc()
 	if err := d.Ack(); err != nil {
 		// The claim committed: the lease, not the broker, now governs this
 		// task. A redelivery will lose its claim.
