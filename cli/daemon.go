@@ -15,6 +15,7 @@ import (
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/failpoint"
 	"github.com/flowforge/flowforge/daemon/handlers"
+	"github.com/flowforge/flowforge/daemon/metrics"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
 	"github.com/flowforge/flowforge/daemon/supervisor"
@@ -83,6 +84,7 @@ func commonDaemonFlags(role supervisor.Role) []cli.Flag {
 		&cli.StringFlag{Name: "health-addr", Usage: "host:port of /health/live, /health/ready and /metrics; empty disables (default " + role.HealthAddrDefault() + ", or a free port when another process has it, logged as 'daemon: health server listening'; an address given here is used or the daemon exits 1)", EnvVars: []string{"FLOWFORGE_HEALTH_ADDR"}},
 		&cli.StringFlag{Name: "id", Usage: "process id recorded in leases and history (default role-host-pid-random)", EnvVars: []string{"FLOWFORGE_ID"}},
 		&cli.DurationFlag{Name: "stop-timeout", Usage: "after the first SIGTERM or SIGINT, wait at most this long for in-flight tasks to finish, then abort them as a second signal does (their attempts fail and are retried); must be positive", Value: supervisor.DefaultStopTimeout, EnvVars: []string{"FLOWFORGE_STOP_TIMEOUT"}},
+		&cli.IntFlag{Name: "metrics-max-label-values", Usage: fmt.Sprintf("distinct values of each workflow and handler label of the latency histograms on /metrics, 1 to %d (0: the default); later values are exported as \"other\"", metrics.MaxLabelValuesMax), Value: metrics.MaxLabelValuesDefault, EnvVars: []string{"FLOWFORGE_METRICS_MAX_LABEL_VALUES"}},
 		&cli.IntFlag{Name: "db-max-conns", Usage: "connections of the daemon's main database pool (" + maxConns + "); lease renewals have a pool of their own, so a small main pool never starves heartbeats", EnvVars: []string{"FLOWFORGE_DB_MAX_CONNS"}},
 	}
 	return append(flags, dbSessionFlags()...)
@@ -241,12 +243,13 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 			LockTimeout:      c.Duration("db-lock-timeout"),
 			IdleInTxTimeout:  c.Duration("db-idle-in-transaction-timeout"),
 		},
-		DBMaxConns:     c.Int("db-max-conns"),
-		StopTimeout:    c.Duration("stop-timeout"),
-		Broker:         brokerConfig(c, nil),
-		HealthAddr:     c.String("health-addr"),
-		HealthFallback: !c.IsSet("health-addr"),
-		DBHealth:       dbhealth.Config{Interval: c.Duration("db-health-interval"), Warn: c.Duration("xmin-horizon-warn")},
+		DBMaxConns:            c.Int("db-max-conns"),
+		MetricsMaxLabelValues: c.Int("metrics-max-label-values"),
+		StopTimeout:           c.Duration("stop-timeout"),
+		Broker:                brokerConfig(c, nil),
+		HealthAddr:            c.String("health-addr"),
+		HealthFallback:        !c.IsSet("health-addr"),
+		DBHealth:              dbhealth.Config{Interval: c.Duration("db-health-interval"), Warn: c.Duration("xmin-horizon-warn")},
 	}
 	if !c.IsSet("health-addr") {
 		cfg.HealthAddr = role.HealthAddrDefault()

@@ -162,7 +162,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 	}
 	// A valid value for every daemon flag.
 	values := map[string][]string{
-		"health-addr": {"--health-addr", ""}, "id": {"--id", "test-daemon"}, "db-max-conns": {"--db-max-conns", "3"},
+		"health-addr": {"--health-addr", ""}, "id": {"--id", "test-daemon"}, "db-max-conns": {"--db-max-conns", "3"}, "metrics-max-label-values": {"--metrics-max-label-values", "50"},
 		"db-statement-timeout": {"--db-statement-timeout", "20s"}, "db-lock-timeout": {"--db-lock-timeout", "10s"},
 		"db-idle-in-transaction-timeout": {"--db-idle-in-transaction-timeout", "40s"}, "xmin-horizon-warn": {"--xmin-horizon-warn", "1m"},
 		"db-health-interval": {"--db-health-interval", "5s"}, "redispatch-after": {"--redispatch-after", "1m"},
@@ -232,6 +232,8 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 		{"negative poll interval", supervisor.RolePublisher, []string{"--poll-interval", "-1s"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{PollInterval: -time.Second} }},
 		{"negative max message bytes", supervisor.RolePublisher, []string{"--max-message-bytes", "-1"}, func(c *supervisor.Config) { c.Publisher = publisher.Config{MaxMessageBytes: -1} }},
 		{"negative pool size", supervisor.RoleWorker, []string{"--db-max-conns", "-1"}, func(c *supervisor.Config) { c.DBMaxConns = -1 }},
+		{"negative label bound", supervisor.RoleScheduler, []string{"--metrics-max-label-values", "-1"}, func(c *supervisor.Config) { c.MetricsMaxLabelValues = -1 }},
+		{"a label bound past the maximum", supervisor.RoleAll, []string{"--metrics-max-label-values", "10001"}, func(c *supervisor.Config) { c.MetricsMaxLabelValues = 10001 }},
 		{"negative warn threshold", supervisor.RoleScheduler, []string{"--xmin-horizon-warn", "-1s"}, func(c *supervisor.Config) { c.DBHealth = dbhealth.Config{Warn: -time.Second} }},
 		{"negative db health interval", supervisor.RolePublisher, []string{"--db-health-interval", "-1s"}, func(c *supervisor.Config) { c.DBHealth = dbhealth.Config{Interval: -time.Second} }},
 		{"idle below the confirm timeout", supervisor.RolePublisher, []string{"--db-idle-in-transaction-timeout", "8s"}, func(c *supervisor.Config) { c.Session.IdleInTxTimeout = 8 * time.Second }},
@@ -271,7 +273,7 @@ func TestDaemonBoundsAreTheConfigs(t *testing.T) {
 // publisher's.
 func TestDaemonHelpListsOnlyTheRolesFlags(t *testing.T) {
 	t.Parallel()
-	common := []string{"--health-addr", "--id", "--db-max-conns", "--db-statement-timeout", "--xmin-horizon-warn"}
+	common := []string{"--health-addr", "--id", "--db-max-conns", "--metrics-max-label-values", "--db-statement-timeout", "--xmin-horizon-warn"}
 	sched := []string{"--sweep-interval", "--full-sweep-interval", "--redispatch-after"}
 	pub := []string{"--poll-interval", "--max-message-bytes"}
 	work := []string{"--concurrency", "--lease", "--allow-shell", "--shell-env-pass", "--slot-wait"}

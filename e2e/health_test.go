@@ -72,8 +72,10 @@ func TestDaemonStartingWithoutDependencyIsNotReadyAndStopsPromptly(t *testing.T)
 // workflow with a success, a retried failure and a dead task, and checks the
 // series the failure model relies on: claimed and finished tasks by state,
 // stale writes, outbox backlog and its age, publish outcomes (confirmed,
-// nacked, returned...), reconnects and dependency state per dependency.
-// The scheduler exports no broker series.
+// nacked, returned...), reconnects and dependency state per dependency,
+// the latency histograms each where it is observed, and the task gauges
+// and workers seen from the scheduler only. The scheduler exports no
+// broker series.
 func TestMetricsExportFailureModelCounters(t *testing.T) {
 	s := harness.NewStack(t, harness.StackOptions{})
 	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
@@ -120,14 +122,25 @@ tasks:
 		{sched, "flowforge_reconnects_total", `dependency="postgres"`, 0},
 		{sched, "flowforge_dependency_up", `dependency="postgres"`, 1},
 		{sched, "flowforge_tasks_promoted_total", ``, 1},
+		// The latency histograms, each where it is observed: the claims
+		// and handlers (three attempts), the first attempts' trigger ->
+		// READY, the confirms, and the FAILED run the scheduler settled.
+		{w, "flowforge_task_queue_wait_seconds_count", `workflow="metrics-mix"`, 3},
+		{w, "flowforge_task_handler_seconds_count", `handler="fail"`, 2},
+		{w, "flowforge_trigger_to_ready_seconds_count", `workflow="metrics-mix"`, 2},
+		{pub, "flowforge_publish_confirm_seconds_count", `handler="noop"`, 1},
+		{sched, "flowforge_run_duration_seconds_count", `state="FAILED"`, 1},
+		// The task gauges: the scheduler's process only.
+		{sched, "flowforge_tasks", `state="READY"`, 0},
+		{sched, "flowforge_workers_seen", ``, 1},
 	}
 	// The gauges are set by each daemon's dependency watcher, every
 	// DependencyWatchInterval: a check made before the worker's consumer
 	// was up reads 0 until the next one, however soon the run settled.
-	harness.Eventually(t, 30*time.Second, "the dependency gauges to be set", func() (bool, error) {
+	harness.Eventually(t, 30*time.Second, "the dependency gauges and the run's duration to be set", func() (bool, error) {
 		for _, x := range wants {
-			if x.name != "flowforge_dependency_up" {
-				continue
+			if x.name != "flowforge_dependency_up" && x.name != "flowforge_run_duration_seconds_count" {
+				continue // (the scheduler observes a run just after its settle commits)
 			}
 			if v, ok, err := harness.Scrape(x.d.Health, x.name, x.label); err != nil || !ok || v < x.min {
 				return false, fmt.Errorf("%s: %s{%s} = %v (%v, %v)", x.d.Name, x.name, x.label, v, ok, err)
@@ -152,6 +165,15 @@ tasks:
 	}
 	if strings.Contains(body, `dependency="rabbitmq"`) {
 		t.Errorf("the scheduler exports rabbitmq series; it has no broker dependency")
+	}
+	for _, d := range []*harness.HealthDaemon{pub, w} {
+		body, err := harness.MetricsText(d.Health)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(body, "\nflowforge_tasks{") {
+			t.Errorf("%s exports flowforge_tasks; only the scheduler's process reads the task gauges", d.Name)
+		}
 	}
 	// Readiness of the scheduler names postgres only.
 	recoveryReadyOK(t, sched, 5*time.Second, "postgres")

@@ -35,6 +35,8 @@ type AdvanceResult struct {
 	EventsMatched     int // waits that started after their event came (RUNNING -> SUCCEEDED)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)
+	// Settled are the runs this pass settled (RunsSettled of them).
+	Settled []SettledRun
 	// Held, of a targeted pass (AdvanceRuns), are the open runs named that
 	// another transaction held, in id order: not advanced, not touched, to
 	// be passed again later. Always nil from Advance (a full sweep skips
@@ -158,13 +160,19 @@ SELECT t.run_id, t.state,
        count(*) FILTER (WHERE t.state = 'PENDING' AND ` + decidableSQL + `) AS eligible
   FROM task_runs t WHERE t.run_id = ANY ($1::uuid[]) GROUP BY t.run_id, t.state`
 
+// qUpdateRuns writes the derived states ($2) of the runs $1, settling
+// those $3 names, and returns the runs it settled (SettledRun).
 const qUpdateRuns = `
-UPDATE workflow_runs r
-   SET state = u.state,
-       started_at = CASE WHEN u.state <> 'PENDING' THEN coalesce(r.started_at, now()) ELSE r.started_at END,
-       finished_at = CASE WHEN u.settled THEN now() END
-  FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS u(id, state, settled)
- WHERE r.id = u.id`
+WITH w AS (
+    UPDATE workflow_runs r
+       SET state = u.state,
+           started_at = CASE WHEN u.state <> 'PENDING' THEN coalesce(r.started_at, now()) ELSE r.started_at END,
+           finished_at = CASE WHEN u.settled THEN now() END
+      FROM unnest($1::uuid[], $2::text[], $3::bool[]) AS u(id, state, settled)
+     WHERE r.id = u.id
+ RETURNING r.workflow_name, r.state, r.created_at, r.finished_at
+)
+SELECT workflow_name, state, created_at, finished_at FROM w WHERE finished_at IS NOT NULL`
 
 // Advance runs one scheduler pass over up to limit open runs after cursor
 // (nil: from the start), in ONE transaction that begins after whatever woke
@@ -412,9 +420,11 @@ func settleRuns(ctx context.Context, tx *sqlx.Tx, runs []openRun, ids []uuid.UUI
 	}
 	u, stop := deriveRuns(runs, byRun, eligible, res)
 	if len(u.ids) > 0 {
-		if _, err := tx.ExecContext(ctx, qUpdateRuns, uuidArray(u.ids), u.states, u.settled); err != nil {
+		var settled []SettledRun
+		if err := tx.SelectContext(ctx, &settled, qUpdateRuns, uuidArray(u.ids), u.states, u.settled); err != nil {
 			return nil, fmt.Errorf("update run states: %w", err)
 		}
+		res.Settled = append(res.Settled, settled...)
 	}
 	return stop, nil
 }

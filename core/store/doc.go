@@ -81,10 +81,12 @@
 //	schedule_tick.go   | FireDueTicks, TriggerScheduleNow                                | schedule_tick_test.go
 //	schedule_write.go  | CreateSchedule, ApplySchedule, pause, resume, delete            | schedule_test.go, schedule_write_test.go
 //	session.go         | Options' session bounds, SessionURL                             | session_test.go, session_export_test.go
+//	settled.go         | SettledRun: a run a finish or a pass settled (run duration)     | settled_test.go
 //	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go
 //	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
 //	tasklogs.go        | InsertTaskLogs, TaskLogs, TaskLogTail: per-task logs (task_logs) | tasklogs_test.go
+//	taskgauges.go      | TaskGauges: the scrape's bounded counts of the active states    | taskgauges_plan_test.go, taskgauges_export_test.go
 //	token.go           | CreateToken, ListTokens, RevokeToken, TokenByKeyID: API tokens   | token_test.go
 //	traced.go          | TracedPromotion: the promotions of traced runs, for their spans  | traced_test.go
 //	trigger.go         | Trigger: a run and its task runs in one statement               | trigger_test.go, trigger_cache_test.go, idempotency_test.go

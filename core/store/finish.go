@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -58,6 +59,10 @@ type FinishResult struct {
 	State core.TaskState
 	OK    bool
 	Err   error
+	// Run is the run this finish settled (a run whose only task
+	// succeeded settles in the finish's statement), nil otherwise: every
+	// other run is settled by a scheduler's pass (AdvanceResult.Settled).
+	Run *SettledRun
 }
 
 // The finish: one conditional statement records an attempt's outcome,
@@ -221,6 +226,11 @@ type finishRow struct {
 	// Promoted is 1 when the statement promoted a child and woke the
 	// publishers (qFinishDone), else 0.
 	Promoted int `db:"promoted"`
+	// RunWorkflow, RunCreatedAt and RunFinishedAt describe the run the
+	// statement settled with this row (qFinishDone only); NULL otherwise.
+	RunWorkflow   sql.NullString `db:"run_workflow"`
+	RunCreatedAt  sql.NullTime   `db:"run_created_at"`
+	RunFinishedAt sql.NullTime   `db:"run_finished_at"`
 }
 
 // byKey maps each finished row to its new state.
@@ -240,6 +250,22 @@ type finishBatch struct {
 	tried   int   // requests sent to the database
 	unknown int   // of those, the requests whose fate is unknown
 	lost    error // the first error that left a request's fate unknown
+	// runs are the runs the statements settled, by the row that did.
+	runs map[finishKey]*SettledRun
+}
+
+// noteSettled keeps the runs rows settled, for record.
+func (b *finishBatch) noteSettled(rows []finishRow) {
+	for _, r := range rows {
+		if !r.RunFinishedAt.Valid {
+			continue
+		}
+		if b.runs == nil {
+			b.runs = map[finishKey]*SettledRun{}
+		}
+		b.runs[finishKey{r.ID, r.Token}] = &SettledRun{Workflow: r.RunWorkflow.String, State: core.RunSucceeded,
+			CreatedAt: r.RunCreatedAt.Time, FinishedAt: r.RunFinishedAt.Time}
+	}
 }
 
 // split checks each request (an unknown outcome sets its Err) and returns
@@ -272,7 +298,7 @@ func (b *finishBatch) split() (plain, failed []int) {
 func (b *finishBatch) record(idx []int, rows map[finishKey]core.TaskState) {
 	for _, i := range idx {
 		if st, ok := rows[finishKey{b.reqs[i].ID, b.reqs[i].Token}]; ok {
-			b.out[i] = FinishResult{State: st, OK: true}
+			b.out[i] = FinishResult{State: st, OK: true, Run: b.runs[finishKey{b.reqs[i].ID, b.reqs[i].Token}]}
 		}
 	}
 }

@@ -36,6 +36,8 @@ import (
 //     is open (a run settles only with no task active, and this one's was
 //     RUNNING), so the statement does not ask (a finished_at IS NULL could
 //     have the planner read the run through the index of every open run).
+//     Each row of a run it settled returns the run's workflow, created_at
+//     and finished_at (FinishResult.Run: the run-duration histogram).
 //   - The schedulers are named the runs left to them (woken): every run of
 //     the statement except those it settled, and those in which it
 //     promoted every child it counted while the run was already past
@@ -85,7 +87,7 @@ const finishDoneTail = `, kids AS MATERIALIZED (
      WHERE r.id = s.run_id AND r.cancel_requested_at IS NULL
        AND r.id = ANY (ARRAY(SELECT l.id FROM solo s2 CROSS JOIN LATERAL (
                                 SELECT l.id FROM workflow_runs l WHERE l.id = s2.run_id FOR UPDATE SKIP LOCKED) l))
- RETURNING r.id, r.concurrency_key IS NOT NULL AS slot
+ RETURNING r.id, r.concurrency_key IS NOT NULL AS slot, r.workflow_name, r.created_at, r.finished_at
 ), woken AS (
     SELECT f.run_id FROM fin f
      WHERE f.run_id NOT IN (SELECT id FROM settled)
@@ -100,7 +102,9 @@ const finishDoneTail = `, kids AS MATERIALIZED (
         OR EXISTS (SELECT 1 FROM counted WHERE state = 'READY' AND flow_wait IS NOT NULL)
 )
 SELECT fin.id, fin.fencing_token AS token, fin.state, (SELECT count(*) FROM n) + (SELECT count(*) FROM adw) AS notified,
-       (SELECT count(*) FROM nob) AS promoted FROM fin`
+       (SELECT count(*) FROM nob) AS promoted,
+       st.workflow_name AS run_workflow, st.created_at AS run_created_at, st.finished_at AS run_finished_at
+  FROM fin LEFT JOIN settled st ON st.id = fin.run_id`
 
 // joinComplete is true for a child c counted in kids k, of run r, that
 // this count completes (every upstream SUCCEEDED) in a run whose children
@@ -145,6 +149,9 @@ func (s *Store) finishPlain(ctx context.Context, b *finishBatch, idx []int) {
 	})
 	if err != nil {
 		err = unanswered("finish", err)
+	}
+	if err == nil {
+		b.noteSettled(rows)
 	}
 	s.settle(ctx, b, idx, byKey(rows), err)
 }

@@ -69,7 +69,9 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health/live", s.serveLive)
 	mux.HandleFunc("/health/ready", s.serveReady)
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	// OpenMetrics when the scraper asks for it (Accept): the only format
+	// that carries the latency histograms' exemplars (trace ids).
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, EnableOpenMetrics: true}))
 	return mux
 }
 

@@ -133,6 +133,10 @@ type Metrics struct {
 	// TaskLogLinesDropped counts lines of tasks' logs not stored, by
 	// reason (see TaskLogDropReasons).
 	TaskLogLinesDropped *prometheus.CounterVec
+	// Latency holds the latency histograms (queue wait, handler, run
+	// duration, publish confirm, trigger to READY), their workflow and
+	// handler labels bounded.
+	Latency *Latency
 
 	outboxMu       sync.Mutex
 	outboxSrc      OutboxSource
@@ -143,6 +147,9 @@ type Metrics struct {
 
 	apiOnce sync.Once // API registers api once
 	api     *APIMetrics
+
+	taskOnce   sync.Once // SetTaskGaugeSource registers taskGauges once
+	taskGauges *taskGaugeCollector
 }
 
 // SetQuarantinedSource makes every scrape refresh OutboxQuarantined from
@@ -246,8 +253,14 @@ func (m *Metrics) InitDependencies(deps ...string) {
 }
 
 // New creates the collectors on a fresh registry, with Go and process
-// collectors.
-func New() *Metrics {
+// collectors, the latency histograms' labels bounded to
+// MaxLabelValuesDefault values each (NewBounded).
+func New() *Metrics { return NewBounded(MaxLabelValuesDefault) }
+
+// NewBounded is New with at most maxLabelValues distinct values of each
+// workflow and handler label (--metrics-max-label-values; < 1 means
+// MaxLabelValuesDefault), the rest exported as "other".
+func NewBounded(maxLabelValues int) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry:      r,
@@ -293,6 +306,7 @@ func New() *Metrics {
 	m.ScheduleTicks = newScheduleTicks(r)
 	m.ForeignDispatches = newForeignDispatches(r)
 	m.TaskLogLinesDropped = newTaskLogLinesDropped(r)
+	m.Latency = newLatency(r, maxLabelValues)
 	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)
 	}

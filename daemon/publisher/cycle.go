@@ -72,8 +72,10 @@ func (p *Publisher) cycle(ctx context.Context, ln *lane, pub *broker.Publisher) 
 			spans.start(p.tracer, i, r, traceparent)
 		}
 	}
+	start := time.Now()
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
 	spans.end(outcomes, pubErr)
+	p.observeConfirms(ctx, msgs, outcomes, time.Since(start))
 	p.injectFaults(ctx, outcomes)
 	refused, permanent := broker.PermanentRefusal(pubErr)
 	if permanent && len(sendable) == 1 {
@@ -221,4 +223,15 @@ func hasConfirmed(outcomes []broker.Outcome) bool {
 		}
 	}
 	return false
+}
+
+// observeConfirms observes took, the batch's publish -> last confirm, in
+// flowforge_publish_confirm_seconds once for each message the broker
+// confirmed (a message's own confirm came no later), by its handler.
+func (p *Publisher) observeConfirms(ctx context.Context, msgs []broker.Message, outcomes []broker.Outcome, took time.Duration) {
+	for i, o := range outcomes {
+		if o == broker.Confirmed && i < len(msgs) {
+			p.cfg.Metrics.Latency.ObservePublishConfirm(ctx, msgs[i].Handler, took)
+		}
+	}
 }

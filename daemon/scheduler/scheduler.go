@@ -384,6 +384,9 @@ func (s *Scheduler) record(res store.AdvanceResult) {
 	s.cfg.Metrics.TasksSkipped.Add(float64(res.Skipped))
 	s.cfg.Metrics.TasksExpanded.Add(float64(res.Expanded))
 	s.cfg.Metrics.HeldTasksEnded.Add(float64(res.HeldEnded + res.EventsMatched))
+	for _, r := range res.Settled {
+		s.cfg.Metrics.Latency.ObserveRun(context.Background(), r.Workflow, string(r.State), r.Duration())
+	}
 	if res.Promoted+res.RetriesDue+res.FailFastCancelled+res.FailFastRevived+res.UpstreamFailed+res.UpstreamRevived+res.RunsChanged+
 		res.Skipped+res.Expanded+res.ForEachEnded+res.HeldEnded+res.EventsMatched > 0 {
 		s.log.Debug("scheduler: pass", "runs", res.Runs, "promoted", res.Promoted, "retries_due", res.RetriesDue,

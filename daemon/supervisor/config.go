@@ -14,6 +14,7 @@ import (
 	"github.com/flowforge/flowforge/daemon/api"
 	"github.com/flowforge/flowforge/daemon/dbhealth"
 	"github.com/flowforge/flowforge/daemon/handlers"
+	"github.com/flowforge/flowforge/daemon/metrics"
 	"github.com/flowforge/flowforge/daemon/pruner"
 	"github.com/flowforge/flowforge/daemon/publisher"
 	"github.com/flowforge/flowforge/daemon/scheduler"
@@ -122,6 +123,11 @@ type Config struct {
 	// HealthFallback: when HealthAddr's port is taken, listen on a free
 	// port of the same host instead (and log it). False: Run fails.
 	HealthFallback bool
+	// MetricsMaxLabelValues bounds the distinct values of each workflow
+	// and handler label of the latency histograms (the rest are exported
+	// as "other"): 0 is metrics.MaxLabelValuesDefault, else 1 to
+	// metrics.MaxLabelValuesMax.
+	MetricsMaxLabelValues int
 
 	Scheduler scheduler.Config
 	// Pruner is the retention pruner run beside the scheduler (its Store,
@@ -185,6 +191,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("supervisor: --id (Config.ID): %w", err)
 	}
 	if err := daemon.CheckNotNegative("supervisor", "DBMaxConns", "db-max-conns", c.DBMaxConns, DBMaxConnsDefault); err != nil {
+		return err
+	}
+	if err := daemon.CheckRange("supervisor", "MetricsMaxLabelValues", "metrics-max-label-values", c.MetricsMaxLabelValues,
+		metrics.MaxLabelValuesDefault, 1, metrics.MaxLabelValuesMax); err != nil {
 		return err
 	}
 	if err := daemon.CheckNotNegative("supervisor", "StopTimeout", "stop-timeout", c.StopTimeout, DefaultStopTimeout); err != nil {

@@ -77,7 +77,7 @@ func (p *process) brokerCheck() string {
 // waits for its database or broker at start. It returns the function that
 // stops the server.
 func (p *process) startHealth() (func(), error) {
-	p.m = metrics.New()
+	p.m = metrics.NewBounded(p.cfg.MetricsMaxLabelValues)
 	p.hs = health.New(p.m.Registry, p.log)
 	p.checks = map[string]health.Check{}
 	p.setCheck("postgres", func(ctx context.Context) error {
@@ -138,6 +138,26 @@ func (p *process) useStore(st *store.Store) {
 		o, err := st.OutboxStatus(ctx)
 		return float64(o.Quarantined), err
 	})
+	if p.cfg.Role.Runs(RoleScheduler) {
+		// One process per installation's scheduler role reads the task
+		// gauges, not every worker.
+		p.m.SetTaskGaugeSource(store.TaskCountCap, taskGauges(st, p.cfg.idLease()))
+	}
+}
+
+// taskGauges is the source of the task gauges: st.TaskGauges by label, a
+// worker seen when its presence is younger than within (the presence
+// lease).
+func taskGauges(st *store.Store, within time.Duration) metrics.TaskGaugeSource {
+	return func(ctx context.Context) (metrics.TaskGauges, error) {
+		g, err := st.TaskGauges(ctx, within)
+		return metrics.TaskGauges{
+			ByState: map[string]float64{"PENDING": float64(g.Pending), "READY": float64(g.Ready), "RUNNING": float64(g.Running), "RETRYING": float64(g.Retrying)},
+			Waiting: map[string]float64{"concurrency": float64(g.WaitConcurrency), "rate": float64(g.WaitRate),
+				"sleep": float64(g.Sleeping), "wait": float64(g.Waiting), "workflow": float64(g.Children)},
+			OldestReadySeconds: g.OldestReadySeconds, WorkersSeen: float64(g.WorkersSeen),
+		}, err
+	}
 }
 
 // build makes the daemons of the role and the xmin-horizon watcher. It

@@ -13,6 +13,7 @@ import (
 	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/metrics"
 )
 
 // Batching of claims (see doc.go).
@@ -243,6 +244,7 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 		w.signals.claimLost(disp.TaskRunID)
 		return
 	}
+	observeClaim(ctx, w.cfg.Metrics.Latency, claimed)
 	w.cfg.Metrics.TasksClaimed.Inc()
 	if err := d.Ack(); err != nil {
 		// The claim committed: the lease, not the broker, now governs this
@@ -310,5 +312,19 @@ func (w *Worker) explainLostClaim(ctx context.Context, disp core.Dispatch) strin
 		return "paused"
 	default:
 		return "duplicate"
+	}
+}
+
+// observeClaim observes a won claim's queue wait (READY -> claimed) and,
+// for a task's first attempt, its trigger -> READY, both from the
+// database's times the claim returned (none is observed for a row made
+// READY without ready_at by an older binary).
+func observeClaim(ctx context.Context, l *metrics.Latency, c store.ClaimedTask) {
+	if !c.ReadyAt.Valid {
+		return
+	}
+	l.ObserveQueueWait(ctx, c.Workflow, c.Handler, c.ClaimedAt.Sub(c.ReadyAt.Time))
+	if c.Attempt == 1 {
+		l.ObserveTriggerToReady(ctx, c.Workflow, c.Handler, c.ReadyAt.Time.Sub(c.RunCreatedAt))
 	}
 }

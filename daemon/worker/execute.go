@@ -115,7 +115,9 @@ func (w *Worker) invoke(ctx context.Context, c store.ClaimedTask, log *slog.Logg
 			return res, from, err
 		}
 	}
+	start := w.cfg.Clock.Now()
 	res, err := w.runHandler(ctx, c, log)
+	w.cfg.Metrics.Latency.ObserveHandler(ctx, c.Workflow, c.Handler, w.cfg.Clock.Now().Sub(start))
 	return res, nil, err
 }
 

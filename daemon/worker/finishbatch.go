@@ -101,6 +101,10 @@ func (w *Worker) flushFinishes() {
 		} else {
 			c.res = res[i]
 		}
+		if r := c.res.Run; r != nil {
+			// The run settled with this finish (its only task succeeded).
+			w.cfg.Metrics.Latency.ObserveRun(context.Background(), r.Workflow, string(r.State), r.Duration())
+		}
 		close(c.done)
 	}
 
