@@ -208,7 +208,7 @@ func runDaemon(c *cli.Context, env *Env, role supervisor.Role) error {
 		return err
 	}
 	cfg.Logger = log
-	tp, err := startTracing(c.Context, env, "flowforge-"+string(role))
+	tp, err := startTracing(c.Context, env, "flowforge-"+string(role), env.Stdout)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	tp, err := startTracing(c.Context, env, "ffctl")
+	tp, err := startTracing(c.Context, env, "ffctl", env.Stderr)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/flowforge/flowforge/core/tracing"
@@ -15,12 +16,16 @@ const tracingShutdownTimeout = 5 * time.Second
 
 // startTracing builds the tracer provider of this process from the
 // OTEL_* environment (tracing.Setup; off unless OTEL_TRACES_EXPORTER says
-// otherwise), its console exporter writing to env.Stdout. service is the
-// default service.name. An unknown exporter is a usage error (exit 2)
-// naming the variable and the accepted values; an exporter that cannot be
-// built is a failure. The caller defers stopTracing.
-func startTracing(ctx context.Context, env *Env, service string) (*tracing.Provider, error) {
-	p, err := tracing.Setup(ctx, service, env.Stdout, env.env)
+// otherwise), its console exporter writing to console: a daemon's
+// standard output, and a command's standard error, since a command's
+// standard output is what scripts read (`ffctl run trigger` prints the
+// run id there; a span line after it broke `RUN=$(ffctl run trigger ...)`
+// and -o json). service is the default service.name. An unknown exporter
+// is a usage error (exit 2) naming the variable and the accepted values;
+// an exporter that cannot be built is a failure. The caller defers
+// stopTracing.
+func startTracing(ctx context.Context, env *Env, service string, console io.Writer) (*tracing.Provider, error) {
+	p, err := tracing.Setup(ctx, service, console, env.env)
 	switch {
 	case errors.Is(err, tracing.ErrUnknownExporter):
 		return nil, usageError("%v", err)

@@ -33,10 +33,12 @@ func TestAnUnknownTracesExporterIsAUsageError(t *testing.T) {
 }
 
 // TestRunTriggerWithTheConsoleExporterWritesItsSpanAndStoresItsTrace:
-// with OTEL_TRACES_EXPORTER=console the trigger prints the run's id and
-// its flowforge.trigger span (a JSON line) on stdout, and the run's root
-// dispatch carries that span's traceparent; with tracing off it prints
-// the id alone and the dispatch carries none.
+// with OTEL_TRACES_EXPORTER=console the trigger prints the run's id alone
+// on stdout (what scripts read: a span there broke `RUN=$(ffctl run
+// trigger ...)`, found by a new user's trial) and its flowforge.trigger
+// span (a JSON line) on stderr, and the run's root dispatch carries that
+// span's traceparent; with tracing off it prints the id alone and the
+// dispatch carries none.
 func TestRunTriggerWithTheConsoleExporterWritesItsSpanAndStoresItsTrace(t *testing.T) {
 	t.Parallel()
 	s, db, url := storetest.NewWithDB(t)
@@ -61,15 +63,16 @@ func TestRunTriggerWithTheConsoleExporterWritesItsSpanAndStoresItsTrace(t *testi
 			}
 			continue
 		}
-		if len(lines) != 2 {
-			t.Fatalf("console: stdout %q, want the id then one span", out)
+		if len(lines) != 1 {
+			t.Fatalf("console: stdout %q, want the run id alone", out)
 		}
 		var span struct {
 			Name        string
 			SpanContext struct{ TraceID, SpanID string }
 		}
-		if err := json.Unmarshal([]byte(lines[1]), &span); err != nil || span.Name != "flowforge.trigger" {
-			t.Fatalf("console: second line %q (%v), want the flowforge.trigger span", lines[1], err)
+		spanLine := strings.TrimSpace(errOut)
+		if err := json.Unmarshal([]byte(spanLine), &span); err != nil || span.Name != "flowforge.trigger" {
+			t.Fatalf("console: stderr %q (%v), want the flowforge.trigger span", errOut, err)
 		}
 		if want := "00-" + span.SpanContext.TraceID + "-" + span.SpanContext.SpanID + "-01"; payload != want {
 			t.Fatalf("console: dispatch traceparent %q, want the trigger span's %q", payload, want)

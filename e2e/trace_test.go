@@ -75,8 +75,8 @@ func spansOf(t *testing.T, output string) []traceSpan {
 }
 
 // tracedTrigger runs `ffctl run trigger workflow` with the console
-// exporter and returns the run's id (stdout's first line) and the spans
-// it wrote.
+// exporter and returns the run's id (stdout, alone) and the spans it
+// wrote (on stderr: a command's stdout is what scripts read).
 func tracedTrigger(t *testing.T, s *harness.Stack, workflow string) (string, []traceSpan) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -88,8 +88,11 @@ func tracedTrigger(t *testing.T, s *harness.Stack, workflow string) (string, []t
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("ffctl run trigger %s: %v\n%s", workflow, err, errOut.String())
 	}
-	id, _, _ := strings.Cut(out.String(), "\n")
-	return id, spansOf(t, out.String())
+	id := strings.TrimSpace(out.String())
+	if strings.Contains(id, "\n") {
+		t.Fatalf("ffctl run trigger %s printed more than the run id on stdout: %q", workflow, out.String())
+	}
+	return id, spansOf(t, errOut.String())
 }
 
 // stopAndCollect stops each process with SIGTERM (its provider flushes

@@ -32,6 +32,7 @@ type AdvanceResult struct {
 	ForEachEnded      int // for_each tasks ended with their elements (RUNNING -> SUCCEEDED, DEAD or CANCELLED)
 	FlowWaiting       int // made READY waiting for their admission (flow control: Admit)
 	HeldEnded         int // sleeps due, waits timed out, child runs ended (RUNNING -> SUCCEEDED, SKIPPED, RETRYING, DEAD or CANCELLED)
+	HeldDead          int // of HeldEnded, those made DEAD (a wait timed out on its last attempt, a failed child run)
 	EventsMatched     int // waits that started after their event came (RUNNING -> SUCCEEDED)
 	RunsChanged       int // runs whose derived state changed
 	RunsSettled       int // runs that settled (finished_at set)

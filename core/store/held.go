@@ -292,7 +292,8 @@ WITH RECURSIVE cand AS (
 ), buried (id, actor) AS (
     SELECT id, $2::text FROM moved WHERE state = 'DEAD'
 ), ` + buryDownstream + `, ` + rearmWaits + `
-SELECT (SELECT count(*) FROM moved) AS ended, (SELECT coalesce(jsonb_agg(id), '[]') FROM rearmed) AS rearmed`
+SELECT (SELECT count(*) FROM moved) AS ended, (SELECT count(*) FROM moved WHERE state = 'DEAD') AS dead,
+       (SELECT coalesce(jsonb_agg(id), '[]') FROM rearmed) AS rearmed`
 
 // rearmWaits is qEndHeld's CTE that makes the RETRYING waits of the
 // locked, live runs $3 whose backoff elapsed wait again, as actor $2:
@@ -354,12 +355,14 @@ func (s *Store) endHeld(ctx context.Context, tx *sqlx.Tx, ids, live, stop []uuid
 	}
 	var out struct {
 		Ended   int        `db:"ended"`
+		Dead    int        `db:"dead"`
 		Rearmed StringList `db:"rearmed"`
 	}
 	if err := tx.GetContext(ctx, &out, qEndHeld, uuidArray(ids), actor, uuidArray(live)); err != nil {
 		return nil, fmt.Errorf("end held tasks: %w", err)
 	}
 	res.HeldEnded += out.Ended
+	res.HeldDead += out.Dead
 	rearmed, err := parseUUIDs(out.Rearmed)
 	if err != nil {
 		return nil, err

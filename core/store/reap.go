@@ -89,7 +89,7 @@ WITH RECURSIVE reaped AS (
 ), buried (id, actor) AS (
     SELECT id, $8::text FROM reaped WHERE state = 'DEAD'
 ), ` + buryDownstream + `
-SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded,
+SELECT count(*) AS reaped, count(*) FILTER (WHERE refund) AS refunded, count(*) FILTER (WHERE state = 'DEAD') AS dead,
        coalesce(string_agg(DISTINCT run_id::text, ','), '') AS runs FROM reaped`
 
 // qLockRunsOfTasks locks the run rows of the tasks $1, in run id order.
@@ -128,6 +128,7 @@ type ReapRequest struct {
 type ReapResult struct {
 	Reaped   int // RUNNING -> RETRYING | DEAD
 	Refunded int // of which reaped without using up the attempt (outage)
+	Dead     int // of which made DEAD (their last attempt)
 	// Runs are the distinct ids of the runs reaped in (notified on
 	// TasksChannel in the reap's transaction).
 	Runs []uuid.UUID
@@ -178,6 +179,7 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	var res struct {
 		Reaped   int    `db:"reaped"`
 		Refunded int    `db:"refunded"`
+		Dead     int    `db:"dead"`
 		Runs     string `db:"runs"` // comma-separated ids of the runs reaped in
 	}
 	var out ReapResult
@@ -205,6 +207,6 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	if err != nil {
 		return ReapResult{}, err
 	}
-	out.Reaped, out.Refunded = res.Reaped, res.Refunded
+	out.Reaped, out.Refunded, out.Dead = res.Reaped, res.Refunded, res.Dead
 	return out, nil
 }

@@ -37,7 +37,11 @@ type Metrics struct {
 	// TasksFinished counts recorded outcomes by resulting state, one of
 	// core.AttemptOutcomes: SUCCEEDED (succeeded), RETRYING (an attempt
 	// failed and will be retried), DEAD (failed for good), CANCELLED.
-	// Every state is exported from the start (at 0).
+	// Every state is exported from the start (at 0). A worker counts its
+	// attempts' outcomes; the scheduler adds the tasks it made DEAD itself
+	// (a reaped last attempt, a held task ended DEAD: a wait timed out, a
+	// failed child run), so that DEAD counts every task that went DEAD by
+	// an attempt's end, whoever recorded it.
 	TasksFinished *prometheus.CounterVec
 	// HandedBack counts deliveries requeued without a claim, by reason
 	// (unknown_handler, no_slot, installation_unknown).

@@ -345,6 +345,7 @@ func (s *Scheduler) reapAndRedispatch(ctx context.Context, start time.Time) erro
 	if res.Reaped > 0 {
 		s.cfg.Metrics.LeasesReaped.Add(float64(res.Reaped))
 		s.cfg.Metrics.LeasesReapedAfterOutage.Add(float64(res.Refunded))
+		s.cfg.Metrics.TasksFinished.WithLabelValues(string(core.TaskDead)).Add(float64(res.Dead))
 		s.log.Warn("scheduler: reaped expired leases", "count", res.Reaped, "refunded_after_outage", res.Refunded)
 	}
 	redispatched, err := s.cfg.Store.Redispatch(ctx, s.cfg.RedispatchAfter, s.cfg.ReapLimit, s.cfg.ID)
@@ -384,6 +385,7 @@ func (s *Scheduler) record(res store.AdvanceResult) {
 	s.cfg.Metrics.TasksSkipped.Add(float64(res.Skipped))
 	s.cfg.Metrics.TasksExpanded.Add(float64(res.Expanded))
 	s.cfg.Metrics.HeldTasksEnded.Add(float64(res.HeldEnded + res.EventsMatched))
+	s.cfg.Metrics.TasksFinished.WithLabelValues(string(core.TaskDead)).Add(float64(res.HeldDead))
 	for _, r := range res.Settled {
 		s.cfg.Metrics.Latency.ObserveRun(context.Background(), r.Workflow, string(r.State), r.Duration())
 	}

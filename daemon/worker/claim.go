@@ -244,7 +244,9 @@ func (w *Worker) runClaimed(ctx context.Context, c claimedDelivery) {
 		w.signals.claimLost(disp.TaskRunID)
 		return
 	}
-	observeClaim(ctx, w.cfg.Metrics.Latency, claimed)
+	// In the claim's span, so that the queue-wait and trigger -> READY
+	// observations carry its trace id as their exemplar.
+	observeClaim(trace.ContextWithSpan(ctx, span), w.cfg.Metrics.Latency, claimed)
 	w.cfg.Metrics.TasksClaimed.Inc()
 	if err := d.Ack(); err != nil {
 		// The claim committed: the lease, not the broker, now governs this
