@@ -169,7 +169,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"sweep-interval": {"--sweep-interval", "500ms"}, "full-sweep-interval": {"--full-sweep-interval", "1m"}, "poll-interval": {"--poll-interval", "500ms"},
 		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"}, "shell-concurrency": {"--shell-concurrency", "3"},
 		"shell-env-pass": {"--shell-env-pass", "HTTPS_PROXY"}, "http-deny-private": {"--http-deny-private"}, "lease": {"--lease", "2s"},
-		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "task-log-max-bytes": {"--task-log-max-bytes", "0"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
+		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "abort-grace": {"--abort-grace", "3s"}, "task-log-max-bytes": {"--task-log-max-bytes", "0"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
 		"prune": {"--prune"}, "prune-interval": {"--prune-interval", "30s"}, "retain-succeeded": {"--retain-succeeded", "3d"},
 		"retain-cancelled": {"--retain-cancelled", "1d12h"}, "retain-dead": {"--retain-dead", "30d"}, "retain-outbox": {"--retain-outbox", "6h"},
 		"misfire-grace": {"--misfire-grace", "2m"}, "stop-timeout": {"--stop-timeout", "45s"}, "max-child-depth": {"--max-child-depth", "3"},

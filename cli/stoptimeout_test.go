@@ -49,3 +49,26 @@ func TestDaemonMaxChildDepthZeroIsRefused(t *testing.T) {
 		t.Errorf("ffctl daemon worker --max-child-depth 3:\n%s", r)
 	}
 }
+
+// TestDaemonAbortGraceMustBePositive: --abort-grace of the roles that run
+// a worker is refused at start (exit 2) when it is zero (a handler would
+// be left behind before it could see its cancellation) or negative,
+// naming the flag, the Config field and the default.
+func TestDaemonAbortGraceMustBePositive(t *testing.T) {
+	t.Parallel()
+	for _, role := range []supervisor.Role{supervisor.RoleWorker, supervisor.RoleAll} {
+		for _, tc := range []struct {
+			value, want string
+		}{
+			{"0", "ffctl: worker: --abort-grace 0s (Config.AbortGrace): must be positive: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
+			{"-2s", "ffctl: worker: --abort-grace -2s (Config.AbortGrace): must be positive: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
+		} {
+			t.Run(string(role)+" "+tc.value, func(t *testing.T) {
+				t.Parallel()
+				if r := ffDaemon(t, string(role), "--health-addr", "", "--abort-grace", tc.value); r.code != 2 || r.stderr != tc.want {
+					t.Fatalf("ffctl daemon %s --abort-grace %s:\n%s\nwant exit 2 and %q", role, tc.value, r, tc.want)
+				}
+			})
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	ffcli "github.com/flowforge/flowforge/cli"
 	"github.com/flowforge/flowforge/daemon/supervisor"
+	"github.com/flowforge/flowforge/daemon/worker"
 )
 
 // The systemd units of deploy/systemd: one per daemon role (and one for
@@ -32,8 +33,9 @@ var unitRoles = []supervisor.Role{supervisor.RoleScheduler, supervisor.RolePubli
 
 // unitStopMargin is how much longer than the daemon's own bounded stop
 // (--stop-timeout) systemd must wait before its SIGKILL: after the bound
-// the worker still aborts its handlers and records their outcomes.
-const unitStopMargin = 10 * time.Second
+// the worker still aborts its handlers, waits up to --abort-grace for
+// those that ignore it, and records their outcomes.
+const unitStopMargin = worker.AbortGraceDefault
 
 // unitFfctl is the binary every unit runs (make install as root, and the
 // Dockerfile, put it there).

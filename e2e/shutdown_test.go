@@ -115,3 +115,50 @@ func TestSecondSignalAbortsInFlightHandlers(t *testing.T) {
 		t.Fatalf("aborted task %+v; want RETRYING after attempt 1 with the abort as its error", c)
 	}
 }
+
+// TestAHandlerIgnoringItsCancellationIsAbandonedAfterTheAbortGrace: mode
+// 127. A testbin worker runs "stubborn", which blocks for 120 s ignoring
+// its context (a call that takes none). One SIGTERM with --stop-timeout 1s
+// aborts it a second later; with --abort-grace 2s the worker then records
+// the attempt failed, naming the grace, stops renewing its lease and exits
+// 0 within seconds — not after the 120 s the handler would hold it — and
+// a second worker runs attempt 2 to SUCCEEDED.
+func TestAHandlerIgnoringItsCancellationIsAbandonedAfterTheAbortGrace(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t, harness.StackOptions{})
+	db := s.DB(t)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
+	bin := s.WithBin(harness.BuildTestBin(t))
+	w := bin.Daemon(t, "stuck-worker", "worker", "--id", "stuck", "--lease", "5s", "--stop-timeout", "1s", "--abort-grace", "2s")
+	s.Apply(t, "name: abort-grace\ntasks:\n  - {name: work, handler: stubborn, params: {seconds: 120}, retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 100ms}}\n")
+	run := s.Trigger(t, "abort-grace")
+	crashWaitTask(t, db, run, "work", 30*time.Second, "RUNNING on the stuck worker", func(c crashTask) bool {
+		return c.State == "RUNNING" && c.Worker.String == "stuck"
+	})
+	start := time.Now()
+	if err := w.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := crashWaitExit(t, w, 30*time.Second); code != 0 {
+		t.Fatalf("worker exited %d, want 0:\n%s", code, w.Logs())
+	}
+	took := time.Since(start)
+	if took < 3*time.Second || took > 20*time.Second {
+		t.Fatalf("the worker exited %s after SIGTERM; want after the stop timeout (1 s) and the abort grace (2 s), long before the handler's 120 s", took)
+	}
+	if !strings.Contains(w.Logs(), "did not return within the abort grace") {
+		t.Fatalf("the worker's log does not say it left the handler behind:\n%s", w.Logs())
+	}
+	c := crashTaskOf(t, db, run, "work")
+	if c.Attempt != 1 || !strings.Contains(c.Error.String, "did not return within 2s of its cancellation") {
+		t.Fatalf("after the exit the task is %+v; want attempt 1 failed, naming the 2s grace", c)
+	}
+	bin.Daemon(t, "worker-2", "worker", "--id", "second", "--lease", "5s")
+	r := s.WaitRunTerminal(t, run, 30*time.Second)
+	if r.State != "SUCCEEDED" {
+		t.Fatalf("run %s, want SUCCEEDED by the second worker", r.State)
+	}
+	if _, _, attempt := r.Task(t, "work"); attempt != 2 {
+		t.Fatalf("work took %d attempts, want 2 (the abandoned one, then the second worker's)", attempt)
+	}
+}

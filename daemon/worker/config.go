@@ -36,8 +36,11 @@ const (
 	// worker before a worker claims it and fails it permanently.
 	UnknownHandlerGraceDefault = time.Minute
 	// AbortGraceDefault is how long an aborted worker waits for a handler
-	// that does not return when its context is cancelled (Config.AbortGrace).
-	AbortGraceDefault = 5 * time.Second
+	// that does not return when its context is cancelled (Config.AbortGrace,
+	// --abort-grace): long enough for a handler that cleans up on
+	// cancellation, short enough that a stuck one does not hold the
+	// process (and so the task, whose lease it renews) for minutes.
+	AbortGraceDefault = 10 * time.Second
 )
 
 // ConcurrencyMax is the largest Concurrency Validate accepts. The
@@ -116,8 +119,8 @@ type Config struct {
 
 // Validate checks the settings of c against their bounds, the one place
 // they are checked (ffctl maps its flags to a Config and reports this
-// error as a usage error): Concurrency, SlotWait and UnknownHandlerGrace
-// and TaskLogMaxBytes must not be negative (nor TaskLogMaxBytes above
+// error as a usage error): Concurrency, SlotWait, UnknownHandlerGrace,
+// AbortGrace and TaskLogMaxBytes must not be negative (nor TaskLogMaxBytes above
 // TaskLogMaxBytesMax), Lease must be 0 or at least LeaseMin, and ID must
 // pass CheckID. Zero settings take their defaults in New. The error is a
 // *daemon.SettingError, or CheckID's wrapped for the ID. The dependencies
@@ -133,6 +136,7 @@ func (c Config) Validate() error {
 		daemon.CheckNotNegative("worker", "SlotWait", "slot-wait", c.SlotWait, SlotWaitDefault),
 		daemon.CheckNotNegative("worker", "UnknownHandlerGrace", "unknown-handler-grace", c.UnknownHandlerGrace, UnknownHandlerGraceDefault),
 		daemon.CheckNotNegative("worker", "TaskLogMaxBytes", "task-log-max-bytes", c.TaskLogMaxBytes, TaskLogMaxBytesDefault),
+		daemon.CheckNotNegative("worker", "AbortGrace", "abort-grace", c.AbortGrace, AbortGraceDefault),
 		daemon.CheckRange("worker", "TaskLogMaxBytes", "task-log-max-bytes", c.TaskLogMaxBytes, TaskLogMaxBytesDefault, 0, TaskLogMaxBytesMax),
 	} {
 		if err != nil {
