@@ -3,7 +3,9 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -255,6 +257,19 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if !c.IsSet("health-addr") {
 		cfg.HealthAddr = role.HealthAddrDefault()
 	}
+	if cfg.HealthAddr != "" {
+		// A malformed address is bad input (exit 2); one that is well
+		// formed and taken is the listen's error at start (exit 1).
+		_, port, err := net.SplitHostPort(cfg.HealthAddr)
+		if err == nil {
+			if n, perr := strconv.ParseUint(port, 10, 64); perr == nil && n > 65535 {
+				err = fmt.Errorf("port %s is above 65535", port)
+			}
+		}
+		if err != nil {
+			return cfg, usageError("--health-addr %q: %v: want host:port (e.g. 127.0.0.1:9101, or :9101 for every interface), or '' to disable", cfg.HealthAddr, err)
+		}
+	}
 	if cfg.StopTimeout <= 0 {
 		// The Config's 0 is its default and Validate refuses a negative
 		// one; the flag's 0 would be no wait at all, so it is refused here.
@@ -279,6 +294,12 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		cfg.Worker = worker.Config{Registry: env.Registry, Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"),
 			SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"), Failpoints: fps,
 			TaskLogMaxBytes: c.Int("task-log-max-bytes"), TaskLogsOff: c.Int("task-log-max-bytes") == 0, AbortGrace: c.Duration("abort-grace")}
+		if n := c.Int("task-log-max-bytes"); n < 0 || n > worker.TaskLogMaxBytesMax {
+			// The flag's 0 turns task logs off (TaskLogsOff), where the
+			// Config's 0 is its default: Validate's wording would mislead.
+			return cfg, usageError("%v", &daemon.SettingError{Component: "worker", Field: "TaskLogMaxBytes", Flag: "task-log-max-bytes", Value: n,
+				Want: fmt.Sprintf("between 1 and %d bytes, or 0 to turn task logs off (default %d)", worker.TaskLogMaxBytesMax, worker.TaskLogMaxBytesDefault)})
+		}
 		if cfg.Worker.AbortGrace <= 0 {
 			// The Config's 0 is its default; the flag's 0 would abandon a
 			// handler at once, before it could see its cancellation.
