@@ -86,6 +86,10 @@ func taskLogs(c *cli.Context, env *Env) error {
 				}
 				return writeJSON(env.Stdout, all)
 			}
+			if len(all) == 0 {
+				// Said on stderr, so that stdout stays the lines alone.
+				fmt.Fprintln(env.Stderr, noTaskLogLines(id, attempt))
+			}
 			return nil
 		case page.State.Terminal() && finalAt.IsZero():
 			finalAt = time.Now()
@@ -96,6 +100,16 @@ func taskLogs(c *cli.Context, env *Env) error {
 			return nil // interrupted: what was printed stands
 		}
 	}
+}
+
+// noTaskLogLines is what `task logs` says (on stderr) when it prints no
+// line: which task and attempt, and why there may be none.
+func noTaskLogLines(id string, attempt int) string {
+	of := "task " + id
+	if attempt > 0 {
+		of = fmt.Sprintf("attempt %d of task %s", attempt, id)
+	}
+	return "ffctl: no log lines for " + of + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)"
 }
 
 // printTaskLogLine prints l as a text line (terminal-safe), or with

@@ -75,8 +75,9 @@ func TestTaskLogsPrintsEveryAttemptsLinesAndFiltersByAttempt(t *testing.T) {
 	if got, want := h.must("task", "logs", id.String(), "--attempt", "1").stdout, logLine(1, "log ERROR", `first try \x1b[2J`)+"\n"; got != want {
 		t.Fatalf("--attempt 1:\n%s\nwant:\n%s", got, want)
 	}
-	if got := h.must("task", "logs", id.String(), "--attempt", "3").stdout; got != "" {
-		t.Fatalf("--attempt 3 printed %q, want nothing", got)
+	none := h.must("task", "logs", id.String(), "--attempt", "3")
+	if wantErr := "ffctl: no log lines for attempt 3 of task " + id.String() + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)\n"; none.stdout != "" || none.stderr != wantErr {
+		t.Fatalf("--attempt 3: %s\nwant no stdout and stderr %q", none, wantErr)
 	}
 	lines := decode[[]store.TaskLogLine](t, h.must("task", "logs", id.String(), "-o", "json").stdout)
 	if len(lines) != 4 || lines[0].Level != "ERROR" || lines[3].Stream != core.LogStreamStderr || lines[2].Seq != 2 || lines[2].Attempt != 2 {
