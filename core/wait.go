@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,6 +45,50 @@ type SleepSpec struct {
 	// timestamp (or an RFC 3339 string): the task sleeps until then; a
 	// time already past ends it at once.
 	Until string `json:"until,omitempty"`
+}
+
+// UnmarshalJSON decodes a `sleep:` mapping. Anything else — the common
+// `sleep: 8s` — is refused with the forms it takes, rather than with
+// encoding/json's "cannot unmarshal string into Go struct field".
+func (s *SleepSpec) UnmarshalJSON(data []byte) error {
+	if err := mappingOnly(data, `{for: DURATION} (e.g. sleep: {for: 8s}) or {until: EXPRESSION}`); err != nil {
+		return err
+	}
+	type plain SleepSpec
+	return json.Unmarshal(data, (*plain)(s))
+}
+
+// UnmarshalJSON decodes a `wait_for:` mapping; anything else (`wait_for:
+// order-approved`) is refused with the form it takes.
+func (w *WaitSpec) UnmarshalJSON(data []byte) error {
+	if err := mappingOnly(data, `{event: NAME, key: EXPRESSION, timeout: DURATION, on_timeout: fail|skip} (e.g. wait_for: {event: order-approved})`); err != nil {
+		return err
+	}
+	type plain WaitSpec
+	return json.Unmarshal(data, (*plain)(w))
+}
+
+// mappingOnly returns an error naming want when data (a JSON value) is
+// not an object (nor null): "takes a mapping WANT, not the string "8s"".
+func mappingOnly(data []byte, want string) error {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	var got string
+	switch v := v.(type) {
+	case map[string]any, nil:
+		return nil
+	case string:
+		got = fmt.Sprintf("the string %q", v)
+	case []any:
+		got = "a list"
+	case bool:
+		got = fmt.Sprintf("%t", v)
+	default:
+		got = fmt.Sprintf("the number %v", v)
+	}
+	return fmt.Errorf("takes a mapping %s, not %s", want, got)
 }
 
 // WaitSpec is a task's `wait_for:` block.

@@ -78,6 +78,10 @@ func TestParseDefinitionRefusesBadHeldTasks(t *testing.T) {
 	head := "name: w\ntasks:\n  - {name: up, handler: noop}\n"
 	for _, tc := range []struct{ task, err string }{
 		{"{name: s, sleep: {}}", "sleep takes exactly one of for (a duration) and until"},
+		{"{name: s, sleep: 8s}", `task "s": sleep: takes a mapping {for: DURATION} (e.g. sleep: {for: 8s}) or {until: EXPRESSION}, not the string "8s"`},
+		{"{name: s, sleep: [8s]}", `task "s": sleep: takes a mapping {for: DURATION} (e.g. sleep: {for: 8s}) or {until: EXPRESSION}, not a list`},
+		{"{name: s, wait_for: order-approved}", `task "s": wait_for: takes a mapping {event: NAME, key: EXPRESSION, timeout: DURATION, on_timeout: fail|skip} (e.g. wait_for: {event: order-approved}), not the string "order-approved"`},
+		{"{name: s, wait_for: 3}", `wait_for: takes a mapping {event: NAME, key: EXPRESSION, timeout: DURATION, on_timeout: fail|skip} (e.g. wait_for: {event: order-approved}), not the number 3`},
 		{"{name: s, sleep: {for: 1s, until: 'now'}}", "sleep takes exactly one of for"},
 		{"{name: s, sleep: {for: 0s}}", "sleep.for must be positive"},
 		{"{name: s, sleep: {for: 400d}}", "sleep.for must be positive and at most 8784h0m0s, got 9600h0m0s"},
