@@ -211,7 +211,7 @@ func runDaemon(c *cli.Context, env *Env, role supervisor.Role) error {
 		return err
 	}
 	cfg.Logger = log
-	tp, err := startTracing(c.Context, env, "flowforge-"+string(role), env.Stdout)
+	tp, err := startTracing(c.Context, env, "flowforge-"+string(role), env.Stdout, log)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,11 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	tp, err := startTracing(c.Context, env, "ffctl", env.Stderr)
+	log, err := logger(c, env)
+	if err != nil {
+		return err
+	}
+	tp, err := startTracing(c.Context, env, "ffctl", env.Stderr, log)
 	if err != nil {
 		return err
 	}

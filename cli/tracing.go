@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/flowforge/flowforge/core/tracing"
@@ -22,10 +23,11 @@ const tracingShutdownTimeout = 5 * time.Second
 // run id there; a span line after it broke `RUN=$(ffctl run trigger ...)`
 // and -o json). service is the default service.name. An unknown exporter
 // is a usage error (exit 2) naming the variable and the accepted values;
-// an exporter that cannot be built is a failure. The caller defers
+// an exporter that cannot be built is a failure. Failed exports are
+// logged on log. The caller defers
 // stopTracing.
-func startTracing(ctx context.Context, env *Env, service string, console io.Writer) (*tracing.Provider, error) {
-	p, err := tracing.Setup(ctx, service, console, env.env)
+func startTracing(ctx context.Context, env *Env, service string, console io.Writer, log *slog.Logger) (*tracing.Provider, error) {
+	p, err := tracing.Setup(ctx, service, console, env.env, log)
 	switch {
 	case errors.Is(err, tracing.ErrUnknownExporter):
 		return nil, usageError("%v", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -53,13 +54,15 @@ type Provider struct {
 // Setup builds the tracer provider EnvExporter asks for, reading the
 // environment through getenv (os.Getenv in ffctl). service is the default
 // service.name (EnvServiceName overrides it), e.g. "flowforge-worker".
-// console writes to stdout. With EnvExporter empty or "none" it returns
+// console writes to stdout. An export that fails is reported on log
+// (once, and once more when exports work again), never through
+// OpenTelemetry's global error handler. With EnvExporter empty or "none" it returns
 // the no-op provider and allocates nothing else. Spans are exported in
 // batches; Shutdown flushes them. Errors: an unknown exporter name
 // (wrapping ErrUnknownExporter: the message names the variable, the value
 // and the accepted values), or an exporter that could not be built (a
 // malformed OTLP setting).
-func Setup(ctx context.Context, service string, stdout io.Writer, getenv func(string) string) (*Provider, error) {
+func Setup(ctx context.Context, service string, stdout io.Writer, getenv func(string) string, log *slog.Logger) (*Provider, error) {
 	names, err := exporterNames(getenv(EnvExporter))
 	if err != nil {
 		return nil, err
@@ -81,7 +84,7 @@ func Setup(ctx context.Context, service string, stdout io.Writer, getenv func(st
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+		opts = append(opts, sdktrace.WithBatcher(&loggedExporter{SpanExporter: exp, name: name, log: log}))
 	}
 	// No WithSampler: the SDK reads OTEL_TRACES_SAMPLER and
 	// OTEL_TRACES_SAMPLER_ARG itself (default parentbased_always_on).
@@ -156,6 +159,18 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	}
 	if err := p.sdk.Shutdown(ctx); err != nil {
 		return fmt.Errorf("tracing: shutdown: %w", err)
+	}
+	return nil
+}
+
+// ForceFlush exports the spans ended so far and waits for it, within
+// ctx; nothing when tracing is off. The error is the exporters' (wrapped).
+func (p *Provider) ForceFlush(ctx context.Context) error {
+	if p.sdk == nil {
+		return nil
+	}
+	if err := p.sdk.ForceFlush(ctx); err != nil {
+		return fmt.Errorf("tracing: flush: %w", err)
 	}
 	return nil
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flowforge/flowforge/core/tracing"
@@ -36,7 +39,7 @@ func TestSetupPicksTheExporterOfOTELTracesExporter(t *testing.T) {
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			var out bytes.Buffer
-			p, err := tracing.Setup(context.Background(), "flowforge-test", &out, env(map[string]string{tracing.EnvExporter: tc.value}))
+			p, err := tracing.Setup(context.Background(), "flowforge-test", &out, env(map[string]string{tracing.EnvExporter: tc.value}), slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatalf("Setup(%q) = %v", tc.value, err)
 			}
@@ -57,7 +60,7 @@ func TestSetupPicksTheExporterOfOTELTracesExporter(t *testing.T) {
 // and names the variable, the value and the accepted values.
 func TestSetupRefusesAnUnknownExporter(t *testing.T) {
 	for _, v := range []string{"jaeger", "console,zipkin", "Console"} {
-		_, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: v}))
+		_, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: v}), slog.New(slog.DiscardHandler))
 		if !errors.Is(err, tracing.ErrUnknownExporter) {
 			t.Fatalf("Setup(%q) = %v, want ErrUnknownExporter", v, err)
 		}
@@ -90,7 +93,7 @@ func TestTheConsoleExporterWritesOneJSONLinePerSpanAtShutdown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			p, err := tracing.Setup(context.Background(), "flowforge-worker", &out,
-				env(map[string]string{tracing.EnvExporter: "console", tracing.EnvServiceName: tc.env}))
+				env(map[string]string{tracing.EnvExporter: "console", tracing.EnvServiceName: tc.env}), slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +137,7 @@ func TestTheConsoleExporterWritesOneJSONLinePerSpanAtShutdown(t *testing.T) {
 // a span's context gives back that span context through Parent; an empty
 // or malformed one leaves the context without a parent.
 func TestTraceparentRoundTripsAndAMalformedOneIsIgnored(t *testing.T) {
-	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: "console"}))
+	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: "console"}), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,5 +159,48 @@ func TestTraceparentRoundTripsAndAMalformedOneIsIgnored(t *testing.T) {
 		if got, ok := tracing.Parent(context.Background(), bad); ok || trace.SpanContextFromContext(got).IsValid() {
 			t.Fatalf("Parent(%q) = ok %v; want ignored", bad, ok)
 		}
+	}
+}
+
+// TestAFailingExportIsLoggedOnceOnTheProcesssLogger: spans sent to an
+// OTLP endpoint that refuses connections fail to export; the failure is
+// one warning on the logger Setup was given (naming the exporter), not
+// one line per batch, and nothing reaches OpenTelemetry's global error
+// handler (which prints in the standard library's format, beside a
+// daemon's JSON lines).
+func TestAFailingExportIsLoggedOnceOnTheProcesssLogger(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	var global []error
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { global = append(global, err) }))
+	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{
+		tracing.EnvExporter: "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + refused, "OTEL_EXPORTER_OTLP_TIMEOUT": "2000",
+	}), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tracing.Tracer(p.TracerProvider())
+	for range 3 {
+		_, span := tr.Start(context.Background(), "s")
+		span.End()
+		if err := p.ForceFlush(context.Background()); err != nil {
+			t.Fatalf("ForceFlush: %v", err)
+		}
+	}
+	_ = p.Shutdown(context.Background())
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"msg":"tracing: exporting spans failed; they are dropped until it works again (logged once)"`) ||
+		!strings.Contains(lines[0], `"exporter":"otlp"`) {
+		t.Fatalf("the process's log:\n%s\nwant one warning naming the otlp exporter", logs.String())
+	}
+	if len(global) != 0 {
+		t.Fatalf("the global error handler got %v, want nothing", global)
 	}
 }
