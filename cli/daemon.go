@@ -115,7 +115,7 @@ func schedulerConfig(c *cli.Context, cfg *supervisor.Config) error {
 		cfg.Scheduler.MisfireGrace = c.Duration("misfire-grace")
 	}
 	if cfg.Scheduler.MaxChildDepth == 0 {
-		return usageError("%v", &daemon.SettingError{Component: "scheduler", Field: "MaxChildDepth", Flag: "max-child-depth", Value: 0,
+		return usageError("%w", &daemon.SettingError{Component: "scheduler", Field: "MaxChildDepth", Flag: "max-child-depth", Value: 0,
 			Want: fmt.Sprintf("between %d and %d (default %d): at 0 every task that starts a child run would fail", scheduler.MaxChildDepthMin, scheduler.MaxChildDepthMax, store.MaxChildDepthDefault)})
 	}
 	return retentionConfig(c, cfg)
@@ -224,7 +224,7 @@ func runDaemon(c *cli.Context, env *Env, role supervisor.Role) error {
 	cfg.Hard = hard
 	sup, err := supervisor.New(cfg)
 	if err != nil {
-		return usageError("%v", err) // Config.Validate's
+		return usageError("%w", err) // Config.Validate's
 	}
 	err = sup.Run(ctx)
 	if inUse := (*supervisor.IDInUseError)(nil); errors.As(err, &inUse) {
@@ -273,7 +273,7 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if cfg.StopTimeout <= 0 {
 		// The Config's 0 is its default and Validate refuses a negative
 		// one; the flag's 0 would be no wait at all, so it is refused here.
-		return cfg, usageError("%v", &daemon.SettingError{Component: "supervisor", Field: "StopTimeout", Flag: "stop-timeout", Value: cfg.StopTimeout,
+		return cfg, usageError("%w", &daemon.SettingError{Component: "supervisor", Field: "StopTimeout", Flag: "stop-timeout", Value: cfg.StopTimeout,
 			Want: "positive: how long the first stop signal waits for in-flight tasks before aborting them (default " + supervisor.DefaultStopTimeout.String() + ")"})
 	}
 	if role.Runs(supervisor.RoleScheduler) {
@@ -297,13 +297,13 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		if n := c.Int("task-log-max-bytes"); n < 0 || n > worker.TaskLogMaxBytesMax {
 			// The flag's 0 turns task logs off (TaskLogsOff), where the
 			// Config's 0 is its default: Validate's wording would mislead.
-			return cfg, usageError("%v", &daemon.SettingError{Component: "worker", Field: "TaskLogMaxBytes", Flag: "task-log-max-bytes", Value: n,
+			return cfg, usageError("%w", &daemon.SettingError{Component: "worker", Field: "TaskLogMaxBytes", Flag: "task-log-max-bytes", Value: n,
 				Want: fmt.Sprintf("between 1 and %d bytes, or 0 to turn task logs off (default %d)", worker.TaskLogMaxBytesMax, worker.TaskLogMaxBytesDefault)})
 		}
 		if cfg.Worker.AbortGrace <= 0 {
 			// The Config's 0 is its default; the flag's 0 would abandon a
 			// handler at once, before it could see its cancellation.
-			return cfg, usageError("%v", &daemon.SettingError{Component: "worker", Field: "AbortGrace", Flag: "abort-grace", Value: cfg.Worker.AbortGrace,
+			return cfg, usageError("%w", &daemon.SettingError{Component: "worker", Field: "AbortGrace", Flag: "abort-grace", Value: cfg.Worker.AbortGrace,
 				Want: "positive: how long an aborted handler may take to return before the worker exits without it (default " + worker.AbortGraceDefault.String() + ")"})
 		}
 		if n := c.Int("shell-concurrency"); n < 0 || n > worker.ConcurrencyMax {

@@ -17,6 +17,7 @@ import (
 	"github.com/flowforge/flowforge/core"
 	"github.com/flowforge/flowforge/core/schedule"
 	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
 )
 
 // Exit codes.
@@ -246,7 +247,7 @@ func (env *Env) run(ctx context.Context, args []string) int {
 	}
 	if err != nil {
 		// One line per error: drivers put newlines in theirs.
-		msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(settingSource(env.args, err), "\n", "; ")), " ")
 		if isLibraryExit(err) {
 			if rest, ok := strings.CutPrefix(msg, "No help topic for "); ok {
 				msg = "unknown command " + rest + " (see --help)"
@@ -262,6 +263,36 @@ func (env *Env) run(ctx context.Context, args []string) int {
 		}
 	}
 	return exitCode(err)
+}
+
+// settingSource returns err's message, in which a *daemon.SettingError
+// that err wraps names the environment variable its value came from: when
+// the flag is not on the command line args (--flag, --flag=...) and its
+// variable (FLOWFORGE_ and the flag's name in upper case, dashes as
+// underscores: every daemon flag's) is set, the operator wrote the
+// variable, not the flag.
+func settingSource(args []string, err error) string {
+	msg := err.Error()
+	var se *daemon.SettingError
+	if !errors.As(err, &se) || se.Flag == "" || se.Env != "" {
+		return msg
+	}
+	for _, a := range args {
+		if a == "--"+se.Flag || strings.HasPrefix(a, "--"+se.Flag+"=") || a == "-"+se.Flag || strings.HasPrefix(a, "-"+se.Flag+"=") {
+			return msg
+		}
+	}
+	name := "FLOWFORGE_" + strings.ToUpper(strings.ReplaceAll(se.Flag, "-", "_"))
+	// The process's environment, not env.env: it is what urfave/cli
+	// reads the flags' variables from.
+	if os.Getenv(name) == "" {
+		return msg
+	}
+	fromFlag := se.Error()
+	fromEnv := *se
+	fromEnv.Env = name
+	// The wrapping errors' messages were made with se's: replace it.
+	return strings.Replace(msg, fromFlag, fromEnv.Error(), 1)
 }
 
 // invalidUTF8Arg returns the first argument that is not valid UTF-8 (its

@@ -98,3 +98,24 @@ func TestDaemonFlagsThatAreBadInputExitTwo(t *testing.T) {
 		})
 	}
 }
+
+// TestASettingFromTheEnvironmentIsNamedByItsVariable: a daemon setting
+// out of bounds that came from its FLOWFORGE_ variable is reported by the
+// variable the operator wrote (with the flag and the Config field after
+// it); given as a flag, by the flag, even when the variable is set too.
+func TestASettingFromTheEnvironmentIsNamedByItsVariable(t *testing.T) {
+	t.Setenv("FLOWFORGE_LEASE", "100ms")
+	t.Setenv("FLOWFORGE_STOP_TIMEOUT", "0")
+	want := "ffctl: worker: FLOWFORGE_LEASE=100ms (--lease, Config.Lease): must be at least 300ms, or 0 for the default (30s)\n"
+	if r := ffDaemon(t, "worker", "--health-addr", "", "--stop-timeout", "5s"); r.code != 2 || r.stderr != want {
+		t.Errorf("FLOWFORGE_LEASE=100ms:\n%s\nwant exit 2 and %q", r, want)
+	}
+	want = "ffctl: supervisor: FLOWFORGE_STOP_TIMEOUT=0s (--stop-timeout, Config.StopTimeout): must be positive: how long the first stop signal waits for in-flight tasks before aborting them (default 30s)\n"
+	if r := ffDaemon(t, "worker", "--health-addr", ""); r.code != 2 || r.stderr != want {
+		t.Errorf("FLOWFORGE_STOP_TIMEOUT=0:\n%s\nwant exit 2 and %q", r, want)
+	}
+	want = "ffctl: worker: --lease 200ms (Config.Lease): must be at least 300ms, or 0 for the default (30s)\n"
+	if r := ffDaemon(t, "worker", "--health-addr", "", "--stop-timeout", "5s", "--lease", "200ms"); r.code != 2 || r.stderr != want {
+		t.Errorf("--lease 200ms beside FLOWFORGE_LEASE:\n%s\nwant exit 2 and %q", r, want)
+	}
+}

@@ -8,17 +8,25 @@ import "fmt"
 // Config field and ffctl's flag for it:
 //
 //	worker: --lease 100ms (Config.Lease): must be at least 300ms, or 0 for the default (30s)
+//	worker: FLOWFORGE_LEASE=100ms (--lease, Config.Lease): must be at least 300ms, … (set from the environment)
 type SettingError struct {
 	Component string // the package whose Config it is: "worker", "supervisor"
 	Field     string // the Config field: "Lease", "Session.LockTimeout"
 	Flag      string // ffctl's flag for the field without its dashes ("lease"); "" when it has none
-	Value     any    // the value given
-	Want      string // the bound: "at least 300ms, or 0 for the default (30s)"
+	// Env, when set, is the environment variable the value came from
+	// ("FLOWFORGE_LEASE"): the message names it first, since that is
+	// what the operator wrote. ffctl sets it (cli: settingSource).
+	Env   string
+	Value any    // the value given
+	Want  string // the bound: "at least 300ms, or 0 for the default (30s)"
 }
 
 func (e *SettingError) Error() string {
 	if e.Flag == "" {
 		return fmt.Sprintf("%s: Config.%s %v: must be %s", e.Component, e.Field, e.Value, e.Want)
+	}
+	if e.Env != "" {
+		return fmt.Sprintf("%s: %s=%v (--%s, Config.%s): must be %s", e.Component, e.Env, e.Value, e.Flag, e.Field, e.Want)
 	}
 	return fmt.Sprintf("%s: --%s %v (Config.%s): must be %s", e.Component, e.Flag, e.Value, e.Field, e.Want)
 }
