@@ -233,40 +233,88 @@ const (
 // UTF-8 inside strings are replaced with U+FFFD; a document still too large
 // becomes {"truncated": true, "bytes": n, "head": "<first bytes>"}.
 func SanitizeResult(raw json.RawMessage) json.RawMessage {
+	out, _ := SanitizeResultNoted(raw)
+	return out
+}
+
+// Result rewrites SanitizeResultNoted reports: the label values of the
+// worker's flowforge_results_rewritten_total.
+const (
+	ResultNotJSON   = "not_json"  // not a JSON document: stored as a JSON string
+	ResultReplaced  = "replaced"  // NUL or invalid UTF-8 in its strings: replaced with U+FFFD
+	ResultTruncated = "truncated" // over MaxResultBytes: stored as a truncation marker
+)
+
+// ResultRewrite says how SanitizeResultNoted rewrote a result: Kinds are
+// its Result* constants in the order applied, Note one sentence for the
+// task's history ("" and nil when the result was stored as returned).
+type ResultRewrite struct {
+	Kinds []string
+	Note  string
+}
+
+// SanitizeResultNoted is SanitizeResult, and says how the result was
+// rewritten, so that the worker records it in the task's history and
+// counts it (a rewrite is never silent; failure model mode 130).
+func SanitizeResultNoted(raw json.RawMessage) (json.RawMessage, ResultRewrite) {
+	var rw ResultRewrite
+	var notes []string
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return json.RawMessage("null")
+		return json.RawMessage("null"), rw
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil || dec.More() {
 		v = string(raw)
+		rw.Kinds = append(rw.Kinds, ResultNotJSON)
+		notes = append(notes, "it was not a JSON document, so it is stored as a JSON string")
 	}
-	v = cleanStrings(v)
+	// encoding/json decodes invalid UTF-8 as U+FFFD without a word: it is
+	// noticed on the raw bytes.
+	replaced := !utf8.Valid(raw)
+	v = cleanStrings(v, &replaced)
 	out, err := json.Marshal(v)
 	if err != nil {
 		out, _ = json.Marshal(SanitizeText(string(raw), MaxResultBytes))
+		replaced = true
+	}
+	if replaced {
+		rw.Kinds = append(rw.Kinds, ResultReplaced)
+		notes = append(notes, "NUL characters or invalid UTF-8 in it were replaced with U+FFFD")
 	}
 	if len(out) > MaxResultBytes {
 		head := SanitizeText(string(out), MaxResultBytes/2)
+		rw.Kinds = append(rw.Kinds, ResultTruncated)
+		notes = append(notes, fmt.Sprintf("it was %d bytes, over the %d-byte bound, so it is stored truncated", len(out), MaxResultBytes))
 		out, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(out), "head": head})
 	}
-	return out
+	if len(notes) > 0 {
+		rw.Note = "result rewritten: " + strings.Join(notes, "; ")
+	}
+	return out, rw
 }
 
-func cleanStrings(v any) any {
+// cleanStrings replaces NUL characters and invalid UTF-8 in v's strings
+// and keys with U+FFFD (SanitizeText), setting *replaced when it changed
+// one.
+func cleanStrings(v any, replaced *bool) any {
 	switch t := v.(type) {
 	case string:
-		return SanitizeText(t, 0)
+		c := SanitizeText(t, 0)
+		*replaced = *replaced || c != t
+		return c
 	case []any:
 		for i, e := range t {
-			t[i] = cleanStrings(e)
+			t[i] = cleanStrings(e, replaced)
 		}
 		return t
 	case map[string]any:
 		m := make(map[string]any, len(t))
 		for k, e := range t {
-			m[SanitizeText(k, 0)] = cleanStrings(e)
+			ck := SanitizeText(k, 0)
+			*replaced = *replaced || ck != k
+			m[ck] = cleanStrings(e, replaced)
 		}
 		return m
 	}

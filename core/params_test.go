@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -135,6 +137,38 @@ func TestSanitizeTextOutputIsValidAndBounded(t *testing.T) {
 				t.Fatalf("SanitizeText(.., %d) = %q: no truncation marker", max, got)
 			}
 		}
+	}
+}
+
+// TestSanitizeResultNotedSaysHowItRewrote: every rewrite of a result is
+// reported, with its kinds (the metric's labels) and the history's note;
+// a result stored as returned reports none.
+func TestSanitizeResultNotedSaysHowItRewrote(t *testing.T) {
+	t.Parallel()
+	big := `{"data": "` + strings.Repeat("x", core.MaxResultBytes) + `"}`
+	for _, c := range []struct {
+		name, in string
+		kinds    []string
+		note     string
+	}{
+		{"kept", `{"a":1}`, nil, ""},
+		{"empty", "", nil, ""},
+		{"not JSON", "plain text", []string{core.ResultNotJSON}, "result rewritten: it was not a JSON document, so it is stored as a JSON string"},
+		{"NUL", `{"k":"v\u0000"}`, []string{core.ResultReplaced}, "result rewritten: NUL characters or invalid UTF-8 in it were replaced with U+FFFD"},
+		{"NUL in a key", `{"k\u0000":1}`, []string{core.ResultReplaced}, "result rewritten: NUL characters or invalid UTF-8 in it were replaced with U+FFFD"},
+		{"invalid UTF-8", "{\"k\":\"\xff\"}", []string{core.ResultReplaced}, "result rewritten: NUL characters or invalid UTF-8 in it were replaced with U+FFFD"},
+		{"text with invalid UTF-8", "a\xffb", []string{core.ResultNotJSON, core.ResultReplaced}, "result rewritten: it was not a JSON document, so it is stored as a JSON string; NUL characters or invalid UTF-8 in it were replaced with U+FFFD"},
+		{"too big", big, []string{core.ResultTruncated}, fmt.Sprintf("result rewritten: it was %d bytes, over the %d-byte bound, so it is stored truncated", len(`{"data":"`)+core.MaxResultBytes+len(`"}`), core.MaxResultBytes)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, rw := core.SanitizeResultNoted(json.RawMessage(c.in))
+			if !slices.Equal(rw.Kinds, c.kinds) || rw.Note != c.note {
+				t.Fatalf("SanitizeResultNoted(%.40q) = %.60s, %+v; want kinds %v, note %q", c.in, out, rw, c.kinds, c.note)
+			}
+			if !bytes.Equal(out, core.SanitizeResult(json.RawMessage(c.in))) {
+				t.Fatal("SanitizeResultNoted and SanitizeResult store different documents")
+			}
+		})
 	}
 }
 

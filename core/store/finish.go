@@ -42,6 +42,11 @@ type FinishRequest struct {
 	// recorded for IdempotencyKey (KeyClaim.From): the same statement
 	// stores it on the task run (reused_from) and in the history's reason.
 	ReusedFrom *KeySource
+	// ResultNote, on success, says how the worker rewrote Result to store
+	// it (core.SanitizeResultNoted: not JSON, U+FFFD, truncated); it is
+	// the history's reason for the SUCCEEDED row (after the reuse note, if
+	// any). "" for a result stored as returned.
+	ResultNote string
 }
 
 // FinishResult is the answer to one FinishRequest of a FinishMany batch:
@@ -88,7 +93,7 @@ type FinishResult struct {
 // The request's columns q, by number in the batch's arrays and the single
 // row's parameters alike: $1 id, $2 token, $3 outcome, $4 result text, $5
 // error, $6 permanent, $7 retry delay in ms, $8 idempotency key, $9
-// worker, $10 reused task run, $11 reused run, $12 reuse note, $15 the
+// worker, $10 reused task run, $11 reused run, $12 history note on success (reuse, result rewrite), $15 the
 // state the task must be in (RUNNING: a request's column rather than a
 // literal, for the reason claimFence gives), $16 the state a child must be
 // in to be counted (PENDING; qFinishDone and qFinishDoneOne only, likewise
@@ -132,7 +137,7 @@ const (
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'RUNNING', state, attempt, fencing_token, worker, worker,
-           CASE WHEN state = 'SUCCEEDED' AND reused_from IS NOT NULL THEN note ELSE error END FROM fin
+           CASE WHEN state = 'SUCCEEDED' THEN nullif(note, '') ELSE error END FROM fin
 )`
 	finishNotify = `, wake_bounds (per_payload, payloads_max) AS (
     SELECT $13::bigint, $14::bigint
@@ -379,6 +384,13 @@ func valuesOf(req FinishRequest) finishValue {
 				v.reusedR = &r
 			}
 			v.note = ReuseNote(*req.ReusedFrom, req.IdempotencyKey)
+		}
+		switch {
+		case req.ResultNote == "":
+		case v.note == "":
+			v.note = req.ResultNote
+		default:
+			v.note += "; " + req.ResultNote
 		}
 	}
 	return v

@@ -60,6 +60,10 @@ type Metrics struct {
 	PoisonMessages prometheus.Counter
 	// HandlerPanics counts recovered handler panics.
 	HandlerPanics prometheus.Counter
+	// ResultsRewritten counts successful results the worker had to rewrite
+	// to store them, by how (core.ResultNotJSON, ResultReplaced,
+	// ResultTruncated); each is noted in its task's history too.
+	ResultsRewritten *prometheus.CounterVec
 	// LeasesReaped counts expired leases routed to RETRYING or DEAD.
 	LeasesReaped prometheus.Counter
 	// TasksRedispatched counts READY tasks dispatched again because their
@@ -277,6 +281,7 @@ func NewBounded(maxLabelValues int) *Metrics {
 		StaleWrites:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_stale_writes_rejected_total", Help: "Writes rejected by the fencing token, by operation."}, []string{"op"}),
 		PoisonMessages:      prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_poison_messages_total", Help: "Deliveries that were not valid dispatch messages (dead-lettered)."}),
 		HandlerPanics:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_handler_panics_total", Help: "Handler panics recovered by the worker."}),
+		ResultsRewritten:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_results_rewritten_total", Help: "Successful results rewritten to be stored, by how: not_json (stored as a JSON string), replaced (NUL or invalid UTF-8 replaced with U+FFFD), truncated (over 256 KiB); noted in the task's history."}, []string{"how"}),
 		LeasesReaped:        prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_total", Help: "Expired leases reaped by the scheduler."}),
 		TasksRedispatched:   prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_redispatched_total", Help: "READY tasks dispatched again after their confirmed dispatch led to no claim."}),
 		TasksPromoted:       prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_tasks_promoted_total", Help: "Tasks promoted to READY (dependencies met or retry due)."}),
@@ -298,7 +303,7 @@ func NewBounded(maxLabelValues int) *Metrics {
 	m.DBDeadTuples = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_db_dead_tuples", Help: "Dead tuples (n_dead_tup) of FlowForge's hot tables, by table."}, []string{"table"})
 	m.OutboxQuarantinedTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_outbox_quarantined_total", Help: "Outbox rows this process quarantined."})
 	r.MustRegister(m.OutboxQuarantinedTotal)
-	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.WriteBatchSize, m.StaleWrites, m.PoisonMessages, m.HandlerPanics,
+	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.WriteBatchSize, m.StaleWrites, m.PoisonMessages, m.HandlerPanics, m.ResultsRewritten,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.TasksSkipped, m.TasksExpanded, m.HeldTasksEnded, m.TasksAdmitted,
 		m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,
 		m.DBOldestTransactionSeconds, m.DBXminHorizonSeconds, m.DBXminHorizonXIDs, m.DBDeadTuples,

@@ -45,7 +45,15 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 	switch {
 	case runErr == nil:
 		req.Outcome = store.OutcomeSucceeded
-		req.Result = core.SanitizeResult(result)
+		var rw core.ResultRewrite
+		req.Result, rw = core.SanitizeResultNoted(result)
+		if rw.Note != "" {
+			req.ResultNote = rw.Note
+			for _, how := range rw.Kinds {
+				w.cfg.Metrics.ResultsRewritten.WithLabelValues(how).Inc()
+			}
+			log.Warn("worker: " + rw.Note)
+		}
 		if c.IdempotencyKey.Valid {
 			req.IdempotencyKey = c.IdempotencyKey.String
 		}

@@ -171,6 +171,48 @@ func TestAPanickingHandlerIsRecordedAsAFailedAttemptWithThePanic(t *testing.T) {
 	}
 }
 
+// TestAResultRewrittenToBeStoredIsNotedAndCounted: mode 130. A handler
+// returns text that is not JSON, with a NUL: the task SUCCEEDED with the
+// text stored as a JSON string (U+FFFD for the NUL), the history's
+// SUCCEEDED row says how the result was rewritten, and
+// flowforge_results_rewritten_total counts it by how.
+func TestAResultRewrittenToBeStoredIsNotedAndCounted(t *testing.T) {
+	reg := core.NewRegistry()
+	reg.MustRegister("texty", func(context.Context, core.Task) (json.RawMessage, error) {
+		return json.RawMessage("done\x00 at last"), nil
+	})
+	r := newRig(t, reg, nil)
+	storetest.Apply(t, r.st, "name: texty\ntasks:\n  - {name: a, handler: texty}\n")
+	run := storetest.Trigger(t, r.st, "texty", "")
+	r.start()
+	r.publish()
+	if f := r.awaitFinished(30 * time.Second); f.State != core.TaskSucceeded {
+		t.Fatalf("finish %+v, want SUCCEEDED", f)
+	}
+	d, err := r.st.GetTask(context.Background(), r.taskOf(run, "a").ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(d.Result), "\"done\ufffd at last\""; got != want {
+		t.Fatalf("stored result %s, want %s", got, want)
+	}
+	want := "result rewritten: it was not a JSON document, so it is stored as a JSON string; NUL characters or invalid UTF-8 in it were replaced with U+FFFD"
+	var noted bool
+	for _, e := range d.Events {
+		if e.ToState == core.TaskSucceeded && e.Reason != nil && *e.Reason == want {
+			noted = true
+		}
+	}
+	if !noted {
+		t.Fatalf("no SUCCEEDED history row with reason %q: %+v", want, d.Events)
+	}
+	for how, n := range map[string]float64{core.ResultNotJSON: 1, core.ResultReplaced: 1, core.ResultTruncated: 0} {
+		if got := testutil.ToFloat64(r.metrics.ResultsRewritten.WithLabelValues(how)); got != n {
+			t.Fatalf("flowforge_results_rewritten_total{how=%q} = %v, want %v", how, got, n)
+		}
+	}
+}
+
 // state reads the state and token of the run's task called name.
 func (r *rig) state(run uuid.UUID, name string) (core.TaskState, int64) {
 	r.t.Helper()
