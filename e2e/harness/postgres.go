@@ -196,8 +196,9 @@ func (p *Postgres) startOnce() error {
 		}
 		lines := strings.Split(string(b), "\n")
 		// Line 1 is the pid, line 8 the postmaster status (PG >= 10).
+		// A hot standby says "standby" once it accepts connections.
 		if len(lines) >= 8 && strings.TrimSpace(lines[0]) == strconv.Itoa(c.pid()) &&
-			strings.TrimSpace(lines[7]) == "ready" {
+			(strings.TrimSpace(lines[7]) == "ready" || strings.TrimSpace(lines[7]) == "standby") {
 			return true, nil
 		}
 		return false, errors.New("postmaster.pid does not say ready yet")
