@@ -1,0 +1,91 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/e2e/harness"
+)
+
+// TestAWorkerCutFromPostgresOnlyLosesItsTasksToAnotherOnce: mode 133. A
+// worker's database connections are black-holed (packets go nowhere, no
+// reset: a partition, not a dead server) while its broker connection and
+// every other daemon's connections are fine. The worker notices within a
+// renewal interval (its renewal times out: "heartbeat failed"); the
+// scheduler, which sees no outage itself, reaps its leases after one
+// lease; a second worker runs each task once (attempt 2) and the run
+// SUCCEEDED. The cut worker's handlers (attempt 1 sleeps two minutes)
+// run on while it cannot reach the database (it cannot tell a partition
+// from an outage every daemon sees, mode 35); when the partition heals,
+// its heartbeats are rejected by the fencing token and both handlers
+// cancelled, and nothing it writes lands: no history row of it after its
+// claims. The times to detection, to the reap, to the run's end and to
+// the cancellations are logged.
+func TestAWorkerCutFromPostgresOnlyLosesItsTasksToAnotherOnce(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	const tasks = 2
+	s := harness.NewStack(t, harness.StackOptions{})
+	db := s.DB(t)
+	s.ControlPlane(t, "--sweep-interval", "200ms")
+	wp := outageProxy(t, s)
+	cut := outageDaemon(t, s, wp, "worker-cut", "worker", "--id", "cut", "--lease", lease.String(), "--concurrency", "4", "--allow-shell")
+	// Attempt 1 (the cut worker's) runs until it is cancelled; attempt 2
+	// (the other worker's) ends at once.
+	s.Apply(t, `
+name: partition
+tasks:
+  - {name: t1, handler: shell, params: {command: ["sh", "-c", "if [ \"$FLOWFORGE_ATTEMPT\" = 1 ]; then sleep 120; fi"]}, retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 100ms}}
+  - {name: t2, handler: shell, params: {command: ["sh", "-c", "if [ \"$FLOWFORGE_ATTEMPT\" = 1 ]; then sleep 120; fi"]}, retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 100ms}}
+`)
+	run := s.Trigger(t, "partition")
+	outageWaitRunning(t, db, run, tasks)
+	outageWaitRenewed(t, db, run, lease*2/15)
+	failedBefore := len(recoveryLogs(cut, "worker: heartbeat failed; retrying"))
+	wp.SetMode(harness.ProxyBlackhole)
+	start := time.Now()
+	other := s.Daemon(t, "worker-other", "worker", "--id", "other", "--lease", lease.String(), "--concurrency", "4", "--allow-shell")
+	harness.Eventually(t, 2*lease, "the cut worker to notice", func() (bool, error) {
+		n := len(recoveryLogs(cut, "worker: heartbeat failed; retrying"))
+		return n > failedBefore, fmt.Errorf("%d heartbeat failures logged", n-failedBefore)
+	})
+	noticed := time.Since(start)
+	harness.Eventually(t, 2*lease+5*time.Second, "the cut worker's tasks to be reaped", func() (bool, error) {
+		n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND to_state = 'RETRYING' AND reason LIKE 'lease expired: worker cut stopped renewing it%'`, run)
+		return n == tasks, fmt.Errorf("%d of %d reaped", n, tasks)
+	})
+	reaped := time.Since(start)
+	s.WaitRuns(t, "SUCCEEDED", 40*time.Second, run)
+	ended := time.Since(start)
+	t.Logf("partition: the cut worker noticed after %v, its tasks were reaped after %v, the run SUCCEEDED on the other worker after %v",
+		noticed.Round(time.Millisecond), reaped.Round(time.Millisecond), ended.Round(time.Millisecond))
+	wp.SetMode(harness.ProxyPass)
+	healed := time.Now()
+	harness.Eventually(t, 30*time.Second, "the cut worker to cancel both handlers", func() (bool, error) {
+		n := len(recoveryLogs(cut, "worker: heartbeat rejected by fencing token: lease lost; cancelling the handler"))
+		return n == tasks, fmt.Errorf("%d of %d handlers cancelled", n, tasks)
+	})
+	t.Logf("partition healed: the cut worker cancelled its handlers %v later", time.Since(healed).Round(time.Millisecond))
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND actor = 'cut' AND to_state <> 'RUNNING'`, run); n != 0 {
+		t.Fatalf("%d history rows written by the cut worker after its claims: a fenced write landed", n)
+	}
+	var byOther int
+	for _, l := range recoveryLogs(other, "worker: running task") {
+		if fmt.Sprint(l["attempt"]) == "2" {
+			byOther++
+		}
+	}
+	if byOther != tasks {
+		t.Fatalf("the other worker ran %d attempt-2 tasks, want %d (each task once elsewhere)", byOther, tasks)
+	}
+	r := s.ShowRun(t, run)
+	for _, task := range r.Tasks {
+		if task.State != "SUCCEEDED" || task.Attempt != 2 {
+			t.Errorf("task %s: %s attempt %d, want SUCCEEDED on attempt 2", task.Name, task.State, task.Attempt)
+		}
+	}
+	if cut.Exited() {
+		t.Fatalf("the cut worker exited:\n%s", cut.Logs())
+	}
+}
