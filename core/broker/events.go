@@ -145,3 +145,21 @@ func (t *EventTail) Close() error {
 	}
 	return nil
 }
+
+// DeleteExchange deletes exchange name (the events exchange) on a
+// short-lived connection; one that does not exist is fine. For tests and
+// for an operator retiring the stream: its subscribers' bindings go with
+// it. Errors: a bad cfg, the connection's, or the refused delete.
+func DeleteExchange(ctx context.Context, cfg Config, name string) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return fmt.Errorf("delete exchange: %w", err)
+	}
+	err = withConn(ctx, cfg, "admin", func(conn *amqp.Connection) error {
+		return onChannel(conn, func(ch *amqp.Channel) error { return ch.ExchangeDelete(name, false, false) })
+	})
+	if err != nil {
+		return fmt.Errorf("delete exchange %s: %w", name, err)
+	}
+	return nil
+}
