@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -63,7 +64,7 @@ func eventsTail(c *cli.Context, env *Env) error {
 	workflow := c.String("workflow")
 	if c.IsSet("workflow") {
 		if err := core.ValidateName("workflow", workflow); err != nil {
-			return usageError("--workflow: %s", errors.Unwrap(err))
+			return usageError("--workflow: %s", strings.TrimPrefix(err.Error(), core.ErrBadWorkflow.Error()+": "))
 		}
 	}
 	s, err := openStore(c)
