@@ -18,6 +18,18 @@ import (
 // streamChain is a workflow of two tasks, b after a, b retried once.
 const streamChain = "name: streamed\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a], retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 1ms}}\n"
 
+// newStreamFixture is a fixture with the stream on and streamChain
+// applied.
+func newStreamFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	if err := f.s.EnableStream(f.ctx, "flowforge.events", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(streamChain)
+	return f
+}
+
 // streamRow is a transition_stream row as the checks read it.
 type streamRow struct {
 	id            int64
@@ -95,11 +107,7 @@ func TestTheStreamIsOffUntilEnabledAndWritesNothing(t *testing.T) {
 // visible to its own transaction only.
 func TestEveryTransitionIsInTheStreamInItsTransaction(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	if err := f.s.EnableStream(f.ctx, "flowforge.events", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.apply(streamChain)
+	f := newStreamFixture(t)
 	run := f.trigger("streamed", "")
 	f.runChainWithRetry(run)
 	rows := f.streamRows(run)
@@ -159,11 +167,7 @@ func TestEveryTransitionIsInTheStreamInItsTransaction(t *testing.T) {
 // its numbering.
 func TestStreamSeqsAreGapFreePerRunInIDOrder(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	if err := f.s.EnableStream(f.ctx, "flowforge.events", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.apply(streamChain)
+	f := newStreamFixture(t)
 	runs := []uuid.UUID{f.trigger("streamed", ""), f.trigger("streamed", ""), f.trigger("streamed", "")}
 	for _, r := range runs {
 		f.runChainWithRetry(r)
@@ -210,11 +214,7 @@ func TestStreamSeqsAreGapFreePerRunInIDOrder(t *testing.T) {
 // numbers nothing until it is released; then it numbers every row.
 func TestStreamSeqAssignersWaitForEachOther(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	if err := f.s.EnableStream(f.ctx, "flowforge.events", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.apply(streamChain)
+	f := newStreamFixture(t)
 	run := f.trigger("streamed", "")
 	holder, err := f.db.BeginTx(f.ctx, nil)
 	if err != nil {
@@ -255,11 +255,7 @@ func TestStreamSeqAssignersWaitForEachOther(t *testing.T) {
 // routing keys; MarkPublished stamps them and a second batch is empty.
 func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	if err := f.s.EnableStream(f.ctx, "flowforge.events", "test"); err != nil {
-		t.Fatal(err)
-	}
-	f.apply(streamChain)
+	f := newStreamFixture(t)
 	run := f.trigger("streamed", "")
 	if _, err := f.s.AssignStreamSeqs(f.ctx, 100); err != nil {
 		t.Fatal(err)
