@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/core/store"
 	"github.com/flowforge/flowforge/daemon"
 	"github.com/flowforge/flowforge/daemon/clock"
@@ -124,6 +125,7 @@ func schedulerConfig(c *cli.Context, cfg *supervisor.Config) error {
 func publisherFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "poll-interval", Usage: "publisher: period of the outbox poll that runs without a notification", Value: publisher.PollIntervalDefault, EnvVars: []string{"FLOWFORGE_POLL_INTERVAL"}},
+		&cli.StringFlag{Name: "events-exchange", Usage: "publisher: turn the transition stream on (in the database) and publish every run and task transition to this topic exchange, such as flowforge.events (ffctl events tail; ffctl events off turns it off)", EnvVars: []string{"FLOWFORGE_EVENTS_EXCHANGE"}},
 		&cli.IntFlag{Name: "max-message-bytes", Usage: "publisher: largest dispatch message body it publishes; a larger outbox row is quarantined (ffctl outbox quarantined). Keep it below the broker's max_message_size", Value: publisher.MaxMessageBytesDefault, EnvVars: []string{"FLOWFORGE_MAX_MESSAGE_BYTES"}},
 	}
 }
@@ -288,7 +290,13 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	}
 	cfg.Scheduler.Failpoints = fps
 	if role.Runs(supervisor.RolePublisher) {
-		cfg.Publisher = publisher.Config{PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Failpoints: fps}
+		cfg.Publisher = publisher.Config{PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Failpoints: fps,
+			EventsExchange: c.String("events-exchange")}
+		if x := cfg.Publisher.EventsExchange; x != "" {
+			if err := broker.CheckExchangeName(x); err != nil {
+				return cfg, usageError("--events-exchange: %v", err)
+			}
+		}
 	}
 	if role.Runs(supervisor.RoleWorker) {
 		cfg.Worker = worker.Config{Registry: env.Registry, Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"),

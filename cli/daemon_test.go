@@ -167,7 +167,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"db-idle-in-transaction-timeout": {"--db-idle-in-transaction-timeout", "40s"}, "xmin-horizon-warn": {"--xmin-horizon-warn", "1m"},
 		"db-health-interval": {"--db-health-interval", "5s"}, "redispatch-after": {"--redispatch-after", "1m"},
 		"sweep-interval": {"--sweep-interval", "500ms"}, "full-sweep-interval": {"--full-sweep-interval", "1m"}, "poll-interval": {"--poll-interval", "500ms"},
-		"max-message-bytes": {"--max-message-bytes", "4096"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"}, "shell-concurrency": {"--shell-concurrency", "3"},
+		"max-message-bytes": {"--max-message-bytes", "4096"}, "events-exchange": {"--events-exchange", "flowforge.events"}, "concurrency": {"--concurrency", "2"}, "allow-shell": {"--allow-shell"}, "shell-concurrency": {"--shell-concurrency", "3"},
 		"shell-env-pass": {"--shell-env-pass", "HTTPS_PROXY"}, "http-deny-private": {"--http-deny-private"}, "lease": {"--lease", "2s"},
 		"unknown-handler-grace": {"--unknown-handler-grace", "30s"}, "slot-wait": {"--slot-wait", "30s"}, "abort-grace": {"--abort-grace", "3s"}, "task-log-max-bytes": {"--task-log-max-bytes", "0"}, "debug-clock-skew": {"--debug-clock-skew", "+1h"},
 		"prune": {"--prune"}, "prune-interval": {"--prune-interval", "30s"}, "retain-succeeded": {"--retain-succeeded", "3d"},

@@ -400,6 +400,7 @@ func NewApp(env *Env) *cli.App {
 			workflowCommand(env),
 			runCommand(env),
 			eventCommand(env),
+			eventsCommand(env),
 			limitsCommand(env),
 			scheduleCommand(env),
 			taskCommand(env),

@@ -107,11 +107,15 @@ func (p *Publisher) publishAll(wctx context.Context, msgs []Message, keys []stri
 			break
 		}
 		exchange, key := RoutingKey(p.cfg.Queue, m.Handler)
-		if keys != nil {
+		mandatory := true
+		switch {
+		case keys != nil:
 			exchange, key = "", keys[i]
+		case m.Exchange != "":
+			exchange, key, mandatory = m.Exchange, m.Key, false
 		}
 		p.seq++
-		dc, err := p.ch.PublishWithDeferredConfirm(exchange, key, true, false, amqp.Publishing{
+		dc, err := p.ch.PublishWithDeferredConfirm(exchange, key, mandatory, false, amqp.Publishing{
 			Headers:      amqp.Table{seqHeader: int64(p.seq)},
 			ContentType:  "application/json",
 			DeliveryMode: amqp.Persistent,

@@ -49,6 +49,11 @@ type Config struct {
 	// named after it.
 	Queue string
 
+	// EventsExchange, for a publisher only, is the transition stream's
+	// topic exchange (see DialEventTail), declared durable on every dial
+	// when not empty. Checked by CheckExchangeName.
+	EventsExchange string
+
 	// Handlers, for a consumer only, are the handlers whose own queues
 	// (HandlerQueue) it declares, binds to the route exchange and consumes
 	// beside the shared queue. Empty: it consumes the shared queue only, as
@@ -99,6 +104,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if len(UnroutedExchange(c.Queue)) > maxQueueNameLen {
 		return c, fmt.Errorf("config: queue name %q is too long (max %d bytes with the .unrouted suffix)", c.Queue, maxQueueNameLen)
+	}
+	if c.EventsExchange != "" {
+		if err := CheckExchangeName(c.EventsExchange); err != nil {
+			return c, fmt.Errorf("config: events exchange: %w", err)
+		}
 	}
 	if c.ConfirmTimeout < 0 || c.DialTimeout < 0 || c.Heartbeat < 0 {
 		return c, errors.New("config: negative duration")

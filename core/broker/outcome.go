@@ -15,6 +15,13 @@ type Message struct {
 	// the handler's own queue when one is bound, else to the shared queue
 	// (see RoutingKey). Empty: the shared queue.
 	Handler string
+	// Exchange, when not empty, sends the message to this exchange with
+	// routing key Key instead (the transition stream's topic exchange,
+	// see Config.EventsExchange), not mandatory: an event no queue is
+	// bound to is dropped by the broker and confirmed, as a subscriber
+	// model wants. Handler is then ignored.
+	Exchange string
+	Key      string
 }
 
 // Outcome is what became of one message of a PublishBatch. The zero value

@@ -40,7 +40,8 @@ type Publisher struct {
 }
 
 // DialPublisher connects to the first reachable URL of cfg.URLs, declares
-// the topology (dispatch queue and dead-letter queue, see package doc),
+// the topology (dispatch queue and dead-letter queue, see package doc, and
+// the events exchange when cfg.EventsExchange is set),
 // opens a channel in confirm mode and registers return, blocked and close
 // listeners. It honours ctx for the whole setup. Errors: invalid cfg, every
 // URL failing (the error names each URL, password redacted, and wraps each
@@ -73,6 +74,9 @@ func setupPublisher(ctx context.Context, cfg Config, conn *amqp.Connection) (*Pu
 	connClose := conn.NotifyClose(make(chan *amqp.Error, 1))
 	blocks := conn.NotifyBlocked(make(chan amqp.Blocking, 8))
 	_, err := declareTopology(conn, cfg.Queue, nil, cfg.Logger)
+	if err == nil && cfg.EventsExchange != "" {
+		err = declareEventsExchange(conn, cfg.EventsExchange)
+	}
 	var ch *amqp.Channel
 	if err == nil {
 		ch, err = conn.Channel()

@@ -63,9 +63,29 @@ type OutboxRow struct {
 // signal that arrived between the broker's confirm and the commit, although
 // the stamps were written with a fresh context (mode 44).
 type OutboxBatch struct {
+	heldTx
+	Rows []OutboxRow
+}
+
+// heldTx is a transaction on a connection of its own that outlives the
+// ctx it was begun with (see OutboxBatch): only Commit or Rollback end it.
+type heldTx struct {
 	conn *sqlx.Conn
 	tx   *sqlx.Tx
-	Rows []OutboxRow
+}
+
+// beginHeld takes a connection (bounded by ctx) and begins a heldTx on it.
+func (s *Store) beginHeld(ctx context.Context) (*heldTx, error) {
+	conn, err := s.db.Connx(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	tx, err := conn.BeginTxx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return &heldTx{conn: conn, tx: tx}, nil
 }
 
 // qLockOutbox walks outbox_pending (unpublished and not quarantined rows),
@@ -85,17 +105,12 @@ SELECT id, payload, publish_attempts FROM outbox o
 // batch with no Rows (call Rollback). Errors: the pool or the query failed,
 // or ctx ended first.
 func (s *Store) LockOutbox(ctx context.Context, limit int) (*OutboxBatch, error) {
-	conn, err := s.db.Connx(ctx)
+	h, err := s.beginHeld(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("lock outbox: connect: %w", err)
+		return nil, fmt.Errorf("lock outbox: %w", err)
 	}
-	tx, err := conn.BeginTxx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("lock outbox: begin: %w", err)
-	}
-	b := &OutboxBatch{conn: conn, tx: tx}
-	if err := tx.SelectContext(ctx, &b.Rows, qLockOutbox, limit); err != nil {
+	b := &OutboxBatch{heldTx: *h}
+	if err := b.tx.SelectContext(ctx, &b.Rows, qLockOutbox, limit); err != nil {
 		_ = b.Rollback()
 		return nil, fmt.Errorf("lock outbox: %w", err)
 	}
@@ -128,19 +143,19 @@ func (b *OutboxBatch) MarkFailed(ctx context.Context, ids []int64, reason string
 }
 
 // Commit commits the batch's stamps and returns its connection to the
-// pool.
-func (b *OutboxBatch) Commit() error {
+// pool. Errors: the commit's (nothing is stamped then).
+func (b *heldTx) Commit() error {
 	err := b.tx.Commit()
 	_ = b.conn.Close()
 	if err != nil {
-		return fmt.Errorf("commit outbox batch: %w", err)
+		return fmt.Errorf("commit batch: %w", err)
 	}
 	return nil
 }
 
 // Rollback abandons the batch; every row stays pending. Safe after Commit
 // (then it does nothing and returns sql.ErrTxDone).
-func (b *OutboxBatch) Rollback() error {
+func (b *heldTx) Rollback() error {
 	err := b.tx.Rollback()
 	_ = b.conn.Close()
 	return err

@@ -55,7 +55,7 @@ const holdsDead = `(r.state = 'FAILED' OR (SELECT count(*) FROM task_runs d WHER
 // (holding a DEAD task or not as $4 says), oldest first, skipping runs
 // another transaction holds (a requeue, a cancel, another pruner): their
 // task runs, outbox rows, outbox events and task events go with them (ON
-// DELETE CASCADE), and their log lines (task_logs: deleteCandLogs). It
+// DELETE CASCADE), and their log lines and stream rows (deleteCandRows). It
 // walks workflow_runs_settled (state, finished_at). It returns how many runs, task runs, outbox rows and task events it
 // deleted (the counts read the rows before the delete removed them).
 // Every look-up is by the batch's run ids (ARRAY, and per-run scalar
@@ -68,8 +68,7 @@ WITH cand AS (
      ORDER BY r.finished_at
      LIMIT $3
        FOR UPDATE SKIP LOCKED
-), ` + deleteCandLogs + `
-), gone AS (
+), ` + deleteCandRows + `, gone AS (
     DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) RETURNING r.id
 )
 SELECT (SELECT count(*) FROM gone) AS runs,
@@ -154,25 +153,34 @@ DELETE FROM outbox o WHERE o.id = ANY (ARRAY (SELECT id FROM cand))`
 // Pending and quarantined rows are never deleted. Errors: ErrBadPrune for a
 // negative age or limit, or the database's.
 func (s *Store) PruneOutbox(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	n, err := s.pruneBatch(ctx, qPruneOutbox, age, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune outbox: %w", err)
+	}
+	return n, nil
+}
+
+// pruneBatch runs query, a delete with parameters $1 the age in
+// milliseconds and $2 the limit (0: PruneBatchDefault), in one short
+// transaction (inPruneTx), and returns how many rows it deleted. Errors:
+// ErrBadPrune for a negative age or limit, or the database's.
+func (s *Store) pruneBatch(ctx context.Context, query string, age time.Duration, limit int) (int64, error) {
 	if age < 0 || limit < 0 {
-		return 0, fmt.Errorf("prune outbox: %w: age %v, limit %d", ErrBadPrune, age, limit)
+		return 0, fmt.Errorf("%w: age %v, limit %d", ErrBadPrune, age, limit)
 	}
 	if limit == 0 {
 		limit = PruneBatchDefault
 	}
 	var n int64
 	err := s.inPruneTx(ctx, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, qPruneOutbox, age.Milliseconds(), limit)
+		res, err := tx.ExecContext(ctx, query, age.Milliseconds(), limit)
 		if err != nil {
 			return err
 		}
 		n, err = res.RowsAffected()
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("prune outbox: %w", err)
-	}
-	return n, nil
+	return n, err
 }
 
 // EventIDMemoryDefault is how long past the end of its lookback an event

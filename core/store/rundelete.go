@@ -113,7 +113,7 @@ const settledNow = `r.finished_at IS NOT NULL AND r.state IN ` + finalRunStatesS
 // with $1 NULL up to $5 settled runs in state $3 settled longer than $2 ms
 // ago (skipping locked ones, oldest first), with their task run counts;
 // unless $4 (a dry run) it deletes them (their task runs, outbox rows and
-// history cascade; their log lines go in deleteCandLogs) and records each
+// history cascade; their log lines and stream rows go in deleteCandRows) and records each
 // in run_deletions with actor $6 and reason $7. The filter skips runs holding a DEAD task unless $8.
 const qDeleteRuns = `
 WITH due AS (
@@ -132,8 +132,7 @@ WITH due AS (
            (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id) AS task_runs,
            (SELECT count(*) FROM task_runs t WHERE t.run_id = r.id AND t.state = 'DEAD') AS dead_tasks
       FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand))
-), ` + deleteCandLogs + ` AND NOT $4::bool
-), gone AS (
+), ` + deleteCandRowsUnlessDry + `, gone AS (
     DELETE FROM workflow_runs r WHERE r.id = ANY (ARRAY (SELECT id FROM cand)) AND NOT $4::bool RETURNING r.id
 ), audit AS (
     INSERT INTO run_deletions (run_id, workflow_name, workflow_version, state, run_created_at, run_finished_at, actor, reason, task_runs_deleted)

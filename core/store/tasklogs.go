@@ -147,10 +147,27 @@ func (s *Store) TaskLogTail(ctx context.Context, id uuid.UUID, n int) ([]TaskLog
 	return out, nil
 }
 
-// deleteCandLogs is a data-modifying CTE of the prune and delete
-// statements (qPruneRuns, qDeleteRuns): it deletes the log lines of the
-// task runs of the runs in their CTE cand, through the primary key of
-// task_logs, unless the condition it is followed by is false (a dry run).
-const deleteCandLogs = `logs AS (
+// deleteCandRows and deleteCandRowsUnlessDry are the data-modifying CTEs
+// of the prune and delete statements (qPruneRuns, qDeleteRuns) that delete
+// what belongs to the runs in their CTE cand but has no foreign key to
+// them: the log lines of their task runs (task_logs, through its primary
+// key) and their transition stream rows and seq counters
+// (transition_stream_run, transition_stream_seqs). The second deletes
+// nothing when $4 is true (qDeleteRuns' dry run).
+const (
+	deleteCandRows = `logs AS (` + deleteCandLogs + `
+), stream AS (` + deleteCandStream + `
+), stream_seqs AS (` + deleteCandSeqs + `
+)`
+	deleteCandRowsUnlessDry = `logs AS (` + deleteCandLogs + ` AND NOT $4::bool
+), stream AS (` + deleteCandStream + ` AND NOT $4::bool
+), stream_seqs AS (` + deleteCandSeqs + ` AND NOT $4::bool
+)`
+	deleteCandLogs = `
     DELETE FROM task_logs l
      WHERE l.task_run_id = ANY (ARRAY (SELECT t.id FROM task_runs t WHERE t.run_id = ANY (ARRAY (SELECT id FROM cand))))`
+	deleteCandStream = `
+    DELETE FROM transition_stream s WHERE s.run_id = ANY (ARRAY (SELECT id FROM cand))`
+	deleteCandSeqs = `
+    DELETE FROM transition_stream_seqs q WHERE q.run_id = ANY (ARRAY (SELECT id FROM cand))`
+)

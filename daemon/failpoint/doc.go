@@ -36,6 +36,11 @@
 //     cancelled its context, then stamps the rows as usual. Proves that a
 //     shutdown signal between confirm and stamp does not roll the stamp
 //     back (mode 44).
+//   - publisher.stream-exit-after-confirm: once the broker has confirmed a
+//     batch of transition stream messages, the publisher exits with status
+//     ExitCode (3) before it stamps the rows. Proves that the next
+//     publisher publishes them again with the same seq and event id
+//     (mode 122).
 //   - worker.exit-before-finish-batch: once the worker has built a batch
 //     of finished attempts, it exits with status ExitCode (3) before the
 //     batch's statement runs, as a SIGKILL between the handlers' return and

@@ -26,6 +26,8 @@ const (
 	PublisherExitAfterConfirm Name = "publisher.exit-after-confirm"
 	// PublisherSigtermAfterConfirm: see SignalIf.
 	PublisherSigtermAfterConfirm Name = "publisher.sigterm-after-confirm"
+	// PublisherStreamExitAfterConfirm: see the package documentation.
+	PublisherStreamExitAfterConfirm Name = "publisher.stream-exit-after-confirm"
 	// WorkerExitBeforeFinishBatch: see the package documentation.
 	WorkerExitBeforeFinishBatch Name = "worker.exit-before-finish-batch"
 	// SchedulerExitMidTick: see the package documentation.
@@ -36,7 +38,7 @@ const (
 	SchedulerExitMidChildStart Name = "scheduler.exit-mid-child-start"
 )
 
-var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, WorkerExitBeforeFinishBatch,
+var known = []Name{PublisherDiscardConfirms, PublisherExitAfterConfirm, PublisherSigtermAfterConfirm, PublisherStreamExitAfterConfirm, WorkerExitBeforeFinishBatch,
 	SchedulerExitMidTick, SchedulerExitMidExpansion, SchedulerExitMidChildStart}
 
 // Failpoints is a set of armed failpoints, each with the number of times it

@@ -104,6 +104,12 @@ type Metrics struct {
 	OutboxQuarantined prometheus.Gauge
 	// OutboxQuarantinedTotal counts rows this process quarantined.
 	OutboxQuarantinedTotal prometheus.Counter
+	// StreamPending and StreamOldestSeconds describe the transition
+	// stream's backlog (rows not yet published, store.StreamStatus),
+	// refreshed by a publisher started with an events exchange; 0 in
+	// every other process.
+	StreamPending       prometheus.Gauge
+	StreamOldestSeconds prometheus.Gauge
 	// Reconnects counts re-established connections by dependency
 	// (postgres, rabbitmq), once per outage, by the loop that noticed it.
 	Reconnects *prometheus.CounterVec
@@ -292,6 +298,8 @@ func NewBounded(maxLabelValues int) *Metrics {
 		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: labelHelp("Outbox publishes by outcome", "outcome", publishOutcomes())}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),
+		StreamPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_stream_pending", Help: "Transition stream rows not yet published (publisher with --events-exchange)."}),
+		StreamOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_stream_oldest_pending_seconds", Help: "Age of the oldest unpublished transition stream row (database clock)."}),
 		OutboxQuarantined:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_quarantined", Help: "Outbox rows the broker refuses permanently, set aside until ffctl outbox retry or drop (alert when > 0)."}),
 		Reconnects:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_reconnects_total", Help: "Connections re-established after a failure, by dependency."}, []string{"dependency"}),
 		DependencyUp:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_dependency_up", Help: "1 while the dependency answers the readiness check, 0 while it does not."}, []string{"dependency"}),
@@ -302,7 +310,7 @@ func NewBounded(maxLabelValues int) *Metrics {
 	m.DBXminHorizonXIDs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_xmin_horizon_xids", Help: "Transaction ids the xmin horizon lags behind (sessions, prepared transactions, replication slots)."})
 	m.DBDeadTuples = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_db_dead_tuples", Help: "Dead tuples (n_dead_tup) of FlowForge's hot tables, by table."}, []string{"table"})
 	m.OutboxQuarantinedTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_outbox_quarantined_total", Help: "Outbox rows this process quarantined."})
-	r.MustRegister(m.OutboxQuarantinedTotal)
+	r.MustRegister(m.OutboxQuarantinedTotal, m.StreamPending, m.StreamOldestSeconds)
 	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.WriteBatchSize, m.StaleWrites, m.PoisonMessages, m.HandlerPanics, m.ResultsRewritten,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.TasksSkipped, m.TasksExpanded, m.HeldTasksEnded, m.TasksAdmitted,
 		m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,

@@ -11,11 +11,12 @@ import (
 // PruneTables are the label values of Prune.Rows's table label: the tables
 // a prune deletes from (outbox rows of pruned runs and published outbox rows
 // pruned by age both count as outbox; events are pruned once their
-// lookback ended).
-var PruneTables = []string{"workflow_runs", "task_runs", "outbox", "task_events", "events"}
+// lookback ended; transition_stream counts the published stream rows
+// pruned by age, not those that go with a pruned run).
+var PruneTables = []string{"workflow_runs", "task_runs", "outbox", "task_events", "events", "transition_stream"}
 
-// PrunePublished is Prune.Rows's state label for the published outbox rows
-// pruned by age.
+// PrunePublished is Prune.Rows's state label for the published outbox and
+// transition stream rows pruned by age.
 const PrunePublished = "published"
 
 // PruneLookbackEnded is Prune.Rows's state label for the events pruned
@@ -66,7 +67,8 @@ func NewPrune(m *Metrics) (*Prune, error) {
 		for _, s := range PruneStates() {
 			// published: outbox rows only; lookback_ended: events only, and
 			// events by nothing else.
-			if (s == PrunePublished && t != "outbox") || (s == PruneLookbackEnded) != (t == "events") {
+			stream := t == "transition_stream"
+			if (s == PrunePublished && t != "outbox" && !stream) || (s == PruneLookbackEnded) != (t == "events") || (stream && s != PrunePublished) {
 				continue
 			}
 			p.Rows.WithLabelValues(t, s)

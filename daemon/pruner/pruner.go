@@ -40,6 +40,7 @@ type Store interface {
 	PruneRuns(ctx context.Context, req store.PruneRequest) (store.PruneCounts, error)
 	PruneOutbox(ctx context.Context, age time.Duration, limit int) (int64, error)
 	PruneEvents(ctx context.Context, after time.Duration, limit int) (int64, error)
+	PruneStream(ctx context.Context, age time.Duration, limit int) (int64, error)
 }
 
 // Config configures a Pruner. Zero durations and sizes take their
@@ -56,8 +57,8 @@ type Config struct {
 	// a CANCELLED run with a DEAD task) is pruned this long after it
 	// finished; 0 (the default) never prunes one.
 	RetainDead time.Duration
-	// RetainOutbox: a published outbox row is pruned this long after it
-	// was published.
+	// RetainOutbox: a published outbox row, and a published transition
+	// stream row, is pruned this long after it was published.
 	RetainOutbox time.Duration
 	// BatchSize bounds the rows of one transaction (BatchSizeDefault).
 	BatchSize int
@@ -200,6 +201,8 @@ type PassResult struct {
 	Runs   map[core.RunState]store.PruneCounts
 	Outbox int64
 	Events int64
+	// Stream counts the published transition stream rows pruned by age.
+	Stream int64
 }
 
 // Total is the sum of the runs' counts over every state.
@@ -222,9 +225,9 @@ func (p *Pruner) RunOnce(ctx context.Context) (PassResult, error) {
 	if err != nil {
 		p.m.PassFailures.Inc()
 	}
-	if t := res.Total(); t.Runs > 0 || res.Outbox > 0 || res.Events > 0 {
+	if t := res.Total(); t.Runs > 0 || res.Outbox > 0 || res.Events > 0 || res.Stream > 0 {
 		attrs := []any{"runs", t.Runs, "task_runs", t.TaskRuns, "outbox_of_runs", t.Outbox, "task_events", t.TaskEvents,
-			"outbox_published", res.Outbox, "events", res.Events, "duration_ms", time.Since(start).Milliseconds()}
+			"outbox_published", res.Outbox, "events", res.Events, "stream_published", res.Stream, "duration_ms", time.Since(start).Milliseconds()}
 		for s, c := range res.Runs {
 			attrs = append(attrs, "runs_"+string(s), c.Runs)
 		}
@@ -233,7 +236,8 @@ func (p *Pruner) RunOnce(ctx context.Context) (PassResult, error) {
 	return res, err
 }
 
-// pass runs every class's batches, then the outbox's and the events',
+// pass runs every class's batches, then those of the published outbox
+// rows, the events and the published transition stream rows,
 // adding to res.
 func (p *Pruner) pass(ctx context.Context, res *PassResult) error {
 	for _, c := range p.classes() {
@@ -252,28 +256,30 @@ func (p *Pruner) pass(ctx context.Context, res *PassResult) error {
 			}
 		}
 	}
-	for {
-		n, err := p.cfg.Store.PruneOutbox(ctx, p.cfg.RetainOutbox, p.cfg.BatchSize)
-		if err != nil {
-			return fmt.Errorf("pruner: %w", err)
-		}
-		res.Outbox += n
-		p.m.Rows.WithLabelValues("outbox", metrics.PrunePublished).Add(float64(n))
-		if n < int64(p.cfg.BatchSize) {
-			break
+	for _, d := range []struct {
+		table, state string
+		batch        func() (int64, error)
+		into         *int64
+	}{
+		{"outbox", metrics.PrunePublished, func() (int64, error) { return p.cfg.Store.PruneOutbox(ctx, p.cfg.RetainOutbox, p.cfg.BatchSize) }, &res.Outbox},
+		{"events", metrics.PruneLookbackEnded, func() (int64, error) {
+			return p.cfg.Store.PruneEvents(ctx, store.EventIDMemoryDefault, p.cfg.BatchSize)
+		}, &res.Events},
+		{"transition_stream", metrics.PrunePublished, func() (int64, error) { return p.cfg.Store.PruneStream(ctx, p.cfg.RetainOutbox, p.cfg.BatchSize) }, &res.Stream},
+	} {
+		for {
+			n, err := d.batch()
+			if err != nil {
+				return fmt.Errorf("pruner: %w", err)
+			}
+			*d.into += n
+			p.m.Rows.WithLabelValues(d.table, d.state).Add(float64(n))
+			if n < int64(p.cfg.BatchSize) {
+				break
+			}
 		}
 	}
-	for {
-		n, err := p.cfg.Store.PruneEvents(ctx, store.EventIDMemoryDefault, p.cfg.BatchSize)
-		if err != nil {
-			return fmt.Errorf("pruner: %w", err)
-		}
-		res.Events += n
-		p.m.Rows.WithLabelValues("events", metrics.PruneLookbackEnded).Add(float64(n))
-		if n < int64(p.cfg.BatchSize) {
-			return nil
-		}
-	}
+	return nil
 }
 
 // count adds one batch's deletions to the metrics under the runs' state.

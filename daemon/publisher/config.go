@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -38,6 +39,7 @@ const (
 type Store interface {
 	LockOutbox(ctx context.Context, limit int) (*store.OutboxBatch, error)
 	OutboxStatus(ctx context.Context) (store.OutboxStatus, error)
+	streamStore
 }
 
 // Config configures a Publisher.
@@ -63,6 +65,13 @@ type Config struct {
 	// Failpoints arms test-only faults (see package failpoint); nil, the
 	// normal case, arms none.
 	Failpoints *failpoint.Failpoints
+	// EventsExchange, when not empty, turns the transition stream on (in
+	// the database, at start) and publishes it to this durable topic
+	// exchange (see stream.go). Checked by broker.CheckExchangeName.
+	EventsExchange string
+	// StreamPollInterval is the period of the stream loop without a
+	// NOTIFY (default StreamPollIntervalDefault).
+	StreamPollInterval time.Duration
 	// TracerProvider records a flowforge.publish span of each traced row
 	// (its dispatch carries a traceparent: package tracing); nil is the
 	// no-op provider.
@@ -115,6 +124,11 @@ func (c *Config) validate() error {
 	if c.Store == nil {
 		return errors.New("publisher: Store is required")
 	}
+	if c.EventsExchange != "" {
+		if err := broker.CheckExchangeName(c.EventsExchange); err != nil {
+			return fmt.Errorf("publisher: --events-exchange: %w", err)
+		}
+	}
 	if len(c.Broker.URLs) == 0 {
 		return errors.New("publisher: at least one broker URL is required")
 	}
@@ -124,6 +138,7 @@ func (c *Config) validate() error {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.Lanes = cmp.Or(c.Lanes, LanesDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	c.StreamPollInterval = cmp.Or(c.StreamPollInterval, StreamPollIntervalDefault)
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -28,6 +28,9 @@ type Publisher struct {
 	log    *slog.Logger
 	tracer trace.Tracer // publish spans of traced rows (trace.go)
 	lanes  []*lane
+	// stream is the transition stream's loop (stream.go); nil when
+	// Config.EventsExchange is empty.
+	stream *streamLoop
 	// alarm is set when a publish found the broker blocking (resource
 	// alarm) and cleared by the next cycle that completes: the broker only
 	// tells a connection it is blocked once it publishes, and the blocked
@@ -71,6 +74,13 @@ func New(cfg Config) (*Publisher, error) {
 	p := &Publisher{cfg: cfg, log: cfg.Logger, tracer: tracing.Tracer(cfg.TracerProvider)}
 	for n := range cfg.Lanes {
 		p.lanes = append(p.lanes, &lane{n: n, wake: make(chan struct{}, 1)})
+	}
+	if cfg.EventsExchange != "" {
+		p.stream = &streamLoop{
+			brokerBO: daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: cfg.Metrics},
+			dbBO:     daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: cfg.Metrics},
+			wake:     make(chan struct{}, 1),
+		}
 	}
 	return p, nil
 }
@@ -172,17 +182,30 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.runLane(ctx, ln)
 		}()
 	}
+	if p.stream != nil {
+		lanes.Add(1)
+		go func() {
+			defer lanes.Done()
+			p.runStream(ctx, p.stream)
+		}()
+	}
 	lanes.Wait()
 	p.log.Info("publisher: stopped")
 	return nil
 }
 
-// wakeAll signals every lane's wake (a lane busy with a batch sees it once
+// wakeAll signals every lane's wake and the stream loop's (one busy with a batch sees it once
 // the batch is done).
 func (p *Publisher) wakeAll() {
 	for _, l := range p.lanes {
 		select {
 		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	if p.stream != nil {
+		select {
+		case p.stream.wake <- struct{}{}:
 		default:
 		}
 	}

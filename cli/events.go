@@ -1,0 +1,170 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// eventsCommand is `ffctl events`: the transition stream (issue 28), not
+// to be confused with `ffctl event` (the events wait_for tasks wait for).
+func eventsCommand(env *Env) *cli.Command {
+	return &cli.Command{
+		Name:  "events",
+		Usage: "follow the transition stream: every run and task transition (not `ffctl event`, the events wait_for tasks wait for)",
+		UsageText: "ffctl events tail|off [command options] [arguments...]\n\n" +
+			"The stream is on while a publisher runs with --events-exchange NAME (FLOWFORGE_EVENTS_EXCHANGE).\n\n" +
+			"Example:\n  ffctl events tail --workflow nightly-report\n  ffctl events tail -o json | jq .",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "tail",
+				Usage: "print the transitions as they are published, until interrupted",
+				UsageText: "ffctl events tail [--workflow W] [-o json]\n\n" +
+					"Binds a queue of its own (server-named, exclusive, deleted when tail exits) to the stream's\n" +
+					"exchange and prints each transition published from then on: time, the run's seq, kind,\n" +
+					"workflow/task (run id prefix), from -> to. -o json prints each message body as one line.\n" +
+					"--workflow W binds run.W.* and task.W.# and keeps only the messages of workflow W exactly\n" +
+					"(names may contain dots, so task.W.# also matches a workflow named W.x).\n" +
+					"Exit 2 when the stream is off or W is not a workflow name.\n\n" +
+					"Example:\n  ffctl events tail --workflow nightly-report\n  ffctl events tail -o json",
+				Flags: []cli.Flag{outputFlag(),
+					&cli.StringFlag{Name: "workflow", Usage: "only the transitions of this workflow's runs and tasks"},
+				},
+				Action: func(c *cli.Context) error { return eventsTail(c, env) },
+			},
+			{
+				Name:  "off",
+				Usage: "turn the transition stream off: no transition is written to it from then on",
+				UsageText: "ffctl events off\n\n" +
+					"Rows already written are still published. A publisher started with --events-exchange turns\n" +
+					"the stream on again: remove the flag (FLOWFORGE_EVENTS_EXCHANGE) from every publisher first.",
+				Action: func(c *cli.Context) error { return eventsOff(c, env) },
+			},
+		},
+	}
+}
+
+// eventsTail is `ffctl events tail`.
+func eventsTail(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() > 0 {
+		return usageError("events tail takes no arguments (got %q); use --workflow W", c.Args().First())
+	}
+	workflow := c.String("workflow")
+	if c.IsSet("workflow") {
+		if err := core.ValidateName("workflow", workflow); err != nil {
+			return usageError("--workflow: %s", strings.TrimPrefix(err.Error(), core.ErrBadWorkflow.Error()+": "))
+		}
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	setting, err := s.StreamSetting(c.Context)
+	s.Close()
+	if errors.Is(err, store.ErrStreamOff) {
+		return usageError("%v", err)
+	}
+	if err != nil {
+		return failure(err)
+	}
+	log, err := logger(c, env)
+	if err != nil {
+		return err
+	}
+	tail, err := broker.DialEventTail(c.Context, brokerConfig(c, log), setting.Exchange, core.StreamBindings(workflow))
+	if err != nil {
+		if c.Context.Err() != nil {
+			return nil
+		}
+		return failure(err)
+	}
+	defer tail.Close()
+	for {
+		body, err := tail.Next(c.Context)
+		if err != nil {
+			if c.Context.Err() != nil {
+				return nil // interrupted: what was printed stands
+			}
+			return failure(err)
+		}
+		if err := printTransition(env.Stdout, body, workflow, format); err != nil {
+			return err
+		}
+	}
+}
+
+// printTransition prints one message body of the stream: as a JSON line
+// (-o json) or a text line, when its workflow is workflow (any when
+// empty). A body that is not a transition event is skipped.
+func printTransition(w io.Writer, body []byte, workflow, format string) error {
+	e, err := core.DecodeTransitionEvent(body)
+	if err != nil || (workflow != "" && e.Workflow != workflow) {
+		return nil
+	}
+	if format == "json" {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", escapeInvisible(b))
+		return err
+	}
+	_, err = io.WriteString(w, transitionLine(e)+"\n")
+	return err
+}
+
+// transitionLine renders e as a text line (terminal-safe): time, seq,
+// kind, workflow[/task] with the run id's first 8 characters, from -> to.
+func transitionLine(e core.TransitionEvent) string {
+	from := e.From
+	if from == "" {
+		from = "(new)"
+	}
+	what := e.Workflow
+	if e.Kind == core.TransitionTask {
+		what += "/" + e.Task
+	}
+	run := e.RunID
+	if len(run) > 8 {
+		run = run[:8]
+	}
+	line := fmt.Sprintf("%s  %5d  %-4s  %s (%s)  %s -> %s", e.At.Local().Format("2006-01-02 15:04:05.000"), e.Seq, e.Kind, what, run, from, e.To)
+	if e.Kind == core.TransitionTask && e.Attempt > 0 {
+		line += fmt.Sprintf("  #%d", e.Attempt)
+	}
+	return core.TerminalText(line)
+}
+
+// eventsOff is `ffctl events off`.
+func eventsOff(c *cli.Context, env *Env) error {
+	if c.NArg() > 0 {
+		return usageError("events off takes no arguments (got %q)", c.Args().First())
+	}
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	was, err := s.DisableStream(c.Context)
+	if err != nil {
+		return failure(err)
+	}
+	if !was {
+		_, err = fmt.Fprintln(env.Stdout, "the transition stream was already off")
+		return err
+	}
+	_, err = fmt.Fprintln(env.Stdout, "the transition stream is off (a publisher started with --events-exchange turns it on again)")
+	return err
+}

@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/flowforge/flowforge/core"
+)
+
+// The transition stream (migration 23): PostgreSQL triggers write a row of
+// transition_stream for every run and task transition in the transaction
+// that makes it, while transition_stream_setting holds its one row (the
+// stream is on). The publisher numbers the rows (AssignStreamSeqs) and
+// publishes them (LockStream); the pruner deletes the published ones
+// (PruneStream); the prune and delete of runs take a run's rows with it.
+
+// ErrStreamOff is returned by StreamSetting when the stream is off (no
+// setting row).
+var ErrStreamOff = errors.New("the transition stream is off (start a publisher with --events-exchange NAME)")
+
+// StreamSetting is the stream's setting row: the exchange it is published
+// to, since when and by whom it is on.
+type StreamSetting struct {
+	Exchange  string    `db:"exchange" json:"exchange"`
+	EnabledAt time.Time `db:"enabled_at" json:"enabled_at"`
+	EnabledBy string    `db:"enabled_by" json:"enabled_by"`
+}
+
+// EnableStream turns the stream on with exchange (upserting the setting
+// row, actor recorded as enabled_by): from the commit on, every
+// transition writes a stream row. Errors: an empty exchange, or the
+// database's.
+func (s *Store) EnableStream(ctx context.Context, exchange, actor string) error {
+	if exchange == "" {
+		return errors.New("enable transition stream: empty exchange name")
+	}
+	_, err := s.db.ExecContext(ctx, `
+INSERT INTO transition_stream_setting (exchange, enabled_by) VALUES ($1, $2)
+ON CONFLICT (one_row) DO UPDATE SET exchange = excluded.exchange, enabled_by = excluded.enabled_by,
+       enabled_at = CASE WHEN transition_stream_setting.exchange = excluded.exchange THEN transition_stream_setting.enabled_at ELSE now() END`, exchange, actor)
+	if err != nil {
+		return fmt.Errorf("enable transition stream: %w", err)
+	}
+	return nil
+}
+
+// DisableStream turns the stream off (deletes the setting row): from the
+// commit on no transition writes a stream row; rows already written are
+// still published. It reports whether the stream was on. Errors: the
+// database's.
+func (s *Store) DisableStream(ctx context.Context) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM transition_stream_setting`)
+	if err != nil {
+		return false, fmt.Errorf("disable transition stream: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("disable transition stream: %w", err)
+	}
+	return n > 0, nil
+}
+
+// StreamSetting reads the setting row. Errors: ErrStreamOff when the
+// stream is off, or the database's.
+func (s *Store) StreamSetting(ctx context.Context) (StreamSetting, error) {
+	var st StreamSetting
+	err := s.db.GetContext(ctx, &st, `SELECT exchange, enabled_at, enabled_by FROM transition_stream_setting`)
+	if errors.Is(err, sql.ErrNoRows) {
+		return StreamSetting{}, ErrStreamOff
+	}
+	if err != nil {
+		return StreamSetting{}, fmt.Errorf("read transition stream setting: %w", err)
+	}
+	return st, nil
+}
+
+// streamSeqLock is the transaction-level advisory lock every assigner of
+// stream seqs holds (qAssignStreamSeqs).
+const streamSeqLock = `SELECT pg_advisory_xact_lock(hashtext('flowforge.transition_stream.seq'))`
+
+// qAssignStreamSeqs numbers up to $1 unnumbered stream rows, oldest id
+// first: each run's rows get the run's next numbers in id order, after
+// the last one it was given (transition_stream_seqs, which survives the
+// pruning of published rows).
+//
+// Why id order keeps each task's (and run's) transitions in commit order:
+// a task's transitions are made by statements that update its task_runs
+// row, so the second waits for the first's commit on the row lock, and
+// its stream row (written by a trigger of the same statement, after the
+// update) takes its id from the sequence after that commit. So for one
+// task, a larger id means a later commit, and the row of the earlier
+// transition is committed, hence visible, whenever the later one is. The
+// run's rows likewise, under the workflow_runs row lock. Rows of different
+// tasks may commit out of id order; numbering the committed ones first is
+// harmless (each task's order is kept) and keeps seq gap-free: every
+// number is given once, under the lock.
+//
+// It must run in a statement of its own after streamSeqLock: in READ
+// COMMITTED each statement takes its snapshot when it starts, so this one
+// sees every number the previous holder of the lock committed. The lock
+// also keeps two assigners from bumping the same runs' counters in
+// different orders (a deadlock) or interleaving their numbers out of id
+// order. Only assigners lock transition_stream_seqs rows, and writers
+// never wait for a stream row, so the lock costs the writers nothing.
+const qAssignStreamSeqs = `
+WITH pending AS (
+    SELECT s.id, s.run_id FROM transition_stream s
+     WHERE s.published_at IS NULL AND s.seq IS NULL
+     ORDER BY s.id
+     LIMIT $1
+), numbered AS (
+    SELECT id, run_id, row_number() OVER (PARTITION BY run_id ORDER BY id) AS k FROM pending
+), counts AS (
+    SELECT run_id, count(*) AS n FROM pending GROUP BY run_id
+), bumped AS (
+    INSERT INTO transition_stream_seqs (run_id, last_seq)
+    SELECT run_id, n FROM counts
+     ORDER BY run_id
+    ON CONFLICT (run_id) DO UPDATE SET last_seq = transition_stream_seqs.last_seq + excluded.last_seq
+    RETURNING run_id, last_seq
+)
+UPDATE transition_stream t
+   SET seq = b.last_seq - c.n + nb.k
+  FROM numbered nb JOIN counts c ON c.run_id = nb.run_id JOIN bumped b ON b.run_id = nb.run_id
+ WHERE t.id = nb.id`
+
+// AssignStreamSeqs numbers up to limit unnumbered stream rows (see
+// qAssignStreamSeqs) in one transaction that first takes the assigners'
+// advisory lock, and returns how many it numbered. Numbers are committed
+// before any row is published, so a row published again after a crash
+// carries the same seq and event id. Errors: a limit below 1, or the
+// database's.
+func (s *Store) AssignStreamSeqs(ctx context.Context, limit int) (int64, error) {
+	if limit < 1 {
+		return 0, fmt.Errorf("assign stream seqs: limit %d is below 1", limit)
+	}
+	var n int64
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, streamSeqLock); err != nil {
+			return fmt.Errorf("take the assigners' lock: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, qAssignStreamSeqs, limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("assign stream seqs: %w", err)
+	}
+	return n, nil
+}
+
+// StreamRow is one numbered, unpublished row of the transition stream.
+type StreamRow struct {
+	ID       int64 `db:"id"`
+	Attempts int   `db:"publish_attempts"`
+	Event    core.TransitionEvent
+}
+
+// streamRowScan is a StreamRow as the query returns it.
+type streamRowScan struct {
+	ID        int64          `db:"id"`
+	Attempts  int            `db:"publish_attempts"`
+	EventID   string         `db:"event_id"`
+	Seq       int64          `db:"seq"`
+	RunID     string         `db:"run_id"`
+	Workflow  string         `db:"workflow"`
+	Kind      string         `db:"kind"`
+	Task      sql.NullString `db:"task"`
+	TaskRunID sql.NullString `db:"task_run_id"`
+	From      sql.NullString `db:"from_state"`
+	To        string         `db:"to_state"`
+	Attempt   int            `db:"attempt"`
+	At        time.Time      `db:"at"`
+	Actor     sql.NullString `db:"actor"`
+	Reason    sql.NullString `db:"reason"`
+}
+
+func (r streamRowScan) row() StreamRow {
+	return StreamRow{ID: r.ID, Attempts: r.Attempts, Event: core.TransitionEvent{
+		EventID: r.EventID, Seq: r.Seq, RunID: r.RunID, Workflow: r.Workflow, Kind: r.Kind,
+		Task: r.Task.String, TaskRunID: r.TaskRunID.String, From: r.From.String, To: r.To,
+		Attempt: r.Attempt, At: r.At.UTC(), Actor: r.Actor.String, Reason: r.Reason.String,
+	}}
+}
+
+// qLockStream locks up to $1 numbered, unpublished rows, oldest first,
+// skipping rows another publisher holds.
+const qLockStream = `
+SELECT id, publish_attempts, event_id::text, seq, run_id::text, workflow, kind, task, task_run_id::text,
+       from_state, to_state, attempt, at, actor, reason
+  FROM transition_stream
+ WHERE published_at IS NULL AND seq IS NOT NULL
+ ORDER BY id
+ LIMIT $1
+   FOR UPDATE SKIP LOCKED`
+
+// StreamBatch is a batch of stream rows locked by one publisher's
+// transaction, as OutboxBatch is for dispatches: publish the rows, mark
+// what the broker confirmed, commit. Until the commit nothing is stamped,
+// so a crash leaves every row to publish again (with its seq and event id).
+type StreamBatch struct {
+	heldTx
+	Rows []StreamRow
+}
+
+// LockStream begins a transaction and locks up to limit numbered,
+// unpublished stream rows (qLockStream). The transaction outlives ctx
+// (see OutboxBatch) and ends only with Commit or Rollback, which the
+// caller must call. Errors: the pool or the query failed, or ctx ended
+// first.
+func (s *Store) LockStream(ctx context.Context, limit int) (*StreamBatch, error) {
+	h, err := s.beginHeld(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lock stream: %w", err)
+	}
+	var rows []streamRowScan
+	if err := h.tx.SelectContext(ctx, &rows, qLockStream, limit); err != nil {
+		_ = h.Rollback()
+		return nil, fmt.Errorf("lock stream: %w", err)
+	}
+	b := &StreamBatch{heldTx: *h}
+	for _, r := range rows {
+		b.Rows = append(b.Rows, r.row())
+	}
+	return b, nil
+}
+
+// MarkPublished stamps published_at = now() on the rows the broker
+// confirmed, and counts the attempt.
+func (b *StreamBatch) MarkPublished(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := b.tx.ExecContext(ctx, `UPDATE transition_stream SET published_at = now(), publish_attempts = publish_attempts + 1, last_error = NULL WHERE id = ANY ($1::bigint[]) AND published_at IS NULL`, ids)
+	if err != nil {
+		return fmt.Errorf("stamp published stream rows: %w", err)
+	}
+	return nil
+}
+
+// MarkFailed leaves the rows unpublished, counting the attempt and
+// recording why.
+func (b *StreamBatch) MarkFailed(ctx context.Context, ids []int64, reason string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := b.tx.ExecContext(ctx, `UPDATE transition_stream SET publish_attempts = publish_attempts + 1, last_error = $2 WHERE id = ANY ($1::bigint[]) AND published_at IS NULL`, ids, reason)
+	if err != nil {
+		return fmt.Errorf("record failed stream publishes: %w", err)
+	}
+	return nil
+}
+
+// StreamStatus summarises the unpublished stream rows.
+type StreamStatus struct {
+	// Pending counts rows not yet published (numbered or not).
+	Pending int64 `db:"pending" json:"pending"`
+	// OldestPendingSeconds is the age of the oldest unpublished row on the
+	// database clock, 0 when none is.
+	OldestPendingSeconds float64 `db:"oldest_pending_seconds" json:"oldest_pending_seconds"`
+}
+
+// StreamStatus reads the stream's backlog over transition_stream_pending.
+// Errors: the database's.
+func (s *Store) StreamStatus(ctx context.Context) (StreamStatus, error) {
+	var st StreamStatus
+	err := s.db.GetContext(ctx, &st, `
+SELECT (SELECT count(*) FROM transition_stream WHERE published_at IS NULL) AS pending,
+       coalesce((SELECT extract(epoch FROM now() - at)::float8 FROM transition_stream WHERE published_at IS NULL ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds`)
+	if err != nil {
+		return StreamStatus{}, fmt.Errorf("transition stream status: %w", err)
+	}
+	return st, nil
+}
+
+// qPruneStream deletes up to $2 stream rows published more than $1 ms ago
+// (database clock), oldest first, over transition_stream_published_at,
+// skipping rows another transaction holds.
+const qPruneStream = `
+DELETE FROM transition_stream WHERE id IN (
+    SELECT id FROM transition_stream
+     WHERE published_at IS NOT NULL AND published_at < now() - $1::bigint * interval '1 millisecond'
+     ORDER BY published_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+
+// PruneStream deletes one batch of at most limit (0: PruneBatchDefault)
+// stream rows published longer than age ago, in one short transaction,
+// and returns how many it deleted. Unpublished rows are never deleted
+// (they go only with their run). Errors: ErrBadPrune for a negative age or
+// limit, or the database's.
+func (s *Store) PruneStream(ctx context.Context, age time.Duration, limit int) (int64, error) {
+	n, err := s.pruneBatch(ctx, qPruneStream, age, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune transition stream: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,289 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/store"
+)
+
+// streamChain is a workflow of two tasks, b after a, b retried once.
+const streamChain = "name: streamed\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a], retry: {max_attempts: 2, initial_backoff: 1ms, max_backoff: 1ms}}\n"
+
+// newStreamFixture is a fixture with the stream on and streamChain
+// applied.
+func newStreamFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	if err := f.s.EnableStream(f.ctx, "flowforge.events", "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(streamChain)
+	return f
+}
+
+// streamRow is a transition_stream row as the checks read it.
+type streamRow struct {
+	id            int64
+	kind, to      string
+	task, from    sql.NullString
+	seq           sql.NullInt64
+	taskRunID     uuid.NullUUID
+	published     bool
+	workflow, run string
+}
+
+func (f *fixture) streamRows(run uuid.UUID) []streamRow {
+	f.t.Helper()
+	rows, err := f.db.QueryContext(f.ctx, `SELECT id, kind, to_state, task, from_state, seq, task_run_id, published_at IS NOT NULL, workflow, run_id::text
+  FROM transition_stream WHERE run_id = $1 ORDER BY id`, run)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []streamRow
+	for rows.Next() {
+		var r streamRow
+		if err := rows.Scan(&r.id, &r.kind, &r.to, &r.task, &r.from, &r.seq, &r.taskRunID, &r.published, &r.workflow, &r.run); err != nil {
+			f.t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// runChainWithRetry takes a run of streamChain to SUCCEEDED: a succeeds,
+// b fails once and succeeds on its retry.
+func (f *fixture) runChainWithRetry(run uuid.UUID) {
+	f.t.Helper()
+	f.runTask(f.taskID(run, "a"))
+	f.advance()
+	b := f.taskID(run, "b")
+	if st := f.finish(f.claim(b, "w1", time.Minute), store.FinishRequest{Outcome: store.OutcomeFailed, Error: "boom", RetryDelay: time.Millisecond}); st != core.TaskRetrying {
+		f.t.Fatalf("b after its failure: %s, want RETRYING", st)
+	}
+	f.waitRetryDue(b)
+	f.advance()
+	f.runTask(b)
+	f.advance()
+	if st := f.run(run).State; st != core.RunSucceeded {
+		f.t.Fatalf("run %s, want SUCCEEDED", st)
+	}
+}
+
+// TestTheStreamIsOffUntilEnabledAndWritesNothing: with no setting row no
+// transition writes a stream row, and StreamSetting says the stream is
+// off.
+func TestTheStreamIsOffUntilEnabledAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(streamChain)
+	run := f.trigger("streamed", "")
+	f.runChainWithRetry(run)
+	if n := f.count(`SELECT count(*) FROM transition_stream`); n != 0 {
+		t.Fatalf("%d stream rows with the stream off, want 0", n)
+	}
+	if _, err := f.s.StreamSetting(f.ctx); !errors.Is(err, store.ErrStreamOff) {
+		t.Fatalf("StreamSetting: %v, want ErrStreamOff", err)
+	}
+}
+
+// TestEveryTransitionIsInTheStreamInItsTransaction (mode 121): with the
+// stream on, a run taken through a retry writes, per task, its creation
+// and then exactly its task_events transitions in order, and per run its
+// creation and state changes; the last of each is the table's state. A
+// transition rolled back leaves no stream row; one not yet committed is
+// visible to its own transaction only.
+func TestEveryTransitionIsInTheStreamInItsTransaction(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	f.runChainWithRetry(run)
+	rows := f.streamRows(run)
+	got := map[string][]string{}
+	for _, r := range rows {
+		key := "run"
+		if r.kind == core.TransitionTask {
+			key = r.task.String
+		}
+		if r.workflow != "streamed" || r.run != run.String() {
+			t.Errorf("row %d: workflow %q run %s", r.id, r.workflow, r.run)
+		}
+		got[key] = append(got[key], r.from.String+">"+r.to)
+	}
+	want := map[string][]string{
+		"run": {">RUNNING", "RUNNING>SUCCEEDED"},
+		"a":   {">READY", "READY>RUNNING", "RUNNING>SUCCEEDED"},
+		"b":   {">PENDING", "PENDING>READY", "READY>RUNNING", "RUNNING>RETRYING", "RETRYING>READY", "READY>RUNNING", "RUNNING>SUCCEEDED"},
+	}
+	for k, w := range want {
+		if !slices.Equal(got[k], w) {
+			t.Errorf("%s: stream %v, want %v", k, got[k], w)
+		}
+	}
+	// The history: every task_events transition is in the stream.
+	if n, m := f.count(`SELECT count(*) FROM task_events WHERE run_id = $1 AND from_state IS DISTINCT FROM to_state`, run),
+		f.count(`SELECT count(*) FROM transition_stream WHERE run_id = $1 AND kind = 'task' AND from_state IS NOT NULL`, run); n != m {
+		t.Errorf("%d task_events transitions, %d task stream rows", n, m)
+	}
+
+	// Same transaction: a state change rolled back leaves nothing.
+	tx, err := f.db.BeginTx(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, run); err != nil {
+		t.Fatal(err)
+	}
+	var inTx int
+	if err := tx.QueryRowContext(f.ctx, `SELECT count(*) FROM transition_stream WHERE run_id = $1 AND to_state = 'FAILED'`, run).Scan(&inTx); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(`SELECT count(*) FROM transition_stream WHERE run_id = $1 AND to_state = 'FAILED'`, run); inTx != 1 || n != 0 {
+		t.Fatalf("uncommitted run transition: %d rows inside its transaction, %d outside; want 1 and 0", inTx, n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(`SELECT count(*) FROM transition_stream WHERE run_id = $1`, run); n != len(rows) {
+		t.Fatalf("%d stream rows after a rollback, want %d", n, len(rows))
+	}
+}
+
+// TestStreamSeqsAreGapFreePerRunInIDOrder (mode 122): numbered in
+// batches smaller than the backlog, each run's rows get 1..n in id order;
+// after its published rows are pruned, a run's next transition continues
+// its numbering.
+func TestStreamSeqsAreGapFreePerRunInIDOrder(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	runs := []uuid.UUID{f.trigger("streamed", ""), f.trigger("streamed", ""), f.trigger("streamed", "")}
+	for _, r := range runs {
+		f.runChainWithRetry(r)
+	}
+	for {
+		n, err := f.s.AssignStreamSeqs(f.ctx, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	for _, r := range runs {
+		rows := f.streamRows(r)
+		for i, row := range rows {
+			if !row.seq.Valid || row.seq.Int64 != int64(i+1) {
+				t.Fatalf("run %s row %d (id order) has seq %v, want %d", r, i, row.seq, i+1)
+			}
+		}
+	}
+	// Publish and prune every row, then a new transition of runs[0].
+	perRun := len(f.streamRows(runs[0]))
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE transition_stream SET published_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.s.PruneStream(f.ctx, time.Minute, 0); err != nil || n != int64(3*perRun) {
+		t.Fatalf("PruneStream: %d, %v", n, err)
+	}
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, runs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.AssignStreamSeqs(f.ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	rows := f.streamRows(runs[0])
+	if len(rows) != 1 || rows[0].seq.Int64 != int64(perRun+1) {
+		t.Fatalf("after pruning: %+v, want one row with seq %d", rows, perRun+1)
+	}
+}
+
+// TestStreamSeqAssignersWaitForEachOther (mode 122): an assigner waits
+// for the advisory lock another one holds (forced: the test holds it) and
+// numbers nothing until it is released; then it numbers every row.
+func TestStreamSeqAssignersWaitForEachOther(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	holder, err := f.db.BeginTx(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback() })
+	if _, err := holder.ExecContext(f.ctx, `SELECT pg_advisory_xact_lock(hashtext('flowforge.transition_stream.seq'))`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.s.AssignStreamSeqs(context.WithoutCancel(f.ctx), 100)
+		done <- err
+	}()
+	f.waitDB("the assigner waits for the advisory lock",
+		`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory' AND query LIKE '%transition_stream.seq%'`)
+	select {
+	case err := <-done:
+		t.Fatalf("the assigner returned (%v) while another held the lock", err)
+	default:
+	}
+	if n := f.count(`SELECT count(*) FROM transition_stream WHERE seq IS NOT NULL`); n != 0 {
+		t.Fatalf("%d rows numbered while the lock was held", n)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, m := f.count(`SELECT count(*) FROM transition_stream WHERE seq IS NOT NULL AND run_id = $1`, run), len(f.streamRows(run)); n != m || n == 0 {
+		t.Fatalf("%d of %d rows numbered", n, m)
+	}
+}
+
+// TestLockStreamReturnsNumberedRowsAsEvents: LockStream returns the
+// numbered unpublished rows as core.TransitionEvent values with their
+// routing keys; MarkPublished stamps them and a second batch is empty.
+func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	if _, err := f.s.AssignStreamSeqs(f.ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.s.LockStream(f.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var ids []int64
+	for _, r := range b.Rows {
+		keys = append(keys, r.Event.RoutingKey())
+		ids = append(ids, r.ID)
+		if r.Event.RunID != run.String() || r.Event.EventID == "" || r.Event.At.IsZero() {
+			t.Errorf("event %+v", r.Event)
+		}
+	}
+	if want := "run.streamed.RUNNING task.streamed.a.READY task.streamed.b.PENDING"; strings.Join(keys, " ") != want {
+		t.Errorf("routing keys %q, want %q", strings.Join(keys, " "), want)
+	}
+	if err := b.MarkPublished(f.ctx, ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.s.StreamStatus(f.ctx)
+	if err != nil || st.Pending != 0 {
+		t.Fatalf("status %+v, %v; want nothing pending", st, err)
+	}
+}

@@ -1,0 +1,206 @@
+package publisher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/daemon"
+	"github.com/flowforge/flowforge/daemon/backoff"
+	"github.com/flowforge/flowforge/daemon/failpoint"
+)
+
+// The transition stream (Config.EventsExchange): one more loop beside the
+// lanes, on a broker connection of its own. It turns the stream on in the
+// database (store.EnableStream), then each cycle
+//
+//  1. numbers the unnumbered stream rows (store.AssignStreamSeqs: one
+//     assigner at a time across every publisher, id order, committed
+//     before anything is published), then
+//  2. locks a batch of numbered, unpublished rows (SKIP LOCKED), publishes
+//     each to the exchange with its routing key and waits for the confirms,
+//     stamps the confirmed ones and commits.
+//
+// A crash between 2's confirm and its commit leaves the rows unpublished:
+// the next cycle (of this or another publisher) publishes them again with
+// the same seq and event id, which consumers de-duplicate by.
+
+// StreamPollIntervalDefault is the period of the stream loop's cycle when
+// no outbox NOTIFY wakes it: a transition that dispatches nothing (a run
+// settling, a task ending) is published within it.
+const StreamPollIntervalDefault = 100 * time.Millisecond
+
+// streamLoop is the state of the stream loop between cycles.
+type streamLoop struct {
+	brokerBO, dbBO daemon.Recovery
+	enabled        bool
+	pub            *broker.Publisher
+	wake           chan struct{}
+	lastStatus     time.Time
+}
+
+// runStream runs the stream loop until ctx ends, then closes its
+// connection.
+func (p *Publisher) runStream(ctx context.Context, s *streamLoop) {
+	tick := time.NewTicker(p.cfg.StreamPollInterval)
+	defer tick.Stop()
+	defer func() {
+		if s.pub != nil {
+			s.pub.Close()
+		}
+	}()
+	for ctx.Err() == nil {
+		full, err := p.streamStep(ctx, s)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			_ = backoff.Sleep(ctx, p.streamFailed(s, err))
+		case !full:
+			var done <-chan struct{}
+			if s.pub != nil {
+				done = s.pub.Done()
+			}
+			select {
+			case <-ctx.Done():
+			case <-s.wake:
+			case <-tick.C:
+			case <-done:
+			}
+		}
+	}
+}
+
+// errStreamBroker marks a stream cycle's failure as the broker's.
+var errStreamBroker = errors.New("broker")
+
+// streamFailed logs a failed stream cycle and returns how long to back
+// off: a broker failure drops the connection.
+func (p *Publisher) streamFailed(s *streamLoop, err error) time.Duration {
+	if errors.Is(err, errStreamBroker) {
+		if s.pub != nil {
+			s.pub.Close()
+			s.pub = nil
+		}
+		d := s.brokerBO.Fail()
+		p.log.Warn("publisher: transition stream: broker failed; rows stay unpublished", "error", err, "retry_in", d.String())
+		return d
+	}
+	d := s.dbBO.Fail()
+	p.log.Error("publisher: transition stream: cycle failed", "error", err, "retry_in", d.String())
+	return d
+}
+
+// streamStep turns the stream on (once), dials when it has no open
+// connection, then runs one cycle; full says that the batch was full (more
+// may wait).
+func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, err error) {
+	if !s.enabled {
+		if err := p.cfg.Store.EnableStream(ctx, p.cfg.EventsExchange, "publisher"); err != nil {
+			return false, err
+		}
+		s.enabled = true
+		p.log.Info("publisher: transition stream on", "exchange", p.cfg.EventsExchange)
+	}
+	if s.pub != nil {
+		select {
+		case <-s.pub.Done():
+			s.pub.Close()
+			s.pub = nil
+		default:
+		}
+	}
+	if s.pub == nil {
+		cfg := p.cfg.Broker
+		cfg.EventsExchange = p.cfg.EventsExchange
+		pub, err := broker.DialPublisher(ctx, cfg)
+		if err != nil {
+			return false, fmt.Errorf("%w: %w", errStreamBroker, err)
+		}
+		s.pub = pub
+		s.brokerBO.Succeeded()
+	}
+	if time.Since(s.lastStatus) > 5*time.Second {
+		s.lastStatus = time.Now()
+		if st, err := p.cfg.Store.StreamStatus(ctx); err == nil {
+			p.cfg.Metrics.StreamPending.Set(float64(st.Pending))
+			p.cfg.Metrics.StreamOldestSeconds.Set(st.OldestPendingSeconds)
+		}
+	}
+	if _, err := p.cfg.Store.AssignStreamSeqs(ctx, p.cfg.BatchSize); err != nil {
+		return false, err
+	}
+	n, err := p.streamCycle(ctx, s.pub)
+	if err == nil {
+		s.dbBO.Succeeded()
+	}
+	return n == p.cfg.BatchSize, err
+}
+
+// streamCycle publishes one batch of numbered stream rows through pub and
+// returns how many rows it held.
+func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher) (int, error) {
+	batch, err := p.cfg.Store.LockStream(ctx, p.cfg.BatchSize)
+	if err != nil {
+		return 0, err
+	}
+	defer batch.Rollback()
+	if len(batch.Rows) == 0 {
+		return 0, nil
+	}
+	msgs := make([]broker.Message, len(batch.Rows))
+	for i, r := range batch.Rows {
+		body, err := json.Marshal(r.Event)
+		if err != nil {
+			return 0, fmt.Errorf("encode stream row %d: %w", r.ID, err)
+		}
+		msgs[i] = broker.Message{ID: r.Event.EventID, Body: body, Exchange: p.cfg.EventsExchange, Key: r.Event.RoutingKey()}
+	}
+	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
+	var confirmed, failed []int64
+	for i, r := range batch.Rows {
+		if i < len(outcomes) && outcomes[i] == broker.Confirmed {
+			confirmed = append(confirmed, r.ID)
+		} else {
+			failed = append(failed, r.ID)
+		}
+	}
+	if len(confirmed) > 0 {
+		p.cfg.Failpoints.ExitIf(failpoint.PublisherStreamExitAfterConfirm)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := batch.MarkPublished(wctx, confirmed); err != nil {
+		return 0, err
+	}
+	reason := "unconfirmed"
+	if pubErr != nil {
+		reason = pubErr.Error()
+	}
+	if err := batch.MarkFailed(wctx, failed, reason); err != nil {
+		return 0, err
+	}
+	if err := batch.Commit(); err != nil {
+		return 0, err
+	}
+	if pubErr != nil {
+		return len(batch.Rows), fmt.Errorf("%w: publish stream batch: %w", errStreamBroker, pubErr)
+	}
+	if len(failed) > 0 {
+		return len(batch.Rows), fmt.Errorf("%w: %s of %d stream rows unconfirmed", errStreamBroker, strconv.Itoa(len(failed)), len(batch.Rows))
+	}
+	return len(batch.Rows), nil
+}
+
+// streamStore is what the stream loop needs from the database (part of
+// Store).
+type streamStore interface {
+	EnableStream(ctx context.Context, exchange, actor string) error
+	AssignStreamSeqs(ctx context.Context, limit int) (int64, error)
+	LockStream(ctx context.Context, limit int) (*store.StreamBatch, error)
+	StreamStatus(ctx context.Context) (store.StreamStatus, error)
+}
