@@ -32,6 +32,10 @@ type ffBuild struct {
 	// HasTaskLogs says the tree has per-task logs (issue 28:
 	// core/store/tasklogs.go), so that the task-log variant can run.
 	HasTaskLogs bool
+	// HasStream says the tree has the transition stream and tracing
+	// (issue 28: core/store/stream.go), so that the observability variants
+	// can run.
+	HasStream bool
 }
 
 // buildTree builds ffctl and fftrigger from the module rooted at tree into
@@ -69,6 +73,8 @@ func buildTree(ctx context.Context, tree, triggerDir, outDir, label string) (ffB
 	b.HasFlow = err == nil
 	_, err = os.Stat(filepath.Join(tree, "core", "store", "tasklogs.go"))
 	b.HasTaskLogs = err == nil
+	_, err = os.Stat(filepath.Join(tree, "core", "store", "stream.go"))
+	b.HasStream = err == nil
 	trigger := []string{"build", "-overlay", ov, "-o", b.Trigger, "./ffbenchtrigger"}
 	if !b.HasClient {
 		trigger = slices.Insert(trigger, 1, "-tags", "ffnoclient")

@@ -119,7 +119,7 @@ func (s *ffSystem) jobs() []job {
 	out = append(append(out,
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + mode, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.continuous(ctx, "W2", s.ff.baseDB, mode, wfOne, p.Continuous)
-		}}), s.flowW2Jobs(mode)...)
+		}}), append(s.flowW2Jobs(mode), s.obsW2Jobs(mode)...)...)
 	out = append(append(out,
 		job{System: s.sysKey, Workload: "W2", Variant: "daemon " + modeAll64, run: func(ctx context.Context, _ int) (sample, error) {
 			return s.ff.continuous(ctx, "W2", s.ff.baseDB, modeAll64, wfOne, p.Continuous)

@@ -205,6 +205,8 @@ var daemonRoles = map[string][]string{
 	"separate":     {"scheduler", "publisher", "worker"},
 	modeSeparate64: {"scheduler", "publisher", "worker"},
 	modeAll64:      {"all"},
+	modeAllStream:  {"all"},
+	modeAllTraced:  {"all"},
 }
 
 // modeSeparate64 is W1's layout for the worker's peak RSS (issue 14's
@@ -236,6 +238,18 @@ func (f *flowforge) startDaemons(db, mode string) (*daemons, error) {
 		cmd.Env = env
 		if c := workerConcurrency[mode]; c > 0 && role == "worker" {
 			cmd.Env = append(slices.Clip(env), fmt.Sprintf("FLOWFORGE_CONCURRENCY=%d", c))
+		}
+		cmd.Env = append(slices.Clip(cmd.Env), obsEnv[mode]...)
+		if mode == modeAllTraced {
+			// The console exporter writes to standard output: measured
+			// without the cost of a log file (the log keeps stderr).
+			null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+			if err != nil {
+				d.stop()
+				return nil, err
+			}
+			defer null.Close()
+			cmd.Stdout = null
 		}
 		c, err := startChild(role, cmd, filepath.Join(f.dir, db+"-"+role+".log"))
 		if err != nil {

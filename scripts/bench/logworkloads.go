@@ -31,7 +31,7 @@ func logFile() string {
 // pairedVariants are the variants addFlowRatios pairs with the unlimited
 // variant their name extends.
 func pairedVariants() []flowVariant {
-	return append(append([]flowVariant(nil), flowVariants...), logVariant)
+	return append(append(append([]flowVariant(nil), flowVariants...), logVariant), obsVariants...)
 }
 
 // logW1Jobs is the task-log variant of W1 in layout mode: `daemon all`

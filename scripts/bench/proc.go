@@ -21,7 +21,8 @@ type child struct {
 	done chan struct{}
 }
 
-// startChild starts cmd with its output appended to logPath; the process
+// startChild starts cmd with its output appended to logPath (its standard
+// output only when cmd.Stdout is not set already); the process
 // dies with the driver (Pdeathsig) so an interrupted run leaves nothing.
 func startChild(name string, cmd *exec.Cmd, logPath string) (*child, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -29,7 +30,10 @@ func startChild(name string, cmd *exec.Cmd, logPath string) (*child, error) {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
+	if cmd.Stdout == nil {
+		cmd.Stdout = f
+	}
+	cmd.Stderr = f
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}

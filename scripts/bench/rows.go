@@ -115,7 +115,7 @@ func tableRows(p plan) []rowSpec {
 			Cells: ffPicks("W2", mode, map[string]pick{sysRiver: pickOf("W2", varRiverBench)}),
 			NA:    map[string]string{sysCelery: l.na, sysCeiling: "-"}})
 	}
-	return append(append(append(append(append(rows, flowRows(p, "W2")...), openRows(p)...), dagRows(p)...), triggerRows()...), retentionRows(p)...)
+	return append(append(append(append(append(append(rows, flowRows(p, "W2")...), obsRows()...), openRows(p)...), dagRows(p)...), triggerRows()...), retentionRows(p)...)
 }
 
 func dagRows(p plan) []rowSpec {
@@ -176,6 +176,7 @@ func methodNotes(p plan) []string {
 		fmt.Sprintf("W2o open loop: single-task runs triggered at %g a second for %.0f s on a fixed schedule (trigger i due i/rate after the start, issued by the first of %d triggerers free; one that is late is recorded as lag, never skipped), then up to %.0f s for the system to finish them. FlowForge: fftrigger's store.Trigger against separate daemons at the tree's defaults; River: InsertTx + commit, its default fetch settings, MaxWorkers 2000. Triggers issued/s = n ÷ (the last one's issue time + one interval). Runs/s: completions committed inside the window (from the first run's created_at) per second of it; the percentiles are of every triggered run, created_at → completion committed, a run still open at the end counted with its age then (a lower bound; the finished row says whether any was).", p.OpenRate, p.OpenWindow.Seconds(), openTriggerers, p.OpenDrain.Seconds()),
 		flowNote(p),
 		logNote(),
+		obsNote(),
 		w6Note(p),
 		"W5 history: 1,000,000 copies of a real finished run (all its rows: run, task run, events, outbox row), spread over the last 20 h, built once with the before column's build and migrated with the current ffctl for the current column (both leave the same 10 rows per run); River's is 1,000,000 completed jobs over the same 20 h (inside its 24 h retention, so its cleaner stays idle).",
 		"River: the client runs in the driver process; 'defaults' is River's default fetch settings (FetchCooldown 100 ms, FetchPollInterval 1 s) with MaxWorkers 2000, which has no default; '" + varRiverMW100 + "' (W1 only) the same fetch settings with MaxWorkers 100. The W1 rows 'separate daemons (defaults) ÷ …' put FlowForge's separate layout at the tree's defaults beside River at its benchmark settings, beside River at MaxWorkers 100 and default fetch, and beside the publish+consume ceiling (FF÷River, FF÷ceiling).",
