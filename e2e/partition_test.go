@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/flowforge/flowforge/core/broker"
 	"github.com/flowforge/flowforge/e2e/harness"
 )
 
@@ -87,5 +89,59 @@ tasks:
 	}
 	if cut.Exited() {
 		t.Fatalf("the cut worker exited:\n%s", cut.Logs())
+	}
+}
+
+// TestAPublisherBlackHoledMidConfirmRepublishesAndEachTaskRunsOnce: mode
+// 134. The publisher's broker connection goes through a proxy that starts
+// black-holing it (no reset: the bytes of the publishes and their
+// confirms go nowhere) while five runs are triggered; the scheduler, the
+// worker and the database are unaffected. The publisher's batch waits for
+// confirms that never come until its confirm timeout (10 s by default,
+// broker.ConfirmTimeoutDefault: the bound on the detection), logs the
+// connection lost with the rows still pending, and re-dials; once the
+// proxy passes again it publishes the rows again and stamps them. Every
+// run SUCCEEDED, each task ran once (a copy the broker also got from the
+// held bytes loses its claim). The time to detection is logged.
+func TestAPublisherBlackHoledMidConfirmRepublishesAndEachTaskRunsOnce(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t, harness.StackOptions{})
+	db := s.DB(t)
+	count := t.TempDir() + "/executions"
+	s.Apply(t, outboxCountWorkflow("blackholed", count))
+	u, err := url.Parse(s.AMQPURLs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp := harness.StartProxy(t, u.Host)
+	s.Daemon(t, "scheduler", "scheduler")
+	pub := s.DaemonEnv(t, "publisher", "publisher", []string{"FLOWFORGE_AMQP_URL=" + bp.URL(s.AMQPURLs[0])})
+	s.Daemon(t, "worker", "worker", "--allow-shell")
+	pub.WaitForLog(t, "publisher: started", 30*time.Second)
+	warm := s.Trigger(t, "blackholed")
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, warm)
+	bp.SetMode(harness.ProxyBlackhole)
+	start := time.Now()
+	var runs []string
+	for range 5 {
+		runs = append(runs, s.Trigger(t, "blackholed"))
+	}
+	pub.WaitForLog(t, "publisher: broker connection lost; rows stay pending", 30*time.Second)
+	detected := time.Since(start)
+	if n := harness.QueryInt(t, db, `SELECT count(*) FROM outbox WHERE published_at IS NULL`); n == 0 {
+		t.Fatal("no outbox row pending after the publisher lost the broker: a row was stamped without its confirm")
+	}
+	bp.SetMode(harness.ProxyPass)
+	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, runs...)
+	t.Logf("black hole: the publisher gave the batch up %v after the cut (confirm timeout %v); every run SUCCEEDED %v after the cut",
+		detected.Round(time.Millisecond), broker.ConfirmTimeoutDefault, time.Since(start).Round(time.Millisecond))
+	if detected > broker.ConfirmTimeoutDefault+10*time.Second {
+		t.Fatalf("the publisher noticed %v after the cut; its confirm timeout is %v", detected, broker.ConfirmTimeoutDefault)
+	}
+	execs := dispatchExecutions(t, count)
+	for _, id := range append(runs, warm) {
+		if execs[id] != 1 {
+			t.Errorf("run %s: its shell task ran %d times, want 1", id, execs[id])
+		}
 	}
 }
