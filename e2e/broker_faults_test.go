@@ -18,14 +18,33 @@ import (
 )
 
 // TestMemoryAlarmBlocksPublishingBoundedAndResumes is mode 28: a private
-// node raises its memory alarm. A run triggered during the alarm is not
-// lost and does not hang the publisher: its cycle returns within the
-// confirm timeout with the row still pending (recorded as a failed
-// attempt), readiness reports the block (503) while the scheduler stays
-// ready, and once the alarm clears readiness is 200 again and the run
+// node raises its memory alarm, and in a second case its disk alarm. A run
+// triggered during the alarm is not lost and does not hang the publisher:
+// its cycle returns within the confirm timeout with the row still pending
+// (recorded as a failed attempt whose error, which the dashboard's outbox
+// screen shows, names the alarm), readiness reports the block (503) while
+// the scheduler stays ready, and flowforge_publisher_blocked is 1; once
+// the alarm clears readiness is 200 again, the gauge 0, and the run
 // completes. The publisher logs the alarm once when it is raised and once
 // when it clears, and no "recovered" in between.
 func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		alarm func(*harness.Rabbit, testing.TB, bool)
+	}{
+		{"memory", (*harness.Rabbit).SetMemoryAlarm},
+		{"disk", (*harness.Rabbit).SetDiskAlarm},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			brokerAlarmCase(t, tc.alarm)
+		})
+	}
+}
+
+// brokerAlarmCase is one case of TestMemoryAlarmBlocksPublishingBoundedAndResumes:
+// setAlarm raises and clears the alarm.
+func brokerAlarmCase(t *testing.T, setAlarm func(*harness.Rabbit, testing.TB, bool)) {
 	rabbit := harness.StartRabbit(t, harness.RabbitOptions{})
 	s := harness.NewStack(t, harness.StackOptions{AMQPURLs: []string{rabbit.URL()}})
 	sched := s.DaemonWithHealth(t, "scheduler", "scheduler")
@@ -37,7 +56,7 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	runs := []string{s.Trigger(t, "recovery-chain")}
 	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, runs[0])
 
-	rabbit.SetMemoryAlarm(t, true)
+	setAlarm(rabbit, t, true)
 	alarm := time.Now()
 	id := s.Trigger(t, "recovery-chain")
 	runs = append(runs, id)
@@ -56,7 +75,7 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	// alarm lasts (sampled over a full confirm timeout).
 	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if r, err := recoveryReady(pub.Health); err == nil && r.Code == 200 {
-			t.Fatalf("publisher readiness went green during the memory alarm: %v", r.Checks)
+			t.Fatalf("publisher readiness went green during the alarm: %v", r.Checks)
 		}
 	}
 	if v := harness.Metric(t, pub.Health, "flowforge_publish_total", `outcome="confirmed"`); v < 2 {
@@ -77,13 +96,22 @@ func TestMemoryAlarmBlocksPublishingBoundedAndResumes(t *testing.T) {
 	}
 	recoveryAssertAlive(t, sched, pub, w)
 
-	rabbit.SetMemoryAlarm(t, false)
+	if v := harness.Metric(t, pub.Health, "flowforge_publisher_blocked"); v != 1 {
+		t.Errorf("flowforge_publisher_blocked = %v during the alarm, want 1", v)
+	}
+	if n := harness.QueryInt(t, s.DB(t), `SELECT count(*) FROM outbox WHERE published_at IS NULL AND last_error LIKE '%resource alarm%'`); n < 1 {
+		t.Errorf("no pending outbox row whose error names the resource alarm (what ffctl tui's outbox screen shows)")
+	}
+	setAlarm(rabbit, t, false)
 	recoveryReadyOK(t, pub, 40*time.Second, "postgres", "rabbitmq")
 	s.WaitRuns(t, "SUCCEEDED", 60*time.Second, id)
 	if n := recoveryCountLogs(pub.Process, "publisher: broker accepts publishing again (resource alarm cleared)"); n != 1 {
 		t.Errorf("the publisher logged the alarm's end %d times, want once", n)
 	}
 	t.Logf("alarm raised to run completed: %v", time.Since(alarm).Round(time.Millisecond))
+	if v := harness.Metric(t, pub.Health, "flowforge_publisher_blocked"); v != 0 {
+		t.Errorf("flowforge_publisher_blocked = %v after the alarm cleared, want 0", v)
+	}
 	recoveryAssertAlive(t, sched, pub, w)
 	recoveryAssertRanOnce(t, s, runs, w)
 }

@@ -97,6 +97,9 @@ type Metrics struct {
 	// they stay true while the publisher cannot publish (broker down).
 	OutboxPending       prometheus.Gauge
 	OutboxOldestSeconds prometheus.Gauge
+	// PublisherBlocked is 1 while the broker blocks this process's
+	// publishing (a memory or disk resource alarm), else 0.
+	PublisherBlocked prometheus.Gauge
 	// OutboxQuarantined is the number of quarantined outbox rows (refused
 	// by the broker for good, waiting for `ffctl outbox retry|drop`): the
 	// alert metric of mode 37. Read at scrape time when a
@@ -310,7 +313,8 @@ func NewBounded(maxLabelValues int) *Metrics {
 	m.DBXminHorizonXIDs = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_db_xmin_horizon_xids", Help: "Transaction ids the xmin horizon lags behind (sessions, prepared transactions, replication slots)."})
 	m.DBDeadTuples = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "flowforge_db_dead_tuples", Help: "Dead tuples (n_dead_tup) of FlowForge's hot tables, by table."}, []string{"table"})
 	m.OutboxQuarantinedTotal = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_outbox_quarantined_total", Help: "Outbox rows this process quarantined."})
-	r.MustRegister(m.OutboxQuarantinedTotal, m.StreamPending, m.StreamOldestSeconds)
+	m.PublisherBlocked = prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_publisher_blocked", Help: "1 while the broker blocks this process's publishing (a memory or disk resource alarm: rows stay pending), else 0."})
+	r.MustRegister(m.OutboxQuarantinedTotal, m.StreamPending, m.StreamOldestSeconds, m.PublisherBlocked)
 	r.MustRegister(m.TasksClaimed, m.TasksFinished, m.HandedBack, m.ClaimsLost, m.WriteBatchSize, m.StaleWrites, m.PoisonMessages, m.HandlerPanics, m.ResultsRewritten,
 		m.LeasesReaped, m.TasksRedispatched, m.TasksPromoted, m.TasksSkipped, m.TasksExpanded, m.HeldTasksEnded, m.TasksAdmitted,
 		m.PublishOutcomes, outboxCollector{m}, m.Reconnects, m.DependencyUp, m.InFlight,

@@ -74,6 +74,11 @@ func (p *Publisher) cycle(ctx context.Context, ln *lane, pub *broker.Publisher) 
 	}
 	start := time.Now()
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
+	if pubErr != nil && pub.Blocked() && !errors.Is(pubErr, broker.ErrBlocked) {
+		// The rows' error says why (ffctl outbox, the dashboard's outbox
+		// screen): a timeout while blocked is the alarm's.
+		pubErr = fmt.Errorf("%w (%w)", pubErr, broker.ErrBlocked)
+	}
 	spans.end(outcomes, pubErr)
 	p.observeConfirms(ctx, msgs, outcomes, time.Since(start))
 	p.injectFaults(ctx, outcomes)

@@ -307,8 +307,14 @@ func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broke
 		_ = backoff.Sleep(ctx, d)
 	default:
 		p.alarm.Store(false)
-		if published && p.alarmLogged.Swap(false) {
-			p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
+		if published {
+			// Only a publish shows the alarm over: a fresh connection
+			// looks unblocked until it publishes (flowforge_publisher_blocked
+			// follows the log, not readiness's moment-to-moment view).
+			p.cfg.Metrics.PublisherBlocked.Set(0)
+			if p.alarmLogged.Swap(false) {
+				p.log.Info("publisher: broker accepts publishing again (resource alarm cleared)")
+			}
 		}
 		l.dbBO.Succeeded()
 		if full {
@@ -328,6 +334,7 @@ func (p *Publisher) settle(ctx context.Context, ln *lane, l *runLoop, pub *broke
 // alarmLogged).
 func (p *Publisher) alarmRaised(ln *lane, err error) {
 	p.alarm.Store(true)
+	p.cfg.Metrics.PublisherBlocked.Set(1)
 	if p.alarmLogged.Swap(true) {
 		return
 	}

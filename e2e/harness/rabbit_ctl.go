@@ -108,3 +108,28 @@ func (r *Rabbit) SetMemoryAlarm(t testing.TB, on bool) {
 		return true, nil
 	})
 }
+
+// SetDiskAlarm raises (on) or clears the node's disk alarm: a free-disk
+// limit far above any disk (set_disk_free_limit 100000GB), or the
+// default 50MB back, and waits (up to 30 s) until the node reports the
+// alarm raised or cleared. The node rechecks the free space on its own
+// schedule, so the wait is that check's, not a fixed delay.
+func (r *Rabbit) SetDiskAlarm(t testing.TB, on bool) {
+	t.Helper()
+	limit := "50MB"
+	if on {
+		limit = "100000GB"
+	}
+	r.Ctl(t, "set_disk_free_limit", limit)
+	state := map[bool]string{true: "raised", false: "cleared"}[on]
+	Eventually(t, 30*time.Second, "disk alarm "+state+" on "+r.Node, func() (bool, error) {
+		out, err := r.cli("rabbitmqctl", "eval", "rabbit_alarm:get_local_alarms().")
+		if err != nil {
+			return false, err
+		}
+		if has := strings.Contains(out, "resource_limit,disk"); has != on {
+			return false, fmt.Errorf("local alarms: %s", strings.TrimSpace(out))
+		}
+		return true, nil
+	})
+}
