@@ -23,10 +23,39 @@ type probe struct {
 	overlaps []string // what ran beside the suspect, as it was seen
 	started  chan uuid.UUID
 	release  map[uuid.UUID]chan struct{}
+	released map[uuid.UUID]bool
+	allFree  bool // set by freeAll: every later task run is released at once
 }
 
 func newProbe() *probe {
-	return &probe{running: map[uuid.UUID]bool{}, started: make(chan uuid.UUID, 16), release: map[uuid.UUID]chan struct{}{}}
+	return &probe{running: map[uuid.UUID]bool{}, started: make(chan uuid.UUID, 16),
+		release: map[uuid.UUID]chan struct{}{}, released: map[uuid.UUID]bool{}}
+}
+
+// free releases task run id (once).
+func (p *probe) free(id uuid.UUID) {
+	ch := p.gate(id)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.released[id] {
+		p.released[id] = true
+		close(ch)
+	}
+}
+
+// freeAll releases every task run the probe has seen, so that a failed
+// test's worker can stop.
+func (p *probe) freeAll() {
+	p.mu.Lock()
+	p.allFree = true
+	ids := make([]uuid.UUID, 0, len(p.release))
+	for id := range p.release {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.free(id)
+	}
 }
 
 // gate returns the channel whose closing releases task run id.
@@ -35,6 +64,10 @@ func (p *probe) gate(id uuid.UUID) chan struct{} {
 	defer p.mu.Unlock()
 	if p.release[id] == nil {
 		p.release[id] = make(chan struct{})
+		if p.allFree {
+			p.released[id] = true
+			close(p.release[id])
+		}
 	}
 	return p.release[id]
 }
@@ -114,17 +147,18 @@ func TestASuspectRunsAloneOnItsWorker(t *testing.T) {
 		}
 	}
 	r.start()
+	t.Cleanup(p.freeAll) // before the worker's stop: cleanups run last first
 	first := trigger(false)
 	want(true, first, "an ordinary task starts")
 	suspect := trigger(true)
 	want(false, suspect, "the suspect waits for the running handler")
 	after := trigger(false)
 	want(false, after, "a task claimed after the suspect waits behind it")
-	close(p.gate(first))
+	p.free(first)
 	want(true, suspect, "the suspect starts once the handler before it ended")
-	close(p.gate(suspect))
+	p.free(suspect)
 	want(true, after, "the task behind the suspect starts once the suspect ended")
-	close(p.gate(after))
+	p.free(after)
 	for range 3 {
 		if f := r.awaitFinished(30 * time.Second); f.Err != nil || !f.OK || f.State != core.TaskSucceeded {
 			t.Fatalf("finish %+v; want SUCCEEDED", f)
