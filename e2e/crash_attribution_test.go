@@ -73,23 +73,19 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 			start()
 		}
 		p := crashTaskOf(t, db, poisonRun, "p")
+		if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state = 'DEAD'`, innocentRun); n > 0 {
+			t.Fatalf("%d innocent tasks DEAD after %d crashes (the poison %s at attempt %d)", n, deaths, p.State, p.Attempt)
+		}
 		return p.State == "DEAD" && crashRunState(t, db, innocentRun) == "SUCCEEDED",
 			fmt.Errorf("poison %s attempt %d, innocents' run %s, %d crashes", p.State, p.Attempt, crashRunState(t, db, innocentRun), deaths)
 	})
 
-	var state string
-	var attempt, maxAttempts, refunds int
-	if err := db.QueryRow(`SELECT state, attempt, max_attempts, crash_refunds FROM task_runs WHERE run_id = $1`, poisonRun).
-		Scan(&state, &attempt, &maxAttempts, &refunds); err != nil {
-		t.Fatal(err)
-	}
-	if state != "DEAD" || attempt != 4 || maxAttempts != 4 || refunds != 1 || deaths != 4 {
-		t.Fatalf("poison %s attempt %d of %d, %d given back, after %d crashes; want DEAD at 4 of 4 (the first crash given back, 3 counted) after 4 crashes",
-			state, attempt, maxAttempts, refunds, deaths)
-	}
-	rows, err := db.Query(`SELECT t.task_name, t.state, t.attempt, t.max_attempts, t.crash_refunds,
+	// The innocents first, in columns an older schema has too: this test
+	// failed on the code before the rule here, or at the innocents' run
+	// FAILED above.
+	rows, err := db.Query(`SELECT t.task_name, t.state, t.attempt, t.max_attempts,
 	       EXISTS (SELECT 1 FROM task_events e WHERE e.task_run_id = t.id AND e.worker_id = $2 AND e.reason = 'claimed'),
-	       EXISTS (SELECT 1 FROM task_events e WHERE e.task_run_id = t.id AND e.crash_companions = 9
+	       EXISTS (SELECT 1 FROM task_events e WHERE e.task_run_id = t.id
 	                 AND e.reason LIKE '%given back: reaped with 9 other tasks of worker ' || $2 || '%')
 	  FROM task_runs t WHERE t.run_id = $1 ORDER BY t.task_name`, innocentRun, w0)
 	if err != nil {
@@ -99,13 +95,14 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 	var atFirstCrash, givenBack int
 	for rows.Next() {
 		var name, st string
-		var att, maxAtt, back int
+		var att, maxAtt int
 		var inFirst, backAtFirst bool
-		if err := rows.Scan(&name, &st, &att, &maxAtt, &back, &inFirst, &backAtFirst); err != nil {
+		if err := rows.Scan(&name, &st, &att, &maxAtt, &inFirst, &backAtFirst); err != nil {
 			t.Fatal(err)
 		}
-		if st != "SUCCEEDED" || att > maxAtt || att-back > 2 {
-			t.Errorf("innocent %s: %s, attempt %d of %d, %d given back; want SUCCEEDED within its attempts", name, st, att, maxAtt, back)
+		// Each give-back raised max_attempts by one: at most 2 counted.
+		if st != "SUCCEEDED" || att > maxAtt || att-(maxAtt-2) > 2 {
+			t.Errorf("innocent %s: %s, attempt %d of %d; want SUCCEEDED within its attempts", name, st, att, maxAtt)
 		}
 		if inFirst {
 			atFirstCrash++
@@ -113,13 +110,23 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 				t.Errorf("innocent %s was in flight at the first crash: max_attempts %d; want its attempt given back (history: reaped with 9 other tasks of %s)", name, maxAtt, w0)
 			}
 		}
-		givenBack += back
+		givenBack += maxAtt - 2
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if atFirstCrash != 9 {
 		t.Fatalf("%d innocents in flight at the first crash, want 9", atFirstCrash)
+	}
+	var state string
+	var attempt, maxAttempts, refunds int
+	if err := db.QueryRow(`SELECT state, attempt, max_attempts, crash_refunds FROM task_runs WHERE run_id = $1`, poisonRun).
+		Scan(&state, &attempt, &maxAttempts, &refunds); err != nil {
+		t.Fatal(err)
+	}
+	if state != "DEAD" || attempt != 4 || maxAttempts != 4 || refunds != 1 || deaths != 4 {
+		t.Fatalf("poison %s attempt %d of %d, %d given back, after %d crashes; want DEAD at 4 of 4 (the first crash given back, 3 counted) after 4 crashes",
+			state, attempt, maxAttempts, refunds, deaths)
 	}
 	t.Logf("4 crashes; the innocents got %d attempts back in all; %d workers started", givenBack, len(workers))
 	if !strings.Contains(workers[1].Logs(), "worker: running a crash suspect alone") {
