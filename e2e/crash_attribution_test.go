@@ -31,11 +31,10 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 	s.ControlPlane(t, "--sweep-interval", "200ms")
 	dir := t.TempDir()
 	const retry = "retry: {max_attempts: %d, initial_backoff: 100ms, max_backoff: 100ms}"
-	var workers []*harness.Process
-	start := func() {
-		workers = append(workers, bin.Daemon(t, fmt.Sprintf("worker-%d", len(workers)), "worker", "--concurrency", "10", "--lease", "1s"))
-	}
-	start() // before the applies: they check that a live worker has the handlers
+	workers := &workerRestarts{t: t, start: func(name string) *harness.Process {
+		return bin.Daemon(t, name, "worker", "--concurrency", "10", "--lease", "1s")
+	}}
+	workers.next() // before the applies: they check that a live worker has the handlers
 	harness.Eventually(t, 30*time.Second, "the worker to register", func() (bool, error) {
 		return harness.QueryInt(t, db, `SELECT count(*) FROM workers WHERE role = 'worker' AND handlers IS NOT NULL`) > 0, nil
 	})
@@ -50,8 +49,8 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 	first := crashWaitTask(t, db, poisonRun, "p", 30*time.Second, "to be RUNNING", func(c crashTask) bool { return c.State == "RUNNING" })
 	w0 := first.Worker.String
 	innocentRun := bin.Trigger(t, "innocents")
-	if code := crashWaitExit(t, workers[0], 60*time.Second); code != 128+9 {
-		t.Fatalf("worker-0 exited %d, want 137 (SIGKILL by the poison)\n%s", code, workers[0].Logs())
+	if code := crashWaitExit(t, workers.last(), 60*time.Second); code != 128+9 {
+		t.Fatalf("worker-0 exited %d, want 137 (SIGKILL by the poison)\n%s", code, workers.last().Logs())
 	}
 	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE worker_id = $1 AND reason = 'claimed'`, w0); n != 10 {
 		t.Fatalf("worker-0 claimed %d tasks before the first crash, want 10 (the poison and 9 innocents)", n)
@@ -59,19 +58,13 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deaths := 1
-	start()
+	workers.deaths++
+	workers.next()
 	harness.Eventually(t, 90*time.Second, "the poison DEAD and the innocents' run settled", func() (bool, error) {
-		if w := workers[len(workers)-1]; w.Exited() {
-			if code := crashWaitExit(t, w, time.Second); code != 128+9 {
-				return false, fmt.Errorf("a worker exited %d, want 137 (SIGKILL)", code)
-			}
-			deaths++
-			if deaths > 10 {
-				t.Fatalf("the workers died %d times: the poison is never blamed", deaths)
-			}
-			start()
+		if err := workers.restartTheDead(); err != nil {
+			return false, err
 		}
+		deaths := workers.deaths
 		p := crashTaskOf(t, db, poisonRun, "p")
 		if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_runs WHERE run_id = $1 AND state = 'DEAD'`, innocentRun); n > 0 {
 			t.Fatalf("%d innocent tasks DEAD after %d crashes (the poison %s at attempt %d)", n, deaths, p.State, p.Attempt)
@@ -124,12 +117,12 @@ func TestAPoisonTaskAmongTwentyInnocentOnesIsTheOnlyOneDead(t *testing.T) {
 		Scan(&state, &attempt, &maxAttempts, &refunds); err != nil {
 		t.Fatal(err)
 	}
-	if state != "DEAD" || attempt != 4 || maxAttempts != 4 || refunds != 1 || deaths != 4 {
+	if deaths := workers.deaths; state != "DEAD" || attempt != 4 || maxAttempts != 4 || refunds != 1 || deaths != 4 {
 		t.Fatalf("poison %s attempt %d of %d, %d given back, after %d crashes; want DEAD at 4 of 4 (the first crash given back, 3 counted) after 4 crashes",
-			state, attempt, maxAttempts, refunds, deaths)
+			state, attempt, maxAttempts, refunds, workers.deaths)
 	}
-	t.Logf("4 crashes; the innocents got %d attempts back in all; %d workers started", givenBack, len(workers))
-	if !strings.Contains(workers[1].Logs(), "worker: running a crash suspect alone") {
-		t.Errorf("worker-1 never ran a suspect alone:\n%s", workers[1].Logs())
+	t.Logf("4 crashes; the innocents got %d attempts back in all; %d workers started", givenBack, len(workers.workers))
+	if !strings.Contains(workers.workers[1].Logs(), "worker: running a crash suspect alone") {
+		t.Errorf("worker-1 never ran a suspect alone:\n%s", workers.workers[1].Logs())
 	}
 }

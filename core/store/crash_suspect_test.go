@@ -183,7 +183,7 @@ func TestASuspectThatRanAloneCountsAndTheTasksWaitingForItDoNot(t *testing.T) {
 // TestASuspectIsClearedOnlyByAFinishOfAnAttemptThatRanAlone: mode 129. A
 // suspect whose handler ran alone and failed (handled: its worker lived)
 // is cleared of suspicion by its finish; one whose attempt ended without
-// running alone (cancelled while it waited) stays a suspect. MarkAlone is
+// running alone (one cancelled or aborted while it waited) stays a suspect. MarkAlone is
 // fenced by the attempt's token.
 func TestASuspectIsClearedOnlyByAFinishOfAnAttemptThatRanAlone(t *testing.T) {
 	t.Parallel()
