@@ -21,12 +21,15 @@
 --
 -- Expand: new columns with defaults (no table rewrite) and an index; older
 -- binaries never read them (their reaper counts every crash, as before).
--- The ALTERs wait at most half of deadlock_timeout for their locks
--- (`ffctl migrate` retries a lock timeout).
+-- It takes task_runs and task_events first, in the order every writer of
+-- both takes them (a claim, a finish, a reap: the task row, then its
+-- history row), waiting at most half of deadlock_timeout (`ffctl migrate`
+-- retries a lock timeout).
 -- flowforge:compat-floor 2
 
 -- +goose Up
 SELECT set_config('lock_timeout', least(200, (SELECT setting::int FROM pg_settings WHERE name = 'deadlock_timeout') / 2)::text || 'ms', true);
+LOCK TABLE task_runs, task_events IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE task_runs
     ADD COLUMN suspect boolean NOT NULL DEFAULT false,
     ADD COLUMN crash_refunds integer NOT NULL DEFAULT 0,
