@@ -234,6 +234,43 @@ tasks:
 	}
 }
 
+// workerRestarts is a supervisor loop in a test: start starts a worker
+// called name, and restartTheDead starts the next one each time the
+// latest has died by SIGKILL, counting the deaths (at most 10: more means
+// a task loops).
+type workerRestarts struct {
+	t       *testing.T
+	start   func(name string) *harness.Process
+	workers []*harness.Process
+	deaths  int
+}
+
+// next starts worker-N, N the number started before.
+func (w *workerRestarts) next() {
+	w.workers = append(w.workers, w.start(fmt.Sprintf("worker-%d", len(w.workers))))
+}
+
+// last is the latest worker started.
+func (w *workerRestarts) last() *harness.Process { return w.workers[len(w.workers)-1] }
+
+// restartTheDead starts the next worker when the latest has exited: an
+// error when it exited otherwise than by SIGKILL (137), a failed test past
+// 10 deaths.
+func (w *workerRestarts) restartTheDead() error {
+	if !w.last().Exited() {
+		return nil
+	}
+	if code := crashWaitExit(w.t, w.last(), time.Second); code != 128+9 {
+		return fmt.Errorf("worker-%d exited %d, want 137 (SIGKILL)", len(w.workers)-1, code)
+	}
+	w.deaths++
+	if w.deaths > 10 {
+		w.t.Fatalf("the workers died %d times: a task loops for ever", w.deaths)
+	}
+	w.next()
+	return nil
+}
+
 // TestTaskThatKillsItsWorkerEveryAttemptEndsDead: mode 21. The task's shell
 // command SIGKILLs its worker (the parent of the shell's parent, the shell
 // supervisor) on every attempt; a
@@ -254,25 +291,16 @@ tasks:
     retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 100ms}
 `)
 	run := s.Trigger(t, "crash-suicide")
-	var workers []*harness.Process
-	start := func() {
-		workers = append(workers, s.Daemon(t, fmt.Sprintf("worker-%d", len(workers)), "worker", "--lease", "1s", "--allow-shell"))
-	}
-	start()
-	deaths := 0
+	workers := &workerRestarts{t: t, start: func(name string) *harness.Process {
+		return s.Daemon(t, name, "worker", "--lease", "1s", "--allow-shell")
+	}}
+	workers.next()
 	harness.Eventually(t, 60*time.Second, "the task to end DEAD", func() (bool, error) {
-		if w := workers[len(workers)-1]; w.Exited() {
-			if code := crashWaitExit(t, w, time.Second); code != 128+9 {
-				return false, fmt.Errorf("worker exited %d, want 137 (SIGKILL)", code)
-			}
-			deaths++
-			if deaths > 10 {
-				t.Fatalf("the worker died %d times: the task loops forever", deaths)
-			}
-			start()
+		if err := workers.restartTheDead(); err != nil {
+			return false, err
 		}
 		c := crashTaskOf(t, db, run, "killer")
-		return c.State == "DEAD", fmt.Errorf("task is %s attempt %d after %d worker deaths", c.State, c.Attempt, deaths)
+		return c.State == "DEAD", fmt.Errorf("task is %s attempt %d after %d worker deaths", c.State, c.Attempt, workers.deaths)
 	})
 	c := crashTaskOf(t, db, run, "killer")
 	if c.Attempt != 3 || !strings.Contains(c.Error.String, "lease expired") {
@@ -281,11 +309,11 @@ tasks:
 	if n := crashClaims(t, db, c.ID); n != 3 {
 		t.Fatalf("claims = %d, want 3", n)
 	}
-	if deaths != 3 {
-		t.Fatalf("worker deaths = %d, want 3 (one per attempt)", deaths)
+	if workers.deaths != 3 {
+		t.Fatalf("worker deaths = %d, want 3 (one per attempt)", workers.deaths)
 	}
 	s.WaitRuns(t, "FAILED", 10*time.Second, run)
-	if w := workers[len(workers)-1]; w.Exited() {
+	if w := workers.last(); w.Exited() {
 		t.Fatalf("the last worker died too: %s", w.Logs())
 	}
 }

@@ -46,6 +46,10 @@ type ClaimedTask struct {
 	ReadyAt      sql.NullTime `db:"ready_at"`
 	ClaimedAt    time.Time    `db:"started_at"`
 	RunCreatedAt time.Time    `db:"run_created_at"`
+	// Suspect says the task was reaped from a crashed worker together with
+	// other tasks (store.Reap's crash rule): the worker runs its handler
+	// alone, and records that it did (MarkAlone) before it starts it.
+	Suspect bool `db:"suspect"`
 }
 
 // Policy returns the claimed task's retry policy.
@@ -113,7 +117,8 @@ const (
 	claimTail = `
  RETURNING t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.params AS run_params,
            t.depends_on, t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms,
-           t.fencing_token, t.idempotency_key, t.lease_expires_at, t.item, t.ready_at, t.started_at, r.created_at AS run_created_at
+           t.fencing_token, t.idempotency_key, t.lease_expires_at, t.item, t.ready_at, t.started_at, r.created_at AS run_created_at,
+           t.suspect
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, worker_id, actor, reason)
     SELECT id, run_id, 'READY', 'RUNNING', attempt, fencing_token, $3, $3, 'claimed' FROM claimed
@@ -122,7 +127,7 @@ SELECT c.id, c.run_id, c.workflow_name, c.task_name, c.handler, c.params, c.run_
        coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
                    FROM task_runs p WHERE p.run_id = c.run_id AND p.task_name = ANY (c.depends_on)), '{}'::jsonb) AS upstream,
        c.attempt, c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.timeout_ms, c.fencing_token,
-       c.idempotency_key, c.lease_expires_at, c.item, c.ready_at, c.started_at, c.run_created_at
+       c.idempotency_key, c.lease_expires_at, c.item, c.ready_at, c.started_at, c.run_created_at, c.suspect
   FROM claimed c`
 )
 
@@ -253,7 +258,7 @@ SELECT t.id, t.run_id, r.workflow_name, t.task_name, t.handler, t.params, r.para
        coalesce((SELECT jsonb_object_agg(p.task_name, coalesce(p.result, 'null'::jsonb))
                    FROM task_runs p WHERE p.run_id = t.run_id AND p.task_name = ANY (t.depends_on)), '{}'::jsonb) AS upstream,
        t.attempt, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.timeout_ms, t.fencing_token,
-       t.idempotency_key, t.lease_expires_at, t.item, t.ready_at, t.started_at, r.created_at AS run_created_at
+       t.idempotency_key, t.lease_expires_at, t.item, t.ready_at, t.started_at, r.created_at AS run_created_at, t.suspect
   FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
  WHERE t.id = $1 AND t.state = 'RUNNING' AND t.fencing_token = $2 AND t.worker_id = $3`
 

@@ -67,7 +67,7 @@
 //	quarantine.go      | the outbox's quarantine: list, retry, drop, history             | quarantine_test.go
 //	query.go           | GetRun, GetTask, ListLeases, TaskStateOf                        | every test (fixtures_test.go reads through it); heldshow_test.go, heldshow_plan_test.go (held fields)
 //	reach.go           | IsUnreachable: a lost database told from a refusal              | reach_test.go
-//	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds        | reap_test.go, lease_test.go, interleave_test.go
+//	reap.go            | Reap: expired leases to RETRYING or DEAD, outage refunds, the crash rule | reap_test.go, crash_suspect_test.go, lease_test.go, interleave_test.go
 //	redispatch.go      | Redispatch: a READY task whose dispatch was lost, sent again    | redispatch_test.go
 //	requeue.go         | RequeueMany, Requeue, RequeueTask (`dead requeue`)              | requeue_test.go, upstream_test.go
 //	rerun.go           | Rerun (`run rerun`): a run repeated, audited; a run's reruns    | rerun_test.go
@@ -83,6 +83,7 @@
 //	session.go         | Options' session bounds, SessionURL                             | session_test.go, session_export_test.go
 //	settled.go         | SettledRun: a run a finish or a pass settled (run duration)     | settled_test.go
 //	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go
+//	suspect.go         | MarkAlone: a crash suspect's attempt runs alone                 | crash_suspect_test.go
 //	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
 //	tasklogs.go        | InsertTaskLogs, TaskLogs, TaskLogTail: per-task logs (task_logs) | tasklogs_test.go

@@ -90,6 +90,9 @@ type FinishResult struct {
 //     ClaimMaxBatch rows over as many runs needs five, so it never sends
 //     AnyRun); nothing when it changed no row.
 //
+// A finish of an attempt whose handler ran alone (MarkAlone) clears the
+// task's crash suspicion: it ended without taking its worker down.
+//
 // The request's columns q, by number in the batch's arrays and the single
 // row's parameters alike: $1 id, $2 token, $3 outcome, $4 result text, $5
 // error, $6 permanent, $7 retry delay in ms, $8 idempotency key, $9
@@ -108,6 +111,7 @@ const (
            reused_from = CASE WHEN q.outcome = 'SUCCEEDED' THEN q.reused_from END,
            reused_from_run = CASE WHEN q.outcome = 'SUCCEEDED' THEN q.reused_run END,
            lease_expires_at = NULL,
+           suspect = t.suspect AND t.alone_token IS DISTINCT FROM t.fencing_token,
            finished_at = CASE WHEN q.outcome <> 'FAILED' OR q.permanent OR t.attempt >= t.max_attempts THEN now() END,
            next_attempt_at = CASE WHEN q.outcome = 'FAILED' AND NOT q.permanent AND t.attempt < t.max_attempts
                                   THEN now() + q.delay_ms * interval '1 millisecond' END`

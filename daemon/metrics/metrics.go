@@ -140,6 +140,10 @@ type Metrics struct {
 	// LeasesReapedAfterOutage counts reaped leases that had lapsed during
 	// such an outage: their attempt was not used up.
 	LeasesReapedAfterOutage prometheus.Counter
+	// LeasesReapedGivenBack counts reaped leases whose attempt the crash
+	// rule gave back: in flight with other tasks of a worker that stopped
+	// (store.Reap); each such task is a crash suspect.
+	LeasesReapedGivenBack prometheus.Counter
 	// AmbiguousWrites counts claims and finishes whose reply was lost (an
 	// error after the statement was sent) and were read back, by op
 	// (claim, finish) and what the row showed (committed, not_committed).
@@ -323,7 +327,8 @@ func NewBounded(maxLabelValues int) *Metrics {
 	m.SchedulerOutages = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_scheduler_outages_total", Help: "Losses of the database seen by the scheduler, each granting lapsed leases one lease of grace."})
 	m.LeasesReapedAfterOutage = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_after_outage_total", Help: "Reaped leases that lapsed during a database outage; their attempt was not used up."})
 	m.AmbiguousWrites = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_ambiguous_writes_total", Help: "Claims and finishes whose reply was lost and were read back, by op and outcome (committed, not_committed)."}, []string{"op", "outcome"})
-	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.AmbiguousWrites)
+	m.LeasesReapedGivenBack = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowforge_leases_reaped_given_back_total", Help: "Reaped leases of a worker that stopped with other tasks in flight: their attempt was given back and each became a crash suspect that runs alone."})
+	r.MustRegister(m.SchedulerOutages, m.LeasesReapedAfterOutage, m.LeasesReapedGivenBack, m.AmbiguousWrites)
 	m.ScheduleTicks = newScheduleTicks(r)
 	m.ForeignDispatches = newForeignDispatches(r)
 	m.TaskLogLinesDropped = newTaskLogLinesDropped(r)

@@ -345,8 +345,9 @@ func (s *Scheduler) reapAndRedispatch(ctx context.Context, start time.Time) erro
 	if res.Reaped > 0 {
 		s.cfg.Metrics.LeasesReaped.Add(float64(res.Reaped))
 		s.cfg.Metrics.LeasesReapedAfterOutage.Add(float64(res.Refunded))
+		s.cfg.Metrics.LeasesReapedGivenBack.Add(float64(res.GivenBack))
 		s.cfg.Metrics.TasksFinished.WithLabelValues(string(core.TaskDead)).Add(float64(res.Dead))
-		s.log.Warn("scheduler: reaped expired leases", "count", res.Reaped, "refunded_after_outage", res.Refunded)
+		s.log.Warn("scheduler: reaped expired leases", "count", res.Reaped, "refunded_after_outage", res.Refunded, "given_back_crash_suspects", res.GivenBack)
 	}
 	redispatched, err := s.cfg.Store.Redispatch(ctx, s.cfg.RedispatchAfter, s.cfg.ReapLimit, s.cfg.ID)
 	if err != nil {

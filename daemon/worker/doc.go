@@ -14,6 +14,7 @@
 //	              lost (duplicate, stale, cancelled, paused, unknown) -> Ack, run nothing
 //	ack           right after the claim commits: from here the database lease,
 //	              not broker redelivery, governs retries
+//	gate          wait for the crash gate (a suspect runs alone: suspect.go)
 //	run           handler(ctx) with timeout; heartbeat every Lease/3 renews the
 //	              lease and cancels ctx when the lease is lost or the run cancelled;
 //	              a cancel notification makes it renew (and so cancel) at once
@@ -87,6 +88,14 @@
 // row exists the earlier try committed, and the attempt is reported as
 // finished, not as a stale write. Both are counted in
 // flowforge_ambiguous_writes_total.
+//
+// Crash suspects (suspect.go): a task the reaper took from a crashed
+// worker with other tasks in flight is claimed as a suspect; every
+// attempt passes a crash gate before its handler starts (a FIFO semaphore
+// of Concurrency units: one for an ordinary attempt, all of them for a
+// suspect), so a suspect runs alone, after store.MarkAlone recorded it,
+// and holds the gate until its finish returns. Its lease is renewed while
+// it waits; its timeout starts at the gate.
 //
 // Task logs (tasklog.go): each attempt's handler context carries a
 // core.TaskLog capped at Config.TaskLogMaxBytes; its lines go to one

@@ -30,15 +30,23 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 
 	hctx, cancel := context.WithCancelCause(w.abortCtx)
 	defer cancel(nil)
-	runCtx := hctx
-	if t := c.Timeout(); t > 0 {
-		var cancelT context.CancelFunc
-		runCtx, cancelT = context.WithTimeoutCause(hctx, t, fmt.Errorf("%w after %s", ErrTimeout, t))
-		defer cancelT()
-	}
 	hb := w.heartbeat(c, cancel, log)
 	w.track(c.RunID, hb)
-	result, reusedFrom, runErr := w.invokeTraced(runCtx, c, parent, log)
+	// The crash gate (suspect.go): held until the finish returns; the
+	// timeout starts once it is passed.
+	runCtx := hctx
+	var result json.RawMessage
+	var reusedFrom *store.KeySource
+	leaveGate, runErr := w.passGate(hctx, c, log)
+	if runErr == nil {
+		defer leaveGate()
+		if t := c.Timeout(); t > 0 {
+			var cancelT context.CancelFunc
+			runCtx, cancelT = context.WithTimeoutCause(hctx, t, fmt.Errorf("%w after %s", ErrTimeout, t))
+			defer cancelT()
+		}
+		result, reusedFrom, runErr = w.invokeTraced(runCtx, c, parent, log)
+	}
 
 	cause := context.Cause(runCtx)
 	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}

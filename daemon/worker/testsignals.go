@@ -26,6 +26,9 @@ type testSignals struct {
 	// foreign receives every dispatch of another installation sent back
 	// to the queue (forwarded or requeued).
 	foreign chan foreignSent
+	// gateWaiting receives the task run id of every attempt that found the
+	// crash gate closed and waits for it (suspect.go).
+	gateWaiting chan uuid.UUID
 }
 
 // foreignSent is one dispatch of another installation that the worker
@@ -87,6 +90,15 @@ func (s *testSignals) foreignSentBack(f foreignSent) {
 	if s.foreign != nil {
 		select {
 		case s.foreign <- f:
+		default:
+		}
+	}
+}
+
+func (s *testSignals) gateWait(id uuid.UUID) {
+	if s.gateWaiting != nil {
+		select {
+		case s.gateWaiting <- id:
 		default:
 		}
 	}

@@ -36,6 +36,9 @@ type Store interface {
 	ReadyFor(ctx context.Context, id uuid.UUID) (time.Duration, bool, error)
 	// Installation is this database's installation (see foreign.go).
 	Installation(ctx context.Context) (store.Installation, error)
+	// MarkAlone records that a crash suspect's attempt runs alone (see
+	// suspect.go).
+	MarkAlone(ctx context.Context, id uuid.UUID, token int64) (bool, error)
 }
 
 // Renewer renews leases. The worker renews through its own small pool so
@@ -51,6 +54,8 @@ type Worker struct {
 	tracer trace.Tracer // spans of traced deliveries (trace.go)
 	log    *slog.Logger
 	slots  chan struct{}
+	// gate runs a crash suspect's handler alone (suspect.go).
+	gate crashGate
 	// handBacksWG counts the goroutines of deliveries in handBack.
 	handBacksWG sync.WaitGroup
 	finishes    finishBatcher
@@ -104,6 +109,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg:                cfg,
 		log:                cfg.Logger.With("worker_id", cfg.ID),
 		slots:              make(chan struct{}, cfg.Concurrency),
+		gate:               newCrashGate(cfg.Concurrency),
 		pending:            make(chan pendingDelivery, cfg.Concurrency),
 		statementsInFlight: statementsInFlightDefault,
 		abortCtx:           ctx,
