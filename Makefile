@@ -98,6 +98,10 @@ mutate: ## run every mutant of e2e/MUTANTS.yaml against the tests named for it
 	eval "$$(scripts/env)"; \
 	$(GO) run ./scripts/mutate
 
+soak: ## the chaos soak (not in make test): 1,000 runs under SIGKILLs of every daemon, a PostgreSQL restart, a broker restart, a partition and a failover, about 10 min; writes soak-summary.json
+	scripts/up
+	eval "$$(scripts/env)"; FLOWFORGE_SOAK=1 FLOWFORGE_SOAK_OUT=$(CURDIR)/soak-summary.json $(GO) test -count=1 -timeout 25m -run '^TestChaosSoak$$' -v ./e2e
+
 demo: ## run the word-count demo end to end (scripts/demo)
 	scripts/demo
 
