@@ -16,7 +16,7 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
-.PHONY: help build install docker up down status test fuzz-short mutate demo bench bench-quick lint clean distclean
+.PHONY: help build install docker up down status test fuzz-short mutate soak demo bench bench-quick lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
