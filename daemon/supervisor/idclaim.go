@@ -52,7 +52,8 @@ func (e *IDTakenOverError) Error() string {
 // presenceBase is what every heartbeat of the process reports, before the
 // worker's part.
 func (p *process) presenceBase() store.Presence {
-	return store.Presence{ID: p.cfg.ID, Role: string(p.cfg.Role), Hostname: p.host, PID: os.Getpid(), HealthAddr: p.healthAddr}
+	return store.Presence{ID: p.cfg.ID, Role: string(p.cfg.Role), Hostname: p.host, PID: os.Getpid(), HealthAddr: p.healthAddr,
+		ClockAt: p.clock.Now()}
 }
 
 // claimID takes Config.ID and returns the claim's instance token. While a
