@@ -136,7 +136,7 @@ const (
 	qStrandedReady = `
 (SELECT 'stranded_ready' AS kind, t.run_id, t.id AS task_run_id, NULL::bigint AS outbox_id, NULL::text AS key,
         NULL::text AS worker_id, t.fencing_token,
-        'READY for ' || round(extract(epoch FROM now() - t.ready_at)) || 's (attempt ' || t.attempt + 1 ||
+        'READY for ' || floor(extract(epoch FROM now() - t.ready_at)) || 's (attempt ' || t.attempt + 1 ||
         ') with no dispatch pending nor confirmed in the last ' || round($1::bigint / 1000.0) || 's: nothing will start it' AS detail
    FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
   WHERE ` + readyUndispatched + `
@@ -144,7 +144,7 @@ const (
 	qLeaseExpired = `
 (SELECT 'lease_expired', t.run_id, t.id, NULL::bigint, NULL::text, t.worker_id, t.fencing_token,
         'RUNNING on worker ' || coalesce(t.worker_id, '?') || ' (attempt ' || t.attempt || ') with a lease that expired ' ||
-        round(extract(epoch FROM now() - t.lease_expires_at)) || 's ago, more than two sweeps: no reaper took it'
+        floor(extract(epoch FROM now() - t.lease_expires_at)) || 's ago, more than two sweeps: no reaper took it'
    FROM task_runs t
   WHERE t.state = 'RUNNING' AND t.lease_expires_at < now() - $2::bigint * interval '1 millisecond'
   ORDER BY t.lease_expires_at LIMIT $6)`
@@ -157,7 +157,7 @@ const (
 	qUnsettledRun = `
 (SELECT 'unsettled_run', r.id, NULL::uuid, NULL::bigint, NULL::text, NULL::text, NULL::bigint,
         'run ' || r.state || ' not settled although no task of it is PENDING, READY, RUNNING or RETRYING, ' ||
-        round(extract(epoch FROM now() - e.ended)) || 's after its last task ended'
+        floor(extract(epoch FROM now() - e.ended)) || 's after its last task ended'
    FROM workflow_runs r
   CROSS JOIN LATERAL (SELECT greatest(r.created_at, max(t.finished_at)) AS ended FROM task_runs t WHERE t.run_id = r.id) e
   WHERE r.finished_at IS NULL AND e.ended < now() - $3::bigint * interval '1 millisecond'
@@ -165,7 +165,7 @@ const (
   ORDER BY r.created_at LIMIT $6)`
 	qFinishedOutbox = `
 (SELECT 'finished_task_outbox', t.run_id, t.id, o.id, NULL::text, NULL::text, o.fencing_token_snapshot,
-        'outbox row unpublished ' || round(extract(epoch FROM now() - o.created_at)) || 's after it was written; its task is ' ||
+        'outbox row unpublished ' || floor(extract(epoch FROM now() - o.created_at)) || 's after it was written; its task is ' ||
         t.state || ' (token ' || t.fencing_token || '), a claim with it would lose'
    FROM outbox o JOIN task_runs t ON t.id = o.task_run_id JOIN workflow_runs r ON r.id = t.run_id
   WHERE ` + outboxOfEndedTask + ` AND o.created_at < now() - $1::bigint * interval '1 millisecond'
@@ -180,7 +180,7 @@ const (
   ORDER BY k.created_at LIMIT $6)`
 	qQuarantinedOutbox = `
 (SELECT 'quarantined_outbox', t.run_id, o.task_run_id, o.id, NULL::text, NULL::text, o.fencing_token_snapshot,
-        'quarantined ' || round(extract(epoch FROM now() - o.quarantined_at)) || 's ago: ' || coalesce(o.quarantine_reason, '?')
+        'quarantined ' || floor(extract(epoch FROM now() - o.quarantined_at)) || 's ago: ' || coalesce(o.quarantine_reason, '?')
    FROM outbox o LEFT JOIN task_runs t ON t.id = o.task_run_id
   WHERE o.published_at IS NULL AND o.quarantined_at IS NOT NULL AND o.dropped_at IS NULL
   ORDER BY o.id LIMIT $6)`
@@ -189,7 +189,7 @@ const (
         w.role || ' daemon on ' || w.hostname || ' (pid ' || w.pid || '): its clock is ' ||
         round(abs(extract(epoch FROM w.clock_at - w.last_seen_at))::numeric, 3) || 's ' ||
         CASE WHEN w.clock_at > w.last_seen_at THEN 'ahead of' ELSE 'behind' END ||
-        ' the database''s at its heartbeat ' || round(extract(epoch FROM now() - w.last_seen_at)) || 's ago (threshold ' ||
+        ' the database''s at its heartbeat ' || floor(extract(epoch FROM now() - w.last_seen_at)) || 's ago (threshold ' ||
         round($4::bigint / 1000.0, 3) || 's)'
    FROM workers w
   WHERE w.clock_at IS NOT NULL AND w.last_seen_at > now() - $5::bigint * interval '1 millisecond'
