@@ -255,9 +255,10 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// TestDoctorFindsNothingAfterNormalRuns: a run taken to its end, a paused
-// workflow's READY task, a sleep the scheduler holds (RUNNING without a
-// lease) and a daemon with a true clock are no findings.
+// TestDoctorFindsNothingAfterNormalRuns: mode 125. A run taken to its
+// end, a paused workflow's READY task without a dispatch, a sleep the
+// scheduler has held for an hour (RUNNING without a lease, its run open)
+// and a daemon with a true clock are no findings.
 func TestDoctorFindsNothingAfterNormalRuns(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -266,6 +267,9 @@ func TestDoctorFindsNothingAfterNormalRuns(t *testing.T) {
 	nap := f.trigger("napper", "")
 	storetest.Advance(t, f.s)
 	f.wantState(f.taskID(nap, "nap"), core.TaskRunning)
+	// Held for an hour: old enough that a run with nothing active would be
+	// reported, so only the held sleep keeps it from being.
+	f.sql(`UPDATE workflow_runs SET created_at = now() - interval '1 hour' WHERE id = $1`, nap)
 	f.apply("name: paused\ntasks:\n  - {name: a, handler: noop}\n")
 	if _, err := f.s.PauseWorkflow(f.ctx, "paused", core.PauseQueue, "cli:test", "maintenance"); err != nil {
 		t.Fatal(err)
