@@ -70,6 +70,7 @@ func (p *process) claimID(ctx context.Context, st *store.Store) (time.Time, erro
 	var seen *store.Worker
 	var bo backoff.Backoff
 	for {
+		pr.ClockAt = p.clock.Now() // this attempt's reading, not the first's
 		c, err := st.ClaimWorkerID(ctx, pr, lease)
 		switch {
 		case err != nil && (ctx.Err() != nil || !store.IsUnreachable(err)):
