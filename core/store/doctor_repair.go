@@ -115,10 +115,7 @@ const qLockTask = `SELECT 1 FROM task_runs WHERE id = $1 FOR UPDATE`
 // recent window), with its history row ($4 the reason).
 const qRepairStranded = `
 WITH stale AS (
-    SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
-           (SELECT max(o.dispatch) FROM outbox o
-             WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
-      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+    ` + redispatchCandidate + `
      WHERE t.id = $2 AND t.fencing_token = $3 AND ` + readyUndispatched + `
 )` + redispatchInsert + `, ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)

@@ -44,6 +44,16 @@ func (f *fixture) endedRun() (run, task uuid.UUID) {
 	return run, task
 }
 
+// claimedOneShot triggers a one-task run and claims its task as worker
+// "w1" with a minute's lease.
+func (f *fixture) claimedOneShot() (run, task uuid.UUID, c store.ClaimedTask) {
+	f.t.Helper()
+	f.apply(oneShot)
+	run = f.trigger("oneshot", "")
+	task = f.taskID(run, "a")
+	return run, task, f.claim(task, "w1", time.Minute)
+}
+
 // doctorCase corrupts a database one way and says what doctor must find.
 type doctorCase struct {
 	name string
@@ -78,10 +88,7 @@ var doctorCases = []doctorCase{
 	{
 		name: "lease expired two sweeps ago",
 		corrupt: func(f *fixture) store.Finding {
-			f.apply(oneShot)
-			run := f.trigger("oneshot", "")
-			id := f.taskID(run, "a")
-			c := f.claim(id, "w1", time.Minute)
+			run, id, c := f.claimedOneShot()
 			f.sql(`UPDATE task_runs SET lease_expires_at = now() - interval '1 hour' WHERE id = $1`, id)
 			return store.Finding{Kind: store.FindingLeaseExpired, RunID: &run, TaskRunID: &id, Token: &c.FencingToken, WorkerID: ptr("w1"), Detail: "RUNNING on worker w1 (attempt 1) with a lease that expired 3600s ago"}
 		},
@@ -90,10 +97,7 @@ var doctorCases = []doctorCase{
 	{
 		name: "RUNNING without a lease",
 		corrupt: func(f *fixture) store.Finding {
-			f.apply(oneShot)
-			run := f.trigger("oneshot", "")
-			id := f.taskID(run, "a")
-			c := f.claim(id, "w1", time.Minute)
+			run, id, c := f.claimedOneShot()
 			// A restore of a dump taken before migration 00022's CHECK.
 			f.sql(`ALTER TABLE task_runs DROP CONSTRAINT task_runs_running_task_has_a_lease`)
 			f.sql(`UPDATE task_runs SET lease_expires_at = NULL WHERE id = $1`, id)

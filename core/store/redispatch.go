@@ -20,6 +20,14 @@ const readyUndispatched = `t.state = 'READY' AND t.ready_at < now() - $1::bigint
                         WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token
                           AND (o.published_at IS NULL OR o.published_at > now() - $1::bigint * interval '1 millisecond'))`
 
+// redispatchCandidate selects the columns of the CTE "stale" that
+// redispatchInsert reads, from task runs t of runs r; the statement adds
+// its WHERE.
+const redispatchCandidate = `SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
+           (SELECT max(o.dispatch) FROM outbox o
+             WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
+      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id`
+
 // redispatchInsert is the CTE "ins" that writes the next dispatch (same
 // fencing token, dispatch number last_dispatch + 1) of each task of the CTE
 // "stale" (id, run_id, task_name, handler, fencing_token, attempt,
@@ -45,10 +53,7 @@ const redispatchInsert = `, ins AS (
 // admission writes it (Admit).
 const qRedispatch = `
 WITH stale AS (
-    SELECT t.id, t.run_id, t.task_name, t.handler, t.fencing_token, t.attempt,
-           (SELECT max(o.dispatch) FROM outbox o
-             WHERE o.task_run_id = t.id AND o.fencing_token_snapshot = t.fencing_token) AS last_dispatch
-      FROM task_runs t JOIN workflow_runs r ON r.id = t.run_id
+    ` + redispatchCandidate + `
      WHERE ` + readyUndispatched + `
      ORDER BY t.ready_at
      LIMIT $2
