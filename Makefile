@@ -16,7 +16,7 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
-.PHONY: help build install docker up down status test fuzz-short mutate demo bench bench-quick lint clean distclean
+.PHONY: help build install docker up down status test fuzz-short mutate schema-fingerprint demo bench bench-quick lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
@@ -97,6 +97,15 @@ mutate: ## run every mutant of e2e/MUTANTS.yaml against the tests named for it
 	scripts/up
 	eval "$$(scripts/env)"; \
 	$(GO) run ./scripts/mutate
+
+# The schema fingerprint `ffctl doctor` compares a database with
+# (core/store/schema_fingerprint.txt), rewritten from a freshly migrated
+# database: run it after adding or changing a migration.
+# TestSchemaFingerprintMatchesTheMigrations fails until it is.
+schema-fingerprint: ## regenerate core/store/schema_fingerprint.txt from the migrations
+	scripts/up
+	eval "$$(scripts/env)"; \
+	$(GO) test -count=1 -run TestSchemaFingerprintMatchesTheMigrations ./core/store -update-schema-fingerprint
 
 demo: ## run the word-count demo end to end (scripts/demo)
 	scripts/demo

@@ -218,8 +218,8 @@ const qDiagnose = qStrandedReady + " UNION ALL " + qLeaseExpired + " UNION ALL "
 // (the FindingKind constants) under cfg's thresholds, and compares the
 // schema with the migrations' (SchemaFingerprintGolden) when the database
 // is at this binary's newest migration; at another version it reports the
-// difference of versions as the drift. Findings come in the order of the
-// kinds above, each kind in age order. Errors: a wrapped
+// difference of versions as the drift. Each check returns at most
+// cfg.Limit findings, oldest first; the schema's come last. Errors: a wrapped
 // ErrBadDiagnoseConfig (nothing read), or the database's, wrapped.
 func (s *Store) Diagnose(ctx context.Context, cfg DiagnoseConfig) ([]Finding, error) {
 	if err := cfg.validate(); err != nil {

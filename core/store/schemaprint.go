@@ -14,7 +14,8 @@ import (
 //
 //	go test ./core/store -run TestSchemaFingerprintMatchesTheMigrations -update-schema-fingerprint
 //
-// and that test fails while it is stale (a migration added or changed).
+// (`make schema-fingerprint`), and that test fails while it is stale (a
+// migration added or changed).
 //
 //go:embed schema_fingerprint.txt
 var schemaFingerprintGolden string
