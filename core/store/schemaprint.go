@@ -25,12 +25,14 @@ var schemaFingerprintGolden string
 // views and sequences, columns with their types, nullability and defaults,
 // indexes, constraints and triggers with their definitions, and functions
 // with their signatures and a digest of their bodies. goose's own table is
-// left out (its shape is goose's, not a migration's).
+// left out (its shape is goose's, not a migration's), and so are the
+// objects of extensions installed in the schema (pg_depend 'e').
 const qSchemaFingerprint = `
 WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = current_schema()),
 rel AS (
     SELECT c.oid, c.relname, c.relkind FROM pg_class c
      WHERE c.relnamespace = (SELECT oid FROM ns) AND c.relname <> 'goose_db_version'
+       AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid AND e.deptype = 'e')
 )
 SELECT line FROM (
     SELECT CASE relkind WHEN 'r' THEN 'table ' WHEN 'p' THEN 'table ' WHEN 'v' THEN 'view ' WHEN 'm' THEN 'view ' ELSE 'sequence ' END ||
@@ -55,6 +57,7 @@ SELECT line FROM (
     SELECT 'function ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') returns ' ||
            coalesce(pg_get_function_result(p.oid), '') || ': ' || md5(coalesce(p.prosrc, ''))
       FROM pg_proc p WHERE p.pronamespace = (SELECT oid FROM ns)
+       AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.classid = 'pg_proc'::regclass AND e.objid = p.oid AND e.deptype = 'e')
 ) l
 ORDER BY line`
 

@@ -63,3 +63,22 @@ func TestSchemaDriftNamesMissingAndUnexpectedLines(t *testing.T) {
 		})
 	}
 }
+
+// TestSchemaFingerprintLeavesOutExtensions: an extension installed in the
+// FlowForge schema (its functions, its tables) is no drift.
+func TestSchemaFingerprintLeavesOutExtensions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var schema string
+	if err := f.db.QueryRowContext(f.ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	f.sql(`CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA ` + schema)
+	live, err := f.s.SchemaFingerprint(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing, unexpected := store.SchemaDrift(live, store.SchemaFingerprintGolden()); len(missing)+len(unexpected) > 0 {
+		t.Fatalf("an extension reads as drift: missing %q, unexpected %q", missing, unexpected)
+	}
+}
