@@ -16,7 +16,7 @@ BIN       := bin/ffctl
 TEST_FLAGS ?= -race -count=1 -timeout 30m -p 1
 PKGS      ?= ./...
 
-.PHONY: help build install docker up down status test fuzz-short mutate soak demo bench bench-quick lint clean distclean
+.PHONY: help build install docker up down status test fuzz-short mutate soak schema-fingerprint demo bench bench-quick lint clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /  \1\t/'
@@ -101,6 +101,15 @@ mutate: ## run every mutant of e2e/MUTANTS.yaml against the tests named for it
 soak: ## the chaos soak (not in make test): 1,000 runs under SIGKILLs of every daemon, a PostgreSQL restart, a broker restart, a partition and a failover, about 10 min; writes soak-summary.json
 	scripts/up
 	eval "$$(scripts/env)"; FLOWFORGE_SOAK=1 FLOWFORGE_SOAK_OUT=$(CURDIR)/soak-summary.json $(GO) test -count=1 -timeout 25m -run '^TestChaosSoak$$' -v ./e2e
+
+# The schema fingerprint `ffctl doctor` compares a database with
+# (core/store/schema_fingerprint.txt), rewritten from a freshly migrated
+# database: run it after adding or changing a migration.
+# TestSchemaFingerprintMatchesTheMigrations fails until it is.
+schema-fingerprint: ## regenerate core/store/schema_fingerprint.txt from the migrations
+	scripts/up
+	eval "$$(scripts/env)"; \
+	$(GO) test -count=1 -run TestSchemaFingerprintMatchesTheMigrations ./core/store -update-schema-fingerprint
 
 demo: ## run the word-count demo end to end (scripts/demo)
 	scripts/demo

@@ -411,6 +411,7 @@ func NewApp(env *Env) *cli.App {
 			tuiCommand(env),
 			versionCommand(env),
 			statusCommand(env),
+			doctorCommand(env),
 			completionCommand(env),
 			shellSupervisorCommand(env),
 		},

@@ -38,6 +38,8 @@
 //	dead.go            | ListDeadTasks (`dead list`, the DEAD screen)                    | dead_test.go
 //	decide.go          | the pass's decision over tasks that are not plain (rules, when)  | language_test.go
 //	doc.go             | this package doc and its map                                    | doc_test.go
+//	doctor.go          | Diagnose: what no daemon should leave (`ffctl doctor`)          | doctor_test.go
+//	doctor_repair.go   | Repair: a finding fixed under a re-check, audited               | doctor_test.go
 //	events.go          | SendEvent, ListEvents: an event recorded and delivered once     | held_test.go
 //	finalstates.go     | the final run states' SQL literal, checked against core's list  | finalstates_test.go, finalstates_export_test.go
 //	finish.go          | FinishMany: an attempt's outcome, the burial of descendants     | finish_test.go, batch_test.go, lease_test.go
@@ -80,6 +82,7 @@
 //	schedule_read.go   | ListSchedules, GetSchedule, Schedule.Window                     | schedule_read_test.go
 //	schedule_tick.go   | FireDueTicks, TriggerScheduleNow                                | schedule_tick_test.go
 //	schedule_write.go  | CreateSchedule, ApplySchedule, pause, resume, delete            | schedule_test.go, schedule_write_test.go
+//	schemaprint.go     | SchemaFingerprint, its golden and SchemaDrift (doctor's drift)  | schemaprint_test.go
 //	session.go         | Options' session bounds, SessionURL                             | session_test.go, session_export_test.go
 //	settled.go         | SettledRun: a run a finish or a pass settled (run duration)     | settled_test.go
 //	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go

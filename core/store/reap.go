@@ -240,6 +240,23 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 	if len(rows) == 0 {
 		return ReapResult{}, nil
 	}
+	var out ReapResult
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		out, err = reapRows(ctx, tx, rows, req, until, since, notAfter)
+		return err
+	})
+	if err != nil {
+		return ReapResult{}, err
+	}
+	return out, nil
+}
+
+// reapRows is the reap of the candidates rows in tx (qReap: each re-checked
+// by state, token, expiry and grace, the window until/since/notAfter being
+// req's): it locks the runs of the tasks it may bury, reaps, and notifies
+// the schedulers of the runs reaped in.
+func reapRows(ctx context.Context, tx *sqlx.Tx, rows []expiredLease, req ReapRequest, until, since, notAfter *time.Time) (ReapResult, error) {
 	ids := make([]uuid.UUID, len(rows))
 	toks := make([]int64, len(rows))
 	delays := make([]int64, len(rows))
@@ -267,31 +284,28 @@ func (s *Store) Reap(ctx context.Context, req ReapRequest) (ReapResult, error) {
 		Runs      string `db:"runs"` // comma-separated ids of the runs reaped in
 	}
 	var out ReapResult
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if len(dying) > 0 {
-			// A reap that buries a task buries its descendants too: lock
-			// their runs first (in id order, so two reapers cannot deadlock),
-			// as every writer of several task rows of a run does.
-			if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, uuidArray(dying)); err != nil {
-				return fmt.Errorf("reap expired leases: lock runs: %w", err)
-			}
+	if len(dying) > 0 {
+		// A reap that buries a task buries its descendants too: lock
+		// their runs first (in id order, so two reapers cannot deadlock),
+		// as every writer of several task rows of a run does.
+		if _, err := tx.ExecContext(ctx, qLockRunsOfTasks, uuidArray(dying)); err != nil {
+			return ReapResult{}, fmt.Errorf("reap expired leases: lock runs: %w", err)
 		}
-		if err := tx.GetContext(ctx, &res, qReap, uuidArray(ids), until, since, notAfter, toks, delays, refunds, req.Actor,
-			CrashGiveBacksMax, companions, seen); err != nil {
-			return fmt.Errorf("reap expired leases: %w", err)
-		}
-		runs, err := parseIDs(res.Runs)
-		if err != nil {
-			return fmt.Errorf("reap expired leases: %w", err)
-		}
-		out.Runs = runs
-		// The schedulers advance the runs reaped in (a DEAD task fails
-		// its run; a RETRYING one is promoted when due by the sweep).
-		return notifyAll(ctx, tx, runsNotices(runs)...)
-	})
+	}
+	if err := tx.GetContext(ctx, &res, qReap, uuidArray(ids), until, since, notAfter, toks, delays, refunds, req.Actor,
+		CrashGiveBacksMax, companions, seen); err != nil {
+		return ReapResult{}, fmt.Errorf("reap expired leases: %w", err)
+	}
+	runs, err := parseIDs(res.Runs)
 	if err != nil {
+		return ReapResult{}, fmt.Errorf("reap expired leases: %w", err)
+	}
+	out.Runs = runs
+	out.Reaped, out.Refunded, out.Dead, out.GivenBack = res.Reaped, res.Refunded, res.Dead, res.GivenBack
+	// The schedulers advance the runs reaped in (a DEAD task fails its
+	// run; a RETRYING one is promoted when due by the sweep).
+	if err := notifyAll(ctx, tx, runsNotices(runs)...); err != nil {
 		return ReapResult{}, err
 	}
-	out.Reaped, out.Refunded, out.Dead, out.GivenBack = res.Reaped, res.Refunded, res.Dead, res.GivenBack
 	return out, nil
 }

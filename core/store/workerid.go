@@ -35,10 +35,10 @@ type WorkerClaim struct {
 // fresh, so it returns nothing. The worker fields are cleared: the new
 // holder's first heartbeat reports its own.
 const qClaimWorkerID = `
-INSERT INTO workers (id, role, hostname, pid, health_addr) VALUES ($1, $2, $3, $4, $5)
+INSERT INTO workers (id, role, hostname, pid, health_addr, clock_at) VALUES ($1, $2, $3, $4, $5, $7)
 ON CONFLICT (id) DO UPDATE SET role = EXCLUDED.role, hostname = EXCLUDED.hostname, pid = EXCLUDED.pid,
        started_at = now(), last_seen_at = now(), handlers = NULL, queue = NULL, broker_connected = NULL,
-       health_addr = EXCLUDED.health_addr
+       health_addr = EXCLUDED.health_addr, clock_at = EXCLUDED.clock_at
  WHERE workers.last_seen_at < now() - $6::bigint * interval '1 millisecond'
 RETURNING started_at`
 
@@ -59,7 +59,7 @@ func (s *Store) ClaimWorkerID(ctx context.Context, p Presence, lease time.Durati
 	// and claims keep crossing).
 	for range 3 {
 		var since time.Time
-		err := s.db.QueryRowContext(ctx, qClaimWorkerID, p.ID, p.Role, p.Hostname, p.PID, health, lease.Milliseconds()).Scan(&since)
+		err := s.db.QueryRowContext(ctx, qClaimWorkerID, p.ID, p.Role, p.Hostname, p.PID, health, lease.Milliseconds(), p.clockAt()).Scan(&since)
 		if err == nil {
 			return WorkerClaim{Since: since}, nil
 		}
@@ -100,7 +100,7 @@ SELECT w.id, w.role, w.hostname, w.pid, w.started_at, w.last_seen_at,
 const qRenewWorkerID = `
 UPDATE workers SET last_seen_at = now(), role = $2, hostname = $3, pid = $4,
        handlers = CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END,
-       queue = $6, broker_connected = $7, health_addr = $8
+       queue = $6, broker_connected = $7, health_addr = $8, clock_at = $10
  WHERE id = $1 AND started_at = $9`
 
 // RenewWorkerID is the presence heartbeat of the process whose claim
@@ -120,7 +120,7 @@ func (s *Store) RenewWorkerID(ctx context.Context, p Presence, since time.Time) 
 	if p.HealthAddr != "" {
 		health = &p.HealthAddr
 	}
-	res, err := s.db.ExecContext(ctx, qRenewWorkerID, p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected, health, since)
+	res, err := s.db.ExecContext(ctx, qRenewWorkerID, p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected, health, since, p.clockAt())
 	if err != nil {
 		return false, fmt.Errorf("renew worker id %s: %w", p.ID, err)
 	}

@@ -44,6 +44,19 @@ type Presence struct {
 	BrokerConnected    *bool
 	// HealthAddr is the bound address of the health server ("" for none).
 	HealthAddr string
+	// ClockAt is the process's own clock when it sent this heartbeat
+	// (zero: unknown, stored as NULL). It is stored beside last_seen_at
+	// (the database's now()) for `ffctl doctor`'s clock-offset check and
+	// compared with nothing else: FlowForge runs on the database's clock.
+	ClockAt time.Time
+}
+
+// clockAt is ClockAt as the heartbeat statements take it (nil: unknown).
+func (p Presence) clockAt() *time.Time {
+	if p.ClockAt.IsZero() {
+		return nil
+	}
+	return &p.ClockAt
 }
 
 // TouchWorker records that a daemon process is alive (upsert, database
@@ -70,12 +83,12 @@ func (s *Store) RecordPresence(ctx context.Context, p Presence) error {
 		health = &p.HealthAddr
 	}
 	_, err = s.db.ExecContext(ctx, `
-INSERT INTO workers (id, role, hostname, pid, handlers, queue, broker_connected, health_addr) VALUES ($1, $2, $3, $4,
-        CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END, $6, $7, $8)
+INSERT INTO workers (id, role, hostname, pid, handlers, queue, broker_connected, health_addr, clock_at) VALUES ($1, $2, $3, $4,
+        CASE WHEN $5::jsonb IS NOT NULL THEN ARRAY(SELECT jsonb_array_elements_text($5::jsonb)) END, $6, $7, $8, $9)
 ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), role = EXCLUDED.role,
        handlers = EXCLUDED.handlers, queue = EXCLUDED.queue, broker_connected = EXCLUDED.broker_connected,
-       health_addr = EXCLUDED.health_addr`,
-		p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected, health)
+       health_addr = EXCLUDED.health_addr, clock_at = EXCLUDED.clock_at`,
+		p.ID, p.Role, p.Hostname, p.PID, handlers, queue, p.BrokerConnected, health, p.clockAt())
 	if err != nil {
 		return fmt.Errorf("record worker %s: %w", p.ID, err)
 	}

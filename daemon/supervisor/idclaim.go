@@ -52,7 +52,8 @@ func (e *IDTakenOverError) Error() string {
 // presenceBase is what every heartbeat of the process reports, before the
 // worker's part.
 func (p *process) presenceBase() store.Presence {
-	return store.Presence{ID: p.cfg.ID, Role: string(p.cfg.Role), Hostname: p.host, PID: os.Getpid(), HealthAddr: p.healthAddr}
+	return store.Presence{ID: p.cfg.ID, Role: string(p.cfg.Role), Hostname: p.host, PID: os.Getpid(), HealthAddr: p.healthAddr,
+		ClockAt: p.clock.Now()}
 }
 
 // claimID takes Config.ID and returns the claim's instance token. While a
@@ -69,6 +70,7 @@ func (p *process) claimID(ctx context.Context, st *store.Store) (time.Time, erro
 	var seen *store.Worker
 	var bo backoff.Backoff
 	for {
+		pr.ClockAt = p.clock.Now() // this attempt's reading, not the first's
 		c, err := st.ClaimWorkerID(ctx, pr, lease)
 		switch {
 		case err != nil && (ctx.Err() != nil || !store.IsUnreachable(err)):
