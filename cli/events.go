@@ -45,7 +45,8 @@ func eventsCommand(env *Env) *cli.Command {
 				Usage: "turn the transition stream off: no transition is written to it from then on",
 				UsageText: "ffctl events off\n\n" +
 					"Rows already written are still published. A publisher started with --events-exchange turns\n" +
-					"the stream on again: remove the flag (FLOWFORGE_EVENTS_EXCHANGE) from every publisher first.",
+					"the stream on again: remove the flag (FLOWFORGE_EVENTS_EXCHANGE) from every publisher first.\n\n" +
+					"Example:\n  ffctl events off",
 				Action: func(c *cli.Context) error { return eventsOff(c, env) },
 			},
 		},
