@@ -259,18 +259,8 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if !c.IsSet("health-addr") {
 		cfg.HealthAddr = role.HealthAddrDefault()
 	}
-	if cfg.HealthAddr != "" {
-		// A malformed address is bad input (exit 2); one that is well
-		// formed and taken is the listen's error at start (exit 1).
-		_, port, err := net.SplitHostPort(cfg.HealthAddr)
-		if err == nil {
-			if n, perr := strconv.ParseUint(port, 10, 64); perr == nil && n > 65535 {
-				err = fmt.Errorf("port %s is above 65535", port)
-			}
-		}
-		if err != nil {
-			return cfg, usageError("--health-addr %q: %v: want host:port (e.g. 127.0.0.1:9101, or :9101 for every interface), or '' to disable", cfg.HealthAddr, err)
-		}
+	if err := checkHealthAddr(cfg.HealthAddr); err != nil {
+		return cfg, err
 	}
 	if cfg.StopTimeout <= 0 {
 		// The Config's 0 is its default and Validate refuses a negative
@@ -299,31 +289,9 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		}
 	}
 	if role.Runs(supervisor.RoleWorker) {
-		cfg.Worker = worker.Config{Registry: env.Registry, Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"),
-			SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"), Failpoints: fps,
-			TaskLogMaxBytes: c.Int("task-log-max-bytes"), TaskLogsOff: c.Int("task-log-max-bytes") == 0, AbortGrace: c.Duration("abort-grace")}
-		if n := c.Int("task-log-max-bytes"); n < 0 || n > worker.TaskLogMaxBytesMax {
-			// The flag's 0 turns task logs off (TaskLogsOff), where the
-			// Config's 0 is its default: Validate's wording would mislead.
-			return cfg, usageError("%w", &daemon.SettingError{Component: "worker", Field: "TaskLogMaxBytes", Flag: "task-log-max-bytes", Value: n,
-				Want: fmt.Sprintf("between 1 and %d bytes, or 0 to turn task logs off (default %d)", worker.TaskLogMaxBytesMax, worker.TaskLogMaxBytesDefault)})
-		}
-		if cfg.Worker.AbortGrace <= 0 {
-			// The Config's 0 is its default; the flag's 0 would abandon a
-			// handler at once, before it could see its cancellation.
-			return cfg, usageError("%w", &daemon.SettingError{Component: "worker", Field: "AbortGrace", Flag: "abort-grace", Value: cfg.Worker.AbortGrace,
-				Want: "positive: how long an aborted handler may take to return before the worker exits without it (default " + worker.AbortGraceDefault.String() + ")"})
-		}
-		if n := c.Int("shell-concurrency"); n < 0 || n > worker.ConcurrencyMax {
-			return cfg, usageError("--shell-concurrency %d: want 0 (twice the CPUs) to %d", n, worker.ConcurrencyMax)
-		}
-		cfg.Handlers = handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"),
-			ShellSupervisor: shellSupervisor(), ShellConcurrency: c.Int("shell-concurrency"), HTTPDenyPrivate: c.Bool("http-deny-private")}
-		only, err := handlerSet(c.StringSlice("handlers"), env.Registry, cfg.Handlers)
-		if err != nil {
+		if err := workerConfig(c, env, fps, &cfg); err != nil {
 			return cfg, err
 		}
-		cfg.WorkerHandlers = only
 	}
 	if role == supervisor.RoleAPI || role == supervisor.RoleAll {
 		cfg.API = apiConfig(c, role)
@@ -336,4 +304,57 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		cfg.ClockSkew = skew
 	}
 	return cfg, nil
+}
+
+// checkHealthAddr refuses a malformed --health-addr (no port, a port
+// above 65535) as bad input (exit 2); one that is well formed and taken
+// is the listen's error at start (exit 1). "" (disabled) is fine.
+func checkHealthAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if n, perr := strconv.ParseUint(port, 10, 64); perr == nil && n > 65535 {
+			err = fmt.Errorf("port %s is above 65535", port)
+		}
+	}
+	if err != nil {
+		return usageError("--health-addr %q: %v: want host:port (e.g. 127.0.0.1:9101, or :9101 for every interface), or '' to disable", addr, err)
+	}
+	return nil
+}
+
+// workerConfig maps the worker's flags to cfg.Worker, cfg.Handlers and
+// cfg.WorkerHandlers. Errors (usage): --task-log-max-bytes out of bounds
+// and --abort-grace not positive (the flags' 0 means something other
+// than the Config's default), --shell-concurrency out of bounds, and
+// handlerSet's.
+func workerConfig(c *cli.Context, env *Env, fps *failpoint.Failpoints, cfg *supervisor.Config) error {
+	cfg.Worker = worker.Config{Registry: env.Registry, Concurrency: c.Int("concurrency"), Lease: c.Duration("lease"),
+		SlotWait: c.Duration("slot-wait"), UnknownHandlerGrace: c.Duration("unknown-handler-grace"), Failpoints: fps,
+		TaskLogMaxBytes: c.Int("task-log-max-bytes"), TaskLogsOff: c.Int("task-log-max-bytes") == 0, AbortGrace: c.Duration("abort-grace")}
+	if n := c.Int("task-log-max-bytes"); n < 0 || n > worker.TaskLogMaxBytesMax {
+		// The flag's 0 turns task logs off (TaskLogsOff), where the
+		// Config's 0 is its default: Validate's wording would mislead.
+		return usageError("%w", &daemon.SettingError{Component: "worker", Field: "TaskLogMaxBytes", Flag: "task-log-max-bytes", Value: n,
+			Want: fmt.Sprintf("between 1 and %d bytes, or 0 to turn task logs off (default %d)", worker.TaskLogMaxBytesMax, worker.TaskLogMaxBytesDefault)})
+	}
+	if cfg.Worker.AbortGrace <= 0 {
+		// The Config's 0 is its default; the flag's 0 would abandon a
+		// handler at once, before it could see its cancellation.
+		return usageError("%w", &daemon.SettingError{Component: "worker", Field: "AbortGrace", Flag: "abort-grace", Value: cfg.Worker.AbortGrace,
+			Want: "positive: how long an aborted handler may take to return before the worker exits without it (default " + worker.AbortGraceDefault.String() + ")"})
+	}
+	if n := c.Int("shell-concurrency"); n < 0 || n > worker.ConcurrencyMax {
+		return usageError("--shell-concurrency %d: want 0 (twice the CPUs) to %d", n, worker.ConcurrencyMax)
+	}
+	cfg.Handlers = handlers.Options{AllowShell: c.Bool("allow-shell"), ShellEnvPass: c.StringSlice("shell-env-pass"),
+		ShellSupervisor: shellSupervisor(), ShellConcurrency: c.Int("shell-concurrency"), HTTPDenyPrivate: c.Bool("http-deny-private")}
+	only, err := handlerSet(c.StringSlice("handlers"), env.Registry, cfg.Handlers)
+	if err != nil {
+		return err
+	}
+	cfg.WorkerHandlers = only
+	return nil
 }

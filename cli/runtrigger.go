@@ -85,11 +85,7 @@ func runTrigger(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	log, err := logger(c, env)
-	if err != nil {
-		return err
-	}
-	tp, err := startTracing(c.Context, env, "ffctl", env.Stderr, log)
+	tp, err := startCommandTracing(c, env)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/flowforge/flowforge/core/tracing"
 )
 
@@ -35,6 +37,17 @@ func startTracing(ctx context.Context, env *Env, service string, console io.Writ
 		return nil, failure(err)
 	}
 	return p, nil
+}
+
+// startCommandTracing is startTracing for a command (service.name
+// "ffctl"): its console spans and its failed exports (on the --log-level
+// logger) go to standard error, which scripts do not read.
+func startCommandTracing(c *cli.Context, env *Env) (*tracing.Provider, error) {
+	log, err := logger(c, env)
+	if err != nil {
+		return nil, err
+	}
+	return startTracing(c.Context, env, "ffctl", env.Stderr, log)
 }
 
 // stopTracing flushes and shuts p down, reporting a failed flush on

@@ -280,3 +280,61 @@ func deleteExchange(s *harness.Stack, name string) {
 	defer cancel()
 	_ = broker.DeleteExchange(ctx, broker.Config{URLs: s.AMQPURLs, Queue: s.Queue}, name)
 }
+
+// TestPublishersGivenDifferentExchangesFollowTheDatabasesOne: mode 122.
+// Publisher A is started with --events-exchange X, then publisher B with
+// Y (a rename rolled out one publisher at a time). B's start sets the
+// database's setting to Y; A follows it within a second and says so. Three
+// runs then stream whole to Y — each run's seqs 1..n, n the rows the
+// database wrote for it — and nothing of them reaches X: the stream is
+// never split between the two exchanges (a trial saw each consumer get
+// half of every run's seqs, and neither publisher say a word).
+func TestPublishersGivenDifferentExchangesFollowTheDatabasesOne(t *testing.T) {
+	t.Parallel()
+	s := harness.NewStack(t, harness.StackOptions{})
+	db := s.DB(t)
+	x, y := s.Queue+".events-x", s.Queue+".events-y"
+	t.Cleanup(func() { deleteExchange(s, x); deleteExchange(s, y) })
+	onX, onY := consumeStream(t, s, x), consumeStream(t, s, y)
+	s.Daemon(t, "scheduler", "scheduler")
+	s.Daemon(t, "worker", "worker")
+	a := s.DaemonEnv(t, "publisher-a", "publisher", []string{"FLOWFORGE_EVENTS_EXCHANGE=" + x})
+	a.WaitForLog(t, "publisher: transition stream on", 30*time.Second)
+	b := s.DaemonEnv(t, "publisher-b", "publisher", []string{"FLOWFORGE_EVENTS_EXCHANGE=" + y})
+	b.WaitForLog(t, "publisher: transition stream on", 30*time.Second)
+	a.WaitForLog(t, "another publisher set it); following the database", 30*time.Second)
+	s.Apply(t, recoveryChainYAML)
+	var runs []string
+	for range 3 {
+		runs = append(runs, s.Trigger(t, "recovery-chain"))
+	}
+	s.WaitRuns(t, "SUCCEEDED", 30*time.Second, runs...)
+	harness.Eventually(t, 30*time.Second, "every stream row published", func() (bool, error) {
+		n := harness.QueryInt(t, db, `SELECT count(*) FROM transition_stream WHERE published_at IS NULL`)
+		return n == 0, fmt.Errorf("%d stream rows unpublished", n)
+	})
+	for _, run := range runs {
+		want := harness.QueryInt(t, db, `SELECT count(*) FROM transition_stream WHERE run_id = $1`, run)
+		harness.Eventually(t, 10*time.Second, "run "+run+"'s events on "+y, func() (bool, error) {
+			evs, _ := onY.distinct(t)
+			seqs := map[int64]bool{}
+			for _, e := range evs {
+				if e.RunID == run {
+					seqs[e.Seq] = true
+				}
+			}
+			for i := int64(1); i <= int64(want); i++ {
+				if !seqs[i] {
+					return false, fmt.Errorf("seq %d of %d missing (%d received)", i, want, len(seqs))
+				}
+			}
+			return len(seqs) == want, fmt.Errorf("%d seqs received, want %d", len(seqs), want)
+		})
+		evs, _ := onX.distinct(t)
+		for _, e := range evs {
+			if e.RunID == run {
+				t.Fatalf("run %s: event %d (%s %s->%s) went to %s, the exchange the database no longer names", run, e.Seq, e.Kind, e.From, e.To, x)
+			}
+		}
+	}
+}

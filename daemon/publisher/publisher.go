@@ -75,12 +75,12 @@ func New(cfg Config) (*Publisher, error) {
 	for n := range cfg.Lanes {
 		p.lanes = append(p.lanes, &lane{n: n, wake: make(chan struct{}, 1)})
 	}
-	if cfg.EventsExchange != "" {
-		p.stream = &streamLoop{
-			brokerBO: daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: cfg.Metrics},
-			dbBO:     daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: cfg.Metrics},
-			wake:     make(chan struct{}, 1),
-		}
+	// Every publisher runs the stream loop: it idles while the stream is
+	// off and publishes when another process turned it on.
+	p.stream = &streamLoop{
+		brokerBO: daemon.Recovery{Component: "publisher", Dependency: "rabbitmq", Log: p.log, Metrics: cfg.Metrics},
+		dbBO:     daemon.Recovery{Component: "publisher", Dependency: "postgres", Log: p.log, Metrics: cfg.Metrics},
+		wake:     make(chan struct{}, 1),
 	}
 	return p, nil
 }

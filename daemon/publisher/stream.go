@@ -35,6 +35,11 @@ import (
 // settling, a task ending) is published within it.
 const StreamPollIntervalDefault = 100 * time.Millisecond
 
+// streamSettingEvery is how often the stream loop reads the database's
+// setting (store.StreamSetting): a change of exchange, or the stream
+// turned on or off by another process, is followed within it.
+const streamSettingEvery = time.Second
+
 // streamLoop is the state of the stream loop between cycles.
 type streamLoop struct {
 	brokerBO, dbBO daemon.Recovery
@@ -42,6 +47,11 @@ type streamLoop struct {
 	pub            *broker.Publisher
 	wake           chan struct{}
 	lastStatus     time.Time
+	// exchange is where the stream goes: the database's setting, or with
+	// the stream off this publisher's own --events-exchange (rows written
+	// before it was turned off are still published); "" idles the loop.
+	exchange  string
+	settingAt time.Time // when the setting was last read
 }
 
 // runStream runs the stream loop until ctx ends, then closes its
@@ -95,16 +105,33 @@ func (p *Publisher) streamFailed(s *streamLoop, err error) time.Duration {
 	return d
 }
 
-// streamStep turns the stream on (once), dials when it has no open
+// streamStep turns the stream on (once, with --events-exchange), follows
+// the database's setting (streamExchange), dials when it has no open
 // connection, then runs one cycle; full says that the batch was full (more
-// may wait).
+// may wait). Every publisher runs it, given the flag or not, and publishes
+// to the exchange the database names: two publishers given different
+// exchanges do not split the stream between them (the last one started
+// sets it; the others follow it and say so).
 func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, err error) {
-	if !s.enabled {
+	if !s.enabled && p.cfg.EventsExchange != "" {
 		if err := p.cfg.Store.EnableStream(ctx, p.cfg.EventsExchange, "publisher"); err != nil {
 			return false, err
 		}
 		s.enabled = true
 		p.log.Info("publisher: transition stream on", "exchange", p.cfg.EventsExchange)
+	}
+	if err := p.streamExchange(ctx, s); err != nil {
+		return false, err
+	}
+	if time.Since(s.lastStatus) > 5*time.Second {
+		s.lastStatus = time.Now()
+		if st, err := p.cfg.Store.StreamStatus(ctx); err == nil {
+			p.cfg.Metrics.StreamPending.Set(float64(st.Pending))
+			p.cfg.Metrics.StreamOldestSeconds.Set(st.OldestPendingSeconds)
+		}
+	}
+	if s.exchange == "" {
+		return false, nil
 	}
 	if s.pub != nil {
 		select {
@@ -116,7 +143,7 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 	}
 	if s.pub == nil {
 		cfg := p.cfg.Broker
-		cfg.EventsExchange = p.cfg.EventsExchange
+		cfg.EventsExchange = s.exchange
 		pub, err := broker.DialPublisher(ctx, cfg)
 		if err != nil {
 			return false, fmt.Errorf("%w: %w", errStreamBroker, err)
@@ -124,26 +151,53 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 		s.pub = pub
 		s.brokerBO.Succeeded()
 	}
-	if time.Since(s.lastStatus) > 5*time.Second {
-		s.lastStatus = time.Now()
-		if st, err := p.cfg.Store.StreamStatus(ctx); err == nil {
-			p.cfg.Metrics.StreamPending.Set(float64(st.Pending))
-			p.cfg.Metrics.StreamOldestSeconds.Set(st.OldestPendingSeconds)
-		}
-	}
 	if _, err := p.cfg.Store.AssignStreamSeqs(ctx, p.cfg.BatchSize); err != nil {
 		return false, err
 	}
-	n, err := p.streamCycle(ctx, s.pub)
+	n, err := p.streamCycle(ctx, s.pub, s.exchange)
 	if err == nil {
 		s.dbBO.Succeeded()
 	}
 	return n == p.cfg.BatchSize, err
 }
 
-// streamCycle publishes one batch of numbered stream rows through pub and
-// returns how many rows it held.
-func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher) (int, error) {
+// streamExchange reads the database's setting (every streamSettingEvery)
+// and sets s.exchange from it: the setting's exchange, or with the stream
+// off this publisher's --events-exchange ("" without one). A change drops
+// the connection, whose re-dial declares the new exchange; one that is
+// not this publisher's own flag is logged (another publisher set it).
+func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
+	if !s.settingAt.IsZero() && time.Since(s.settingAt) < streamSettingEvery {
+		return nil
+	}
+	st, err := p.cfg.Store.StreamSetting(ctx)
+	switch {
+	case errors.Is(err, store.ErrStreamOff):
+		st.Exchange = p.cfg.EventsExchange
+	case err != nil:
+		return err
+	}
+	s.settingAt = time.Now()
+	if st.Exchange == s.exchange {
+		return nil
+	}
+	if p.cfg.EventsExchange != "" && st.Exchange != p.cfg.EventsExchange {
+		p.log.Warn("publisher: transition stream: the database's stream goes to another exchange than this publisher's --events-exchange (another publisher set it); following the database",
+			"exchange", st.Exchange, "events_exchange", p.cfg.EventsExchange)
+	} else if st.Exchange != "" {
+		p.log.Info("publisher: transition stream: publishing", "exchange", st.Exchange)
+	}
+	s.exchange = st.Exchange
+	if s.pub != nil {
+		s.pub.Close()
+		s.pub = nil
+	}
+	return nil
+}
+
+// streamCycle publishes one batch of numbered stream rows through pub to
+// exchange and returns how many rows it held.
+func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher, exchange string) (int, error) {
 	batch, err := p.cfg.Store.LockStream(ctx, p.cfg.BatchSize)
 	if err != nil {
 		return 0, err
@@ -158,7 +212,7 @@ func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher) (int
 		if err != nil {
 			return 0, fmt.Errorf("encode stream row %d: %w", r.ID, err)
 		}
-		msgs[i] = broker.Message{ID: r.Event.EventID, Body: body, Exchange: p.cfg.EventsExchange, Key: r.Event.RoutingKey()}
+		msgs[i] = broker.Message{ID: r.Event.EventID, Body: body, Exchange: exchange, Key: r.Event.RoutingKey()}
 	}
 	outcomes, pubErr := pub.PublishBatch(ctx, msgs)
 	var confirmed, failed []int64
@@ -200,6 +254,7 @@ func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher) (int
 // Store).
 type streamStore interface {
 	EnableStream(ctx context.Context, exchange, actor string) error
+	StreamSetting(ctx context.Context) (store.StreamSetting, error)
 	AssignStreamSeqs(ctx context.Context, limit int) (int64, error)
 	LockStream(ctx context.Context, limit int) (*store.StreamBatch, error)
 	StreamStatus(ctx context.Context) (store.StreamStatus, error)

@@ -48,37 +48,7 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 		result, reusedFrom, runErr = w.invokeTraced(runCtx, c, parent, log)
 	}
 
-	cause := context.Cause(runCtx)
-	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
-	switch {
-	case runErr == nil:
-		req.Outcome = store.OutcomeSucceeded
-		var rw core.ResultRewrite
-		req.Result, rw = core.SanitizeResultNoted(result)
-		if rw.Note != "" {
-			req.ResultNote = rw.Note
-			for _, how := range rw.Kinds {
-				w.cfg.Metrics.ResultsRewritten.WithLabelValues(how).Inc()
-			}
-			log.Warn("worker: " + rw.Note)
-		}
-		if c.IdempotencyKey.Valid {
-			req.IdempotencyKey = c.IdempotencyKey.String
-		}
-		req.ReusedFrom = reusedFrom
-	case errors.Is(cause, core.ErrRunCancelled):
-		req.Outcome = store.OutcomeCancelled
-		req.Error = "cancelled: " + core.SanitizeText(runErr.Error(), core.MaxErrorBytes)
-	default:
-		req.Outcome = store.OutcomeFailed
-		msg := runErr.Error()
-		if cause != nil && !errors.Is(runErr, cause) {
-			msg = fmt.Sprintf("%s (%v)", msg, cause)
-		}
-		req.Error = core.SanitizeText(msg, core.MaxErrorBytes)
-		req.Permanent = core.IsPermanent(runErr)
-		req.RetryDelay = c.Policy().Backoff(c.Attempt, nil)
-	}
+	req := w.finishRequest(c, result, reusedFrom, runErr, context.Cause(runCtx), log)
 	// The heartbeat keeps renewing while the outcome is recorded: a finish
 	// slowed by the database (a lock, a failover) must not let the lease
 	// lapse and have a completed attempt reaped and run again.
@@ -115,6 +85,44 @@ func (w *Worker) execute(c store.ClaimedTask, parent trace.SpanContext) error {
 		}
 	}
 	return err
+}
+
+// finishRequest is the FinishRequest of attempt c: its outcome from runErr
+// and cause (the handler's context's), its result stored as
+// core.SanitizeResultNoted makes it (a rewrite noted, logged and counted:
+// mode 130), its error sanitised, its retry delay from its policy.
+func (w *Worker) finishRequest(c store.ClaimedTask, result json.RawMessage, reusedFrom *store.KeySource, runErr, cause error, log *slog.Logger) store.FinishRequest {
+	req := store.FinishRequest{ID: c.ID, Token: c.FencingToken, WorkerID: w.cfg.ID}
+	switch {
+	case runErr == nil:
+		req.Outcome = store.OutcomeSucceeded
+		var rw core.ResultRewrite
+		req.Result, rw = core.SanitizeResultNoted(result)
+		if rw.Note != "" {
+			req.ResultNote = rw.Note
+			for _, how := range rw.Kinds {
+				w.cfg.Metrics.ResultsRewritten.WithLabelValues(how).Inc()
+			}
+			log.Warn("worker: " + rw.Note)
+		}
+		if c.IdempotencyKey.Valid {
+			req.IdempotencyKey = c.IdempotencyKey.String
+		}
+		req.ReusedFrom = reusedFrom
+	case errors.Is(cause, core.ErrRunCancelled):
+		req.Outcome = store.OutcomeCancelled
+		req.Error = "cancelled: " + core.SanitizeText(runErr.Error(), core.MaxErrorBytes)
+	default:
+		req.Outcome = store.OutcomeFailed
+		msg := runErr.Error()
+		if cause != nil && !errors.Is(runErr, cause) {
+			msg = fmt.Sprintf("%s (%v)", msg, cause)
+		}
+		req.Error = core.SanitizeText(msg, core.MaxErrorBytes)
+		req.Permanent = core.IsPermanent(runErr)
+		req.RetryDelay = c.Policy().Backoff(c.Attempt, nil)
+	}
+	return req
 }
 
 // invoke resolves the idempotency key, then runs the handler, turning a
