@@ -126,6 +126,7 @@ func publisherFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "poll-interval", Usage: "publisher: period of the outbox poll that runs without a notification", Value: publisher.PollIntervalDefault, EnvVars: []string{"FLOWFORGE_POLL_INTERVAL"}},
 		&cli.StringFlag{Name: "events-exchange", Usage: "publisher: turn the transition stream on (in the database) and publish every run and task transition to this topic exchange, such as flowforge.events (ffctl events tail; ffctl events off turns it off)", EnvVars: []string{"FLOWFORGE_EVENTS_EXCHANGE"}},
+		&cli.IntFlag{Name: "batches-in-flight", Usage: fmt.Sprintf("publisher: outbox batches published at once, 1 to %d, each on a broker connection and a database connection of its own; the next batch goes out while the last waits for its confirms", publisher.LanesMax), Value: publisher.LanesDefault, EnvVars: []string{"FLOWFORGE_BATCHES_IN_FLIGHT"}},
 		&cli.IntFlag{Name: "max-message-bytes", Usage: "publisher: largest dispatch message body it publishes; a larger outbox row is quarantined (ffctl outbox quarantined). Keep it below the broker's max_message_size", Value: publisher.MaxMessageBytesDefault, EnvVars: []string{"FLOWFORGE_MAX_MESSAGE_BYTES"}},
 	}
 }
@@ -280,7 +281,7 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	}
 	cfg.Scheduler.Failpoints = fps
 	if role.Runs(supervisor.RolePublisher) {
-		cfg.Publisher = publisher.Config{PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Failpoints: fps,
+		cfg.Publisher = publisher.Config{PollInterval: c.Duration("poll-interval"), MaxMessageBytes: c.Int("max-message-bytes"), Failpoints: fps, Lanes: c.Int("batches-in-flight"),
 			EventsExchange: c.String("events-exchange")}
 		if x := cfg.Publisher.EventsExchange; x != "" {
 			if err := broker.CheckExchangeName(x); err != nil {
