@@ -263,6 +263,13 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if err := checkHealthAddr(cfg.HealthAddr); err != nil {
 		return cfg, err
 	}
+	if (role.Runs(supervisor.RolePublisher) || role.Runs(supervisor.RoleWorker)) && len(cfg.Broker.URLs) > 0 {
+		// A URL that is no AMQP URL, or a reserved queue name, is bad
+		// input: dialling it would be retried as an outage for ever.
+		if err := cfg.Broker.Check(); err != nil {
+			return cfg, usageError("--amqp-url, --queue: %v", err)
+		}
+	}
 	if cfg.StopTimeout <= 0 {
 		// The Config's 0 is its default and Validate refuses a negative
 		// one; the flag's 0 would be no wait at all, so it is refused here.

@@ -92,6 +92,24 @@ type Config struct {
 // dispatch queue queue: queue + ".dead".
 func DeadLetterQueue(queue string) string { return queue + ".dead" }
 
+// Check reports, without dialling, whether c can work: at least one URL,
+// each an amqp:// or amqps:// URL that parses (named in the error by its
+// redacted form, never its password), a queue name without the reserved
+// "amq." prefix and short enough, a valid events exchange. ffctl reports
+// its error as a usage error (exit 2) at a daemon's start, where the
+// dial's would be retried as an outage.
+func (c Config) Check() error {
+	if _, err := c.withDefaults(); err != nil {
+		return err
+	}
+	for i, u := range c.URLs {
+		if _, _, err := describeURL(u, i); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
+}
+
 // withDefaults returns a copy of c with defaults filled in, or an error if c
 // cannot work.
 func (c Config) withDefaults() (Config, error) {
