@@ -18,9 +18,10 @@ import (
 )
 
 // ErrAborted is the cause of handler contexts cancelled by Abort: the
-// worker was told to stop without waiting (a second stop signal). The
+// worker was told to stop without waiting (a second stop signal, or
+// --stop-timeout passed after the first). The
 // attempt is recorded as failed and retried after its backoff.
-var ErrAborted = errors.New("worker aborted: a second stop signal cancelled the handler")
+var ErrAborted = errors.New("worker aborted: a second stop signal, or --stop-timeout passed, cancelled the handler")
 
 // ErrTimeout is the cause of a handler context whose task timeout elapsed.
 var ErrTimeout = errors.New("task timeout")
