@@ -263,6 +263,11 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 	if err := checkHealthAddr(cfg.HealthAddr); err != nil {
 		return cfg, err
 	}
+	if cfg.DatabaseURL != "" {
+		if err := checkDatabaseURL(cfg.DatabaseURL); err != nil {
+			return cfg, err
+		}
+	}
 	if (role.Runs(supervisor.RolePublisher) || role.Runs(supervisor.RoleWorker)) && len(cfg.Broker.URLs) > 0 {
 		// A URL that is no AMQP URL, or a reserved queue name, is bad
 		// input: dialling it would be retried as an outage for ever.

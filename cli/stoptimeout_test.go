@@ -122,3 +122,29 @@ func TestASettingFromTheEnvironmentIsNamedByItsVariable(t *testing.T) {
 		t.Errorf("--lease 200ms beside FLOWFORGE_LEASE:\n%s\nwant exit 2 and %q", r, want)
 	}
 }
+
+// TestADatabaseURLThatDoesNotParseIsBadInput: a command (run list) and a
+// daemon given a database URL that does not parse exit 2 at once, with a
+// message that never holds the password — a daemon used to retry it for
+// ever as an outage, logging the password in the driver's error, and a
+// command exited 1 as if the database had not answered.
+func TestADatabaseURLThatDoesNotParseIsBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		url, want string
+	}{
+		{"mysql://u:secret@db.example/x", "ffctl: --database-url (FLOWFORGE_DATABASE_URL): cannot parse `mysql://u:xxxxxx@db.example/x`: failed to parse as keyword/value (invalid keyword/value)\n"},
+		{"host=db.example password=secret junk", "ffctl: --database-url (FLOWFORGE_DATABASE_URL): cannot parse `host=db.example password=xxxxx junk`: failed to parse as keyword/value (invalid keyword/value)\n"},
+		{"postgres://u:secret@127.0.0.1:notaport/x", "ffctl: --database-url (FLOWFORGE_DATABASE_URL): cannot parse `postgres://u:xxxxx@127.0.0.1:notaport/x`: invalid port\n"},
+	} {
+		for _, args := range [][]string{{"run", "list"}, {"daemon", "worker", "--health-addr", ""}} {
+			t.Run(tc.url+" "+args[0], func(t *testing.T) {
+				t.Parallel()
+				r := runFFCTL(t, append([]string{"--database-url", tc.url}, args...)...)
+				if r.code != 2 || r.stderr != tc.want || strings.Contains(r.stderr+r.stdout, "secret") {
+					t.Fatalf("ffctl --database-url %q %v:\n%s\nwant exit 2 and %q, and no password", tc.url, args, r, tc.want)
+				}
+			})
+		}
+	}
+}
