@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowforge/flowforge/core"
@@ -60,27 +57,13 @@ func logger(c *cli.Context, env *Env) (*slog.Logger, error) {
 // checkDatabaseURL refuses a database URL that does not parse as bad
 // input (exit 2): a command would report it as a failure to connect
 // (exit 1) and a daemon would retry it for ever. The message never holds
-// the password: pgconn redacts its URL, and a password it quotes in the
-// reason (a keyword/value string it could not split) is masked too.
+// the password (store.CheckURL masks it).
 func checkDatabaseURL(raw string) error {
-	_, err := pgconn.ParseConfig(raw)
-	if err == nil {
-		return nil
+	if err := store.CheckURL(raw); err != nil {
+		return usageError("--database-url (FLOWFORGE_DATABASE_URL): %v", err)
 	}
-	msg := err.Error()
-	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	if m := passwordKV.FindStringSubmatch(raw); m != nil && m[1] != "" {
-		msg = strings.ReplaceAll(msg, m[1], "xxxxx")
-	}
-	return usageError("--database-url (FLOWFORGE_DATABASE_URL): %s", msg)
+	return nil
 }
-
-// passwordKV finds the password of a keyword/value connection string.
-var passwordKV = regexp.MustCompile(`password\s*=\s*'?([^'\s]+)`)
 
 func openStore(c *cli.Context) (*store.Store, error) {
 	if err := checkDatabaseURL(databaseURL(c)); err != nil {

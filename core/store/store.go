@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/flowforge/flowforge/core"
@@ -226,6 +227,33 @@ func RedactURL(raw string) string {
 	}
 	return u.Redacted()
 }
+
+// CheckURL reports whether raw parses as a PostgreSQL connection string (a
+// postgres:// URL or a keyword/value string), without connecting. The
+// error, when it does not, is the driver's reason with the password
+// masked ("xxxxx"): the driver redacts its URL, and a password it quotes
+// in the reason (a keyword/value string it could not split) is masked too.
+// Commands report it as bad input; a daemon would otherwise retry a URL
+// that can never connect for ever.
+func CheckURL(raw string) error {
+	_, err := pgconn.ParseConfig(raw)
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if u, perr := url.Parse(raw); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	if m := passwordKV.FindStringSubmatch(raw); m != nil && m[1] != "" {
+		msg = strings.ReplaceAll(msg, m[1], "xxxxx")
+	}
+	return errors.New(msg)
+}
+
+// passwordKV finds the password of a keyword/value connection string.
+var passwordKV = regexp.MustCompile(`password\s*=\s*'?([^'\s]+)`)
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, "" for others.
 func pgCode(err error) string {
