@@ -252,7 +252,7 @@ func TestStreamSeqAssignersWaitForEachOther(t *testing.T) {
 
 // TestLockStreamReturnsNumberedRowsAsEvents: LockStream returns the
 // numbered unpublished rows as core.TransitionEvent values with their
-// routing keys; MarkPublished stamps them and a second batch is empty.
+// routing keys; DeletePublished deletes them and nothing is left pending.
 func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
@@ -276,7 +276,7 @@ func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
 	if want := "run.streamed.RUNNING task.streamed.a.READY task.streamed.b.PENDING"; strings.Join(keys, " ") != want {
 		t.Errorf("routing keys %q, want %q", strings.Join(keys, " "), want)
 	}
-	if err := b.MarkPublished(f.ctx, ids); err != nil {
+	if err := b.DeletePublished(f.ctx, ids); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Commit(); err != nil {
@@ -286,4 +286,20 @@ func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
 	if err != nil || st.Pending != 0 {
 		t.Fatalf("status %+v, %v; want nothing pending", st, err)
 	}
+	if n := f.count(`SELECT count(*) FROM transition_stream WHERE run_id = $1`, run); n != 0 {
+		t.Fatalf("%d published rows kept, want them deleted", n)
+	}
+}
+
+// TestVacuumStreamVacuumsTheTable: VacuumStream vacuums transition_stream
+// (pg_stat_user_tables counts one more vacuum) and returns no error: VACUUM
+// refuses a transaction block, so the statement must go alone.
+func TestVacuumStreamVacuumsTheTable(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	before := f.count(`SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`)
+	if err := f.s.VacuumStream(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.waitDB("the vacuum counted", `SELECT vacuum_count > $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, before)
 }

@@ -151,8 +151,10 @@ func (s *Store) TaskLogTail(ctx context.Context, id uuid.UUID, n int) ([]TaskLog
 // of the prune and delete statements (qPruneRuns, qDeleteRuns) that delete
 // what belongs to the runs in their CTE cand but has no foreign key to
 // them: the log lines of their task runs (task_logs, through its primary
-// key) and their transition stream rows and seq counters
-// (transition_stream_run, transition_stream_seqs). The second deletes
+// key) and their unpublished transition stream rows (a scan of the
+// backlog: migration 26 dropped the run_id index, a published row is
+// deleted at once) and seq counters (transition_stream_seqs, through its
+// primary key). The second deletes
 // nothing when $4 is true (qDeleteRuns' dry run).
 const (
 	deleteCandRows = `logs AS (` + deleteCandLogs + `

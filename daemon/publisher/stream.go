@@ -24,7 +24,7 @@ import (
 //     before anything is published), then
 //  2. locks a batch of numbered, unpublished rows (SKIP LOCKED), publishes
 //     each to the exchange with its routing key and waits for the confirms,
-//     stamps the confirmed ones and commits.
+//     deletes the confirmed ones and commits.
 //
 // A crash between 2's confirm and its commit leaves the rows unpublished:
 // the next cycle (of this or another publisher) publishes them again with
@@ -34,6 +34,19 @@ import (
 // no outbox NOTIFY wakes it: a transition that dispatches nothing (a run
 // settling, a task ending) is published within it.
 const StreamPollIntervalDefault = 100 * time.Millisecond
+
+// streamGather is the least time between two stream cycles when the
+// first did not fill its batch: transitions come with nearly every outbox
+// NOTIFY, so without it each cycle would number, lock, publish and delete
+// a handful of rows, paying its six statements for each handful. Waiting
+// lets a busy system's rows gather into batches (issue 28's overhead
+// budget); a transition is published within about streamGather plus
+// StreamPollIntervalDefault.
+const streamGather = 50 * time.Millisecond
+
+// streamVacuumEvery is how often the stream loop vacuums the stream table
+// while it publishes (store.VacuumStream says why).
+const streamVacuumEvery = 2 * time.Second
 
 // streamSettingEvery is how often the stream loop reads the database's
 // setting (store.StreamSetting): a change of exchange, or the stream
@@ -52,6 +65,10 @@ type streamLoop struct {
 	// before it was turned off are still published); "" idles the loop.
 	exchange  string
 	settingAt time.Time // when the setting was last read
+	// deleted counts the rows published (hence deleted) since the last
+	// vacuum, vacuumAt is when that was (streamVacuumEvery).
+	deleted  int
+	vacuumAt time.Time
 }
 
 // runStream runs the stream loop until ctx ends, then closes its
@@ -74,6 +91,11 @@ func (p *Publisher) runStream(ctx context.Context, s *streamLoop) {
 			var done <-chan struct{}
 			if s.pub != nil {
 				done = s.pub.Done()
+			}
+			select { // gather a batch: see streamGather
+			case <-ctx.Done():
+			case <-time.After(streamGather):
+			case <-done:
 			}
 			select {
 			case <-ctx.Done():
@@ -157,6 +179,13 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 	n, err := p.streamCycle(ctx, s.pub, s.exchange)
 	if err == nil {
 		s.dbBO.Succeeded()
+		s.deleted += n
+	}
+	if s.deleted > 0 && time.Since(s.vacuumAt) >= streamVacuumEvery {
+		s.vacuumAt, s.deleted = time.Now(), 0
+		if verr := p.cfg.Store.VacuumStream(ctx); verr != nil && ctx.Err() == nil {
+			p.log.Warn("publisher: transition stream: vacuum failed; autovacuum alone keeps the table", "error", verr)
+		}
 	}
 	return n == p.cfg.BatchSize, err
 }
@@ -228,7 +257,7 @@ func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher, exch
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := batch.MarkPublished(wctx, confirmed); err != nil {
+	if err := batch.DeletePublished(wctx, confirmed); err != nil {
 		return 0, err
 	}
 	reason := "unconfirmed"
@@ -258,4 +287,5 @@ type streamStore interface {
 	AssignStreamSeqs(ctx context.Context, limit int) (int64, error)
 	LockStream(ctx context.Context, limit int) (*store.StreamBatch, error)
 	StreamStatus(ctx context.Context) (store.StreamStatus, error)
+	VacuumStream(ctx context.Context) error
 }
