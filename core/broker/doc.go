@@ -80,6 +80,15 @@
 // Deliveries are settled with Delivery.Ack, Requeue (redelivered later with
 // Redelivered set) or Reject (dead-lettered to <Queue>.dead).
 //
+// # Dead letters
+//
+// Publisher.RedriveDeadLetters takes one pass over <Queue>.dead: the
+// dispatches a quorum queue's delivery-limit dead-lettered (RedriveTarget:
+// x-death[0] reason delivery_limit in <Queue> or a handler queue) are
+// published again to the queue they died in and acked once that copy is
+// confirmed; everything else is returned to the head, in its order, with
+// one nack when the pass ends (redrive.go).
+//
 // Ping and QueueDepth open short-lived connections for readiness probes
 // and inspection (ffctl outbox status).
 package broker

@@ -154,6 +154,10 @@ type Metrics struct {
 	// TaskLogLinesDropped counts lines of tasks' logs not stored, by
 	// reason (see TaskLogDropReasons).
 	TaskLogLinesDropped *prometheus.CounterVec
+	// DispatchesRedriven counts the dispatches a quorum queue's
+	// delivery-limit dead-lettered that the publisher sent back, by the
+	// queue the copy went to (mode 138; see redriven.go).
+	DispatchesRedriven *prometheus.CounterVec
 	// Latency holds the latency histograms (queue wait, handler, run
 	// duration, publish confirm, trigger to READY), their workflow and
 	// handler labels bounded.
@@ -332,6 +336,7 @@ func NewBounded(maxLabelValues int) *Metrics {
 	m.ScheduleTicks = newScheduleTicks(r)
 	m.ForeignDispatches = newForeignDispatches(r)
 	m.TaskLogLinesDropped = newTaskLogLinesDropped(r)
+	m.DispatchesRedriven = newDispatchesRedriven(r)
 	m.Latency = newLatency(r, maxLabelValues)
 	for _, s := range finishedStates() {
 		m.TasksFinished.WithLabelValues(s)

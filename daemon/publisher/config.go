@@ -33,6 +33,12 @@ const (
 	// from 4.0), so FlowForge refuses an oversized row itself, cleanly,
 	// before the broker closes the channel over it.
 	MaxMessageBytesDefault = 1 << 20
+	// RedriveIntervalDefault is how often the publisher looks into the
+	// dead-letter queue for dispatches a delivery-limit dead-lettered
+	// (redrive.go, mode 138): well within the scheduler's
+	// --redispatch-after (5 min by default), which would send them
+	// otherwise.
+	RedriveIntervalDefault = 5 * time.Second
 )
 
 // Store is what the publisher needs from the database.
@@ -72,6 +78,11 @@ type Config struct {
 	// StreamPollInterval is the period of the stream loop without a
 	// NOTIFY (default StreamPollIntervalDefault).
 	StreamPollInterval time.Duration
+	// RedriveInterval is how often the publisher looks into the
+	// dead-letter queue for dispatches a quorum queue's delivery-limit
+	// dead-lettered and sends them back (default RedriveIntervalDefault;
+	// passes that send nothing back lengthen it up to a minute).
+	RedriveInterval time.Duration
 	// TracerProvider records a flowforge.publish span of each traced row
 	// (its dispatch carries a traceparent: package tracing); nil is the
 	// no-op provider.
@@ -98,10 +109,10 @@ const (
 
 // Validate checks the settings of c against their bounds, the one place
 // they are checked (ffctl maps its flags to a Config and reports this
-// error as a usage error): BatchSize, PollInterval and MaxMessageBytes must
-// not be negative; zero ones take their defaults in New. The error is a
-// *daemon.SettingError. The dependencies (Store, Broker) are New's to
-// check.
+// error as a usage error): BatchSize, PollInterval, MaxMessageBytes and
+// RedriveInterval must not be negative; zero ones take their defaults in
+// New. The error is a *daemon.SettingError. The dependencies (Store,
+// Broker) are New's to check.
 func (c Config) Validate() error {
 	for _, err := range []error{
 		daemon.CheckNotNegative("publisher", "BatchSize", "", c.BatchSize, BatchSizeDefault),
@@ -110,6 +121,7 @@ func (c Config) Validate() error {
 		daemon.CheckRange("publisher", "PollInterval", "poll-interval", c.PollInterval, PollIntervalDefault, PollIntervalMin, PollIntervalMax),
 		daemon.CheckNotNegative("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault),
 		daemon.CheckRange("publisher", "MaxMessageBytes", "max-message-bytes", c.MaxMessageBytes, MaxMessageBytesDefault, MaxMessageBytesMin, MaxMessageBytesMax),
+		daemon.CheckNotNegative("publisher", "RedriveInterval", "", c.RedriveInterval, RedriveIntervalDefault),
 	} {
 		if err != nil {
 			return err
@@ -140,6 +152,7 @@ func (c *Config) validate() error {
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	c.StreamPollInterval = cmp.Or(c.StreamPollInterval, StreamPollIntervalDefault)
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, MaxMessageBytesDefault)
+	c.RedriveInterval = cmp.Or(c.RedriveInterval, RedriveIntervalDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

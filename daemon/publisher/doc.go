@@ -46,6 +46,19 @@
 // loop never exits on a transient fault; a queue declared with other
 // arguments is fatal at start.
 //
+// Re-drive. A quorum-queue delivery-limit on the dispatch queues (a
+// policy; RabbitMQ 4's default of 20) dead-letters a dispatch returned too
+// often (worker crashes, hand-backs) into the dead-letter queue, which
+// nothing else drains. Every Config.RedriveInterval, when the dead-letter
+// queue holds more than its last pass left, the publisher takes a pass
+// over it (broker.Publisher.RedriveDeadLetters): a dispatch whose last
+// death was the delivery-limit of a dispatch queue is published to that
+// queue again and acked once the copy is confirmed; everything else (the
+// garbage workers reject, mode 26) is returned to the queue's head in its
+// order. It counts flowforge_dispatches_redriven_total and warns once per
+// process; passes that send nothing back lengthen the interval up to a
+// minute (redrive.go, e2e/FAILURE_MODEL.md mode 138).
+//
 // Config.Failpoints (a testing aid, see package failpoint) can discard a
 // batch's confirms, or end the process or send it SIGTERM between the
 // confirm and the stamp;

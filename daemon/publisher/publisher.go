@@ -154,8 +154,9 @@ func (l *lane) dropPub(pub *broker.Publisher) {
 }
 
 // Run publishes until ctx ends, then returns nil. Every lane runs its loop
-// in a goroutine of its own, woken by the one LISTEN connection; Run waits
-// for them all.
+// in a goroutine of its own, woken by the one LISTEN connection, beside the
+// stream loop and the re-driver of dead-lettered dispatches (redrive.go);
+// Run waits for them all.
 func (p *Publisher) Run(ctx context.Context) error {
 	if p.cfg.DatabaseURL != "" {
 		lctx, stop := context.WithCancel(ctx)
@@ -189,6 +190,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.runStream(ctx, p.stream)
 		}()
 	}
+	lanes.Add(1)
+	go func() {
+		defer lanes.Done()
+		p.runRedrive(ctx)
+	}()
 	lanes.Wait()
 	p.log.Info("publisher: stopped")
 	return nil
