@@ -25,7 +25,8 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "database-url", Usage: "PostgreSQL URL", Value: store.DatabaseURLDefault, EnvVars: []string{"FLOWFORGE_DATABASE_URL"}},
 		&cli.StringFlag{Name: "amqp-url", Usage: "RabbitMQ URL; several (cluster nodes) separated by commas", Value: AMQPURLDefault, EnvVars: []string{"FLOWFORGE_AMQP_URL"}},
 		&cli.StringFlag{Name: "queue", Usage: "dispatch queue name", Value: broker.QueueDefault, EnvVars: []string{"FLOWFORGE_QUEUE"}},
-		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", EnvVars: []string{"FLOWFORGE_LOG_LEVEL"}},
+		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", EnvVars: []string{"FLOWFORGE_LOG_LEVEL"},
+			Action: func(_ *cli.Context, v string) error { return checkLogLevel(v) }},
 	}
 }
 
@@ -41,11 +42,23 @@ func brokerConfig(c *cli.Context, log *slog.Logger) broker.Config {
 	return broker.Config{URLs: urls, Queue: c.String("queue"), Logger: log, Cursor: &broker.Cursor{}}
 }
 
-func logger(c *cli.Context, env *Env) (*slog.Logger, error) {
+// checkLogLevel refuses a --log-level (FLOWFORGE_LOG_LEVEL) that is not
+// one of slog's levels as bad input (exit 2), for every command: one that
+// logs nothing would otherwise ignore it and exit 0.
+func checkLogLevel(v string) error {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, usageError("--log-level: %v", err)
+	if err := level.UnmarshalText([]byte(v)); err != nil {
+		return usageError("--log-level (FLOWFORGE_LOG_LEVEL): %q is not debug, info, warn or error", v)
 	}
+	return nil
+}
+
+func logger(c *cli.Context, env *Env) (*slog.Logger, error) {
+	if err := checkLogLevel(c.String("log-level")); err != nil {
+		return nil, err
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.String("log-level")))
 	return slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level})), nil
 }
 

@@ -148,3 +148,21 @@ func TestADatabaseURLThatDoesNotParseIsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestALogLevelThatIsNoLevelIsBadInput: --log-level (or
+// FLOWFORGE_LOG_LEVEL) other than a slog level is exit 2 for every
+// command, one that logs nothing included (a trial saw `loud` ignored with
+// exit 0).
+func TestALogLevelThatIsNoLevelIsBadInput(t *testing.T) {
+	t.Parallel()
+	const want = "ffctl: --log-level (FLOWFORGE_LOG_LEVEL): \"loud\" is not debug, info, warn or error\n"
+	for _, args := range [][]string{{"version"}, {"workflow", "list"}, {"daemon", "worker", "--health-addr", ""}} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel()
+			r := runFFCTL(t, append([]string{"--log-level", "loud"}, args...)...)
+			if r.code != 2 || r.stderr != want {
+				t.Fatalf("ffctl --log-level loud %v:\n%s\nwant exit 2 and %q", args, r, want)
+			}
+		})
+	}
+}
