@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -59,6 +60,9 @@ func daemonCommand(env *Env) *cli.Command {
 // those of the daemons the role runs (all: every one's).
 func daemonFlags(role supervisor.Role) []cli.Flag {
 	flags := commonDaemonFlags(role)
+	if role.Runs(supervisor.RolePublisher) || role.Runs(supervisor.RoleWorker) {
+		flags = append(flags, brokerDaemonFlags()...)
+	}
 	if role.Runs(supervisor.RoleScheduler) {
 		flags = append(flags, schedulerFlags()...)
 		flags = append(flags, retentionFlags()...)
@@ -91,6 +95,14 @@ func commonDaemonFlags(role supervisor.Role) []cli.Flag {
 		&cli.IntFlag{Name: "db-max-conns", Usage: "connections of the daemon's main database pool (" + maxConns + "); lease renewals have a pool of their own, so a small main pool never starves heartbeats", EnvVars: []string{"FLOWFORGE_DB_MAX_CONNS"}},
 	}
 	return append(flags, dbSessionFlags()...)
+}
+
+// brokerDaemonFlags are the flags of the roles that talk to the broker
+// (publisher, worker, all).
+func brokerDaemonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "amqp-heartbeat", Usage: "publisher and worker: AMQP heartbeat interval asked of the broker, whole seconds (the broker's own heartbeat setting caps it; a heartbeat= parameter of an --amqp-url wins): this process drops and re-dials a broker connection it heard nothing from for 1.5 intervals, the broker drops one silent for about 2 and requeues its unacknowledged deliveries", Value: broker.HeartbeatDefault, EnvVars: []string{"FLOWFORGE_AMQP_HEARTBEAT"}},
+	}
 }
 
 func schedulerFlags() []cli.Flag {
@@ -268,11 +280,9 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 			return cfg, err
 		}
 	}
-	if (role.Runs(supervisor.RolePublisher) || role.Runs(supervisor.RoleWorker)) && len(cfg.Broker.URLs) > 0 {
-		// A URL that is no AMQP URL, or a reserved queue name, is bad
-		// input: dialling it would be retried as an outage for ever.
-		if err := cfg.Broker.Check(); err != nil {
-			return cfg, usageError("--amqp-url, --queue: %v", err)
+	if role.Runs(supervisor.RolePublisher) || role.Runs(supervisor.RoleWorker) {
+		if err := brokerDaemonConfig(c, &cfg); err != nil {
+			return cfg, err
 		}
 	}
 	if cfg.StopTimeout <= 0 {
@@ -317,6 +327,26 @@ func daemonConfig(c *cli.Context, env *Env, role supervisor.Role) (supervisor.Co
 		cfg.ClockSkew = skew
 	}
 	return cfg, nil
+}
+
+// brokerDaemonConfig maps the broker flags of the roles that talk to the
+// broker (brokerDaemonFlags) to cfg.Broker and checks it: a heartbeat
+// that is no whole number of seconds, a URL that is no AMQP URL or a
+// reserved queue name is bad input (a usage error), since dialling would
+// retry it as an outage for ever.
+func brokerDaemonConfig(c *cli.Context, cfg *supervisor.Config) error {
+	cfg.Broker.Heartbeat = c.Duration("amqp-heartbeat")
+	if broker.CheckHeartbeat(cfg.Broker.Heartbeat) != nil {
+		return usageError("%w", &daemon.SettingError{Component: "broker", Field: "Broker.Heartbeat", Flag: "amqp-heartbeat", Value: cfg.Broker.Heartbeat,
+			Want: fmt.Sprintf("whole seconds from 1s to %ds, or 0 for the default (%v)", broker.HeartbeatMax/time.Second, broker.HeartbeatDefault)})
+	}
+	if len(cfg.Broker.URLs) == 0 {
+		return nil
+	}
+	if err := cfg.Broker.Check(); err != nil {
+		return usageError("--amqp-url, --queue: %v", err)
+	}
+	return nil
 }
 
 // checkHealthAddr refuses a malformed --health-addr (no port, a port

@@ -174,7 +174,7 @@ func TestDaemonAllTakesTheUnionOfTheRolesFlags(t *testing.T) {
 		"retain-cancelled": {"--retain-cancelled", "1d12h"}, "retain-dead": {"--retain-dead", "30d"}, "retain-outbox": {"--retain-outbox", "6h"},
 		"misfire-grace": {"--misfire-grace", "2m"}, "stop-timeout": {"--stop-timeout", "45s"}, "max-child-depth": {"--max-child-depth", "3"},
 		"listen": {"--listen", "127.0.0.1:0"}, "api-listen": {"--api-listen", "127.0.0.1:0"}, "tls-cert": {"--tls-cert", "cert.pem"},
-		"tls-key": {"--tls-key", "key.pem"}, "insecure-no-auth": {"--insecure-no-auth"}, "handlers": {"--handlers", "noop,http"},
+		"tls-key": {"--tls-key", "key.pem"}, "insecure-no-auth": {"--insecure-no-auth"}, "handlers": {"--handlers", "noop,http"}, "amqp-heartbeat": {"--amqp-heartbeat", "5s"},
 	}
 	for _, role := range []string{"all", "scheduler", "publisher", "worker", "api"} {
 		t.Run(role, func(t *testing.T) {

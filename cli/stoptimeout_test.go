@@ -75,7 +75,8 @@ func TestDaemonAbortGraceMustBePositive(t *testing.T) {
 
 // TestDaemonFlagsThatAreBadInputExitTwo: a malformed --health-addr (no
 // port, a port above 65535), a broker URL that is no AMQP URL, a reserved
-// queue name, and a --task-log-max-bytes out of bounds are
+// queue name, an --amqp-heartbeat that is no whole number of seconds, and
+// a --task-log-max-bytes out of bounds are
 // refused at start with exit 2 and a message that says what is wanted —
 // for the log bound, that its 0 turns task logs off (not "the default").
 // A well-formed address that cannot be listened on is the start's error
@@ -90,6 +91,7 @@ func TestDaemonFlagsThatAreBadInputExitTwo(t *testing.T) {
 		{[]string{"--health-addr", "127.0.0.1:99999"}, "ffctl: --health-addr \"127.0.0.1:99999\": port 99999 is above 65535: want host:port (e.g. 127.0.0.1:9101, or :9101 for every interface), or '' to disable\n"},
 		{[]string{"--health-addr", "", "--amqp-url", "http://broker.example/"}, "ffctl: --amqp-url, --queue: config: invalid url: scheme \"http\" is not amqp or amqps\n"},
 		{[]string{"--health-addr", "", "--queue", "amq.mine"}, "ffctl: --amqp-url, --queue: config: queue name \"amq.mine\" uses the reserved prefix \"amq.\"\n"},
+		{[]string{"--health-addr", "", "--amqp-heartbeat", "1500ms"}, "ffctl: broker: --amqp-heartbeat 1.5s (Config.Broker.Heartbeat): must be whole seconds from 1s to 65535s, or 0 for the default (10s)\n"},
 		{[]string{"--health-addr", "", "--task-log-max-bytes", "-1"}, "ffctl: worker: --task-log-max-bytes -1 (Config.TaskLogMaxBytes): must be between 1 and 67108864 bytes, or 0 to turn task logs off (default 65536)\n"},
 		{[]string{"--health-addr", "", "--task-log-max-bytes", "67108865"}, "ffctl: worker: --task-log-max-bytes 67108865 (Config.TaskLogMaxBytes): must be between 1 and 67108864 bytes, or 0 to turn task logs off (default 65536)\n"},
 	} {

@@ -23,6 +23,10 @@ const (
 	DialTimeoutDefault = 5 * time.Second
 	// HeartbeatDefault is the default Config.Heartbeat.
 	HeartbeatDefault = 10 * time.Second
+	// HeartbeatMax bounds Config.Heartbeat: AMQP 0-9-1 negotiates the
+	// heartbeat in whole seconds, in an unsigned 16-bit field (its
+	// connection.tune method).
+	HeartbeatMax = 65535 * time.Second
 )
 
 // maxQueueNameLen is RabbitMQ's limit on queue names (a shortstr).
@@ -71,9 +75,16 @@ type Config struct {
 	// DialTimeoutDefault (5s).
 	DialTimeout time.Duration
 
-	// Heartbeat is the AMQP heartbeat interval requested from the broker; a
-	// peer silent for about two intervals is considered dead. A heartbeat
-	// parameter in the URL takes precedence. Default HeartbeatDefault (10s).
+	// Heartbeat is the AMQP heartbeat interval H requested from the
+	// broker, whole seconds from 1s to HeartbeatMax; the connection uses
+	// the smaller of it and the broker's own (heartbeat, 60 s by default).
+	// Both ends send a frame at least every H/2 when otherwise silent. The
+	// client (amqp091) drops a connection it has read nothing from for
+	// 1.5·H, so a black-holed connection is noticed 1 to 1.5·H after the
+	// cut; RabbitMQ drops one silent for about 2·H and requeues its
+	// unacknowledged deliveries (mode 137 measures both). A heartbeat
+	// parameter in the URL takes precedence. Default HeartbeatDefault
+	// (10s); ffctl's --amqp-heartbeat.
 	Heartbeat time.Duration
 
 	// Cursor remembers which URL connected last so that the next dial made
@@ -133,11 +144,24 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.ConfirmTimeout = cmp.Or(c.ConfirmTimeout, ConfirmTimeoutDefault)
 	c.DialTimeout = cmp.Or(c.DialTimeout, DialTimeoutDefault)
+	if err := CheckHeartbeat(c.Heartbeat); err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// CheckHeartbeat returns an error unless d is a valid Config.Heartbeat:
+// 0 (the default) or whole seconds from 1s to HeartbeatMax (the AMQP
+// field's unit and range: a fraction would be dropped unseen).
+func CheckHeartbeat(d time.Duration) error {
+	if d == 0 || (d >= time.Second && d <= HeartbeatMax && d%time.Second == 0) {
+		return nil
+	}
+	return fmt.Errorf("heartbeat %v: want whole seconds from 1s to %ds, or 0 for the default (%v)", d, HeartbeatMax/time.Second, HeartbeatDefault)
 }
 
 // Cursor remembers the index of the URL in Config.URLs that connected last.

@@ -144,13 +144,41 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", cfg)
 	}
 	for name, bad := range map[string]Config{
-		"no urls":       {},
-		"reserved name": {URLs: []string{"amqp://x/"}, Queue: "amq.foo"},
-		"too long":      {URLs: []string{"amqp://x/"}, Queue: strings.Repeat("q", 252)},
-		"negative":      {URLs: []string{"amqp://x/"}, ConfirmTimeout: -1},
+		"no urls":        {},
+		"reserved name":  {URLs: []string{"amqp://x/"}, Queue: "amq.foo"},
+		"too long":       {URLs: []string{"amqp://x/"}, Queue: strings.Repeat("q", 252)},
+		"negative":       {URLs: []string{"amqp://x/"}, ConfirmTimeout: -1},
+		"heartbeat 1ms":  {URLs: []string{"amqp://x/"}, Heartbeat: time.Millisecond},
+		"heartbeat 1.5s": {URLs: []string{"amqp://x/"}, Heartbeat: 1500 * time.Millisecond},
+		"heartbeat 19h":  {URLs: []string{"amqp://x/"}, Heartbeat: 19 * time.Hour},
 	} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestDialAsksTheBrokerForTheConfiguredHeartbeat: the connection's
+// heartbeat is Config.Heartbeat (the broker's own, 60 s by default, is
+// larger), or HeartbeatDefault when unset: the interval that bounds how
+// soon a black-holed connection is noticed (mode 137).
+func TestDialAsksTheBrokerForTheConfiguredHeartbeat(t *testing.T) {
+	for _, want := range []time.Duration{3 * time.Second, 0} {
+		cfg, err := Config{URLs: []string{testURL(t)}, Heartbeat: want}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := dial(testCtx(t), cfg, "heartbeat-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := conn.Config.Heartbeat
+		_ = conn.Close()
+		if want == 0 {
+			want = HeartbeatDefault
+		}
+		if got != want {
+			t.Errorf("Config.Heartbeat %v: the connection's heartbeat is %v", want, got)
 		}
 	}
 }

@@ -72,3 +72,58 @@ func TestAFailedRenewalIsRetriedWellBeforeTheNextInterval(t *testing.T) {
 		}
 	}
 }
+
+// silentRenewer never answers: each Renew waits for its context to end
+// (or for quit, closed when the test ends), as a renewal sent into a
+// black-holed network does, recording when each call arrived.
+type silentRenewer struct {
+	flakyRenewer
+	quit chan struct{}
+}
+
+func (r *silentRenewer) Renew(ctx context.Context, _ uuid.UUID, _ int64, _ time.Duration) (store.RenewResult, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, time.Now())
+	r.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return store.RenewResult{}, ctx.Err()
+	case <-r.quit:
+		return store.RenewResult{}, errors.New("test over")
+	}
+}
+
+// TestARenewalThatGetsNoAnswerGivesUpAfterItsInterval: mode 135. A
+// renewal the database never answers (a partition drops its packets: no
+// error comes back, TCP retransmits for minutes) is given up after a
+// renewal interval (Lease/3) and retried, so the worker notices the
+// partition ("heartbeat failed") within two intervals of its last
+// renewal, and renews as soon as a path is back, instead of waiting on
+// one dead connection for as long as TCP does.
+func TestARenewalThatGetsNoAnswerGivesUpAfterItsInterval(t *testing.T) {
+	const lease = 1500 * time.Millisecond // interval 500 ms, retries within 100 ms
+	r := &silentRenewer{quit: make(chan struct{})}
+	w := &Worker{
+		cfg: Config{Renewer: r, Lease: lease, Metrics: metrics.New(), Clock: clock.OrSystem(nil)},
+		log: slog.New(slog.DiscardHandler),
+	}
+	start := time.Now()
+	hb := w.heartbeat(store.ClaimedTask{ID: uuid.New(), FencingToken: 1}, func(error) {}, w.log)
+	defer func() {
+		close(r.quit) // a renewal still waiting returns, so the heartbeat can stop
+		hb.stop()
+	}()
+	deadline := start.Add(5 * time.Second)
+	for len(r.times()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d renewals in 5 s: a renewal that gets no answer is never given up", len(r.times()))
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval, not a wait for state
+	}
+	calls := r.times()
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].Sub(calls[i-1]); gap > lease/3+lease/15+500*time.Millisecond {
+			t.Errorf("renewal %d came %v after the unanswered one; want its interval (%v) plus a retry wait (at most %v)", i+1, gap, lease/3, lease/15)
+		}
+	}
+}

@@ -28,6 +28,14 @@
 //     the port stays the proxy's), black-hole (hold both directions), drop
 //     replies, or lose the one reply that reports a PostgreSQL commit
 //     (DropCommitReply). It touches only the connections made through it.
+//     StartProxyOn listens on another address of the machine (a Netns's).
+//   - NewNetns: a network namespace for one daemon (Stack.DaemonIn runs it
+//     there), routed to the host through a second namespace whose
+//     blackhole rules (Cut, Heal) drop its packets silently, as a real
+//     partition does. Servers it reaches listen on its HostAddr
+//     (PostgresOptions.Listen with StartPostgresWith,
+//     RabbitOptions.Listen). Needs root and iproute2's ip, else the test
+//     is skipped, saying why.
 //
 // Tests may Kill, Stop, Start and Restart these servers at will: that is the
 // point of the package. Every signal the package sends goes to a process id

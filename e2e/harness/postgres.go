@@ -36,9 +36,23 @@ type Postgres struct {
 
 	binDir string
 	cred   *syscall.Credential // nil when not running as root
+	opt    PostgresOptions
 
 	mu   sync.Mutex
 	proc *child // the running postmaster, nil if stopped
+}
+
+// PostgresOptions configures StartPostgresWith. The zero value is
+// StartPostgres's server.
+type PostgresOptions struct {
+	// Listen are addresses of this machine the server listens on besides
+	// 127.0.0.1, on the same Port (a Netns's HostAddr, so that a daemon in
+	// the namespace reaches it); pg_hba.conf then trusts every client, as
+	// it trusts 127.0.0.1.
+	Listen []string
+	// Settings are server settings given at each start, "name=value"
+	// (postgres -c), e.g. "tcp_keepalives_idle=2".
+	Settings []string
 }
 
 // StartPostgres creates and starts a private PostgreSQL cluster for the test:
@@ -53,6 +67,12 @@ type Postgres struct {
 // the last 50 lines of the server log are printed.
 func StartPostgres(t testing.TB) *Postgres {
 	t.Helper()
+	return StartPostgresWith(t, PostgresOptions{})
+}
+
+// StartPostgresWith is StartPostgres with opt's addresses and settings.
+func StartPostgresWith(t testing.TB, opt PostgresOptions) *Postgres {
+	t.Helper()
 	started := time.Now()
 	binDir := os.Getenv("FFTEST_PG_BINDIR")
 	if binDir == "" {
@@ -61,7 +81,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	requireFile(t, "PostgreSQL initdb", filepath.Join(binDir, "initdb"))
 	requireFile(t, "PostgreSQL server", filepath.Join(binDir, "postgres"))
 
-	p := &Postgres{binDir: binDir}
+	p := &Postgres{binDir: binDir, opt: opt}
 	dir, err := os.MkdirTemp("", "fft-pg-")
 	if err != nil {
 		t.Fatalf("harness: StartPostgres: %v", err)
@@ -92,6 +112,9 @@ func StartPostgres(t testing.TB) *Postgres {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("harness: initdb: %v\n%s", err, out)
 	}
+	if err := p.trustListenAddresses(); err != nil {
+		t.Fatalf("harness: StartPostgres: %v", err)
+	}
 	initDone := time.Now()
 
 	p.Port = FreePort(t)
@@ -109,6 +132,27 @@ func StartPostgres(t testing.TB) *Postgres {
 	t.Logf("harness: postgres on 127.0.0.1:%d ready in %v (initdb %v)", p.Port,
 		time.Since(started).Round(time.Millisecond), initDone.Sub(started).Round(time.Millisecond))
 	return p
+}
+
+// trustListenAddresses lets every client in (trust) when the server
+// listens on more than 127.0.0.1: initdb -A trust trusts only loopback
+// clients.
+func (p *Postgres) trustListenAddresses() error {
+	if len(p.opt.Listen) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(p.DataDir, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pg_hba.conf: %w", err)
+	}
+	_, err = f.WriteString("host all all all trust\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pg_hba.conf: %w", err)
+	}
+	return nil
 }
 
 // postgresCredential looks up the uid/gid of the "postgres" user.
@@ -171,14 +215,18 @@ func (p *Postgres) startOnce() error {
 		return err
 	}
 	defer logf.Close()
-	cmd := p.command(filepath.Join(p.binDir, "postgres"),
+	args := []string{
 		"-D", p.DataDir,
 		"-p", strconv.Itoa(p.Port),
 		"-k", p.Dir,
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses=" + strings.Join(append([]string{"127.0.0.1"}, p.opt.Listen...), ","),
 		"-c", "fsync=off",
 		"-c", "max_connections=200",
-	)
+	}
+	for _, kv := range p.opt.Settings {
+		args = append(args, "-c", kv)
+	}
+	cmd := p.command(filepath.Join(p.binDir, "postgres"), args...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	c, err := startChild(cmd)

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -113,7 +114,15 @@ type proxyConn struct {
 // test fails (t.Fatalf) if it cannot listen.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	port, addr, err := reservePort()
+	return StartProxyOn(t, "127.0.0.1", target)
+}
+
+// StartProxyOn is StartProxy listening on a free port of host, an IPv4
+// address of this machine (a Netns's HostAddr: a daemon in the namespace
+// reaches a server on 127.0.0.1 through it).
+func StartProxyOn(t testing.TB, host, target string) *Proxy {
+	t.Helper()
+	port, addr, err := reservePort(host)
 	if err != nil {
 		t.Fatalf("harness: StartProxy: %v", err)
 	}
@@ -129,8 +138,13 @@ func StartProxy(t testing.TB, target string) *Proxy {
 }
 
 // reservePort binds a TCP socket with SO_REUSEADDR to a free port of
-// 127.0.0.1, without listening, and returns it and its address.
-func reservePort() (*os.File, string, error) {
+// host (an IPv4 address), without listening, and returns it and its
+// address.
+func reservePort(host string) (*os.File, string, error) {
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.Is4() {
+		return nil, "", fmt.Errorf("reserve a port: %q is no IPv4 address", host)
+	}
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, "", fmt.Errorf("reserve a port: %w", err)
@@ -140,7 +154,7 @@ func reservePort() (*os.File, string, error) {
 		_ = f.Close()
 		return nil, "", fmt.Errorf("reserve a port: SO_REUSEADDR: %w", err)
 	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: ip.As4()}); err != nil {
 		_ = f.Close()
 		return nil, "", fmt.Errorf("reserve a port: bind: %w", err)
 	}
@@ -149,7 +163,7 @@ func reservePort() (*os.File, string, error) {
 		_ = f.Close()
 		return nil, "", fmt.Errorf("reserve a port: %w", err)
 	}
-	return f, net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)), nil
+	return f, net.JoinHostPort(host, strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)), nil
 }
 
 // serveListener makes ln the proxy's listener and accepts its connections

@@ -33,6 +33,11 @@ type RabbitOptions struct {
 	// ExtraConfig is appended verbatim to the generated rabbitmq.conf
 	// (new-style sysctl format, one "key = value" per line).
 	ExtraConfig string
+	// Listen are addresses of this machine the node also accepts AMQP
+	// on, at Port (a Netns's HostAddr, so that a daemon in the namespace
+	// reaches it); guest may then log in from anywhere, not only from
+	// loopback.
+	Listen []string
 }
 
 // Rabbit is a private RabbitMQ node started by StartRabbit or
@@ -151,7 +156,14 @@ func newRabbit(t testing.TB, opt RabbitOptions, cookie string) *Rabbit {
 func (r *Rabbit) writeFiles(home, cookie string, opt RabbitOptions) error {
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "listeners.tcp.1 = 127.0.0.1:%d\n", r.Port)
-	conf.WriteString("loopback_users.guest = true\n")
+	for i, addr := range opt.Listen {
+		fmt.Fprintf(&conf, "listeners.tcp.%d = %s:%d\n", i+2, addr, r.Port)
+	}
+	if len(opt.Listen) == 0 {
+		conf.WriteString("loopback_users.guest = true\n")
+	} else {
+		conf.WriteString("loopback_users = none\n")
+	}
 	conf.WriteString("log.file.level = info\nlog.console = false\n")
 	if opt.ConsumerTimeout > 0 {
 		fmt.Fprintf(&conf, "consumer_timeout = %d\n", opt.ConsumerTimeout.Milliseconds())

@@ -153,6 +153,15 @@ func (s *Stack) DaemonEnv(t testing.TB, name, role string, env []string, args ..
 	return StartProcess(t, name, s.Bin, append([]string{"daemon", role}, args...), append(s.Env(), env...))
 }
 
+// DaemonIn is DaemonEnv run inside the network namespace ns (`ip netns
+// exec`): env must point the daemon's URLs at servers it reaches there
+// (ns.URL, or a proxy from StartProxyOn).
+func (s *Stack) DaemonIn(t testing.TB, ns *Netns, name, role string, env []string, args ...string) *Process {
+	t.Helper()
+	bin, argv := ns.Command(s.Bin, append([]string{"daemon", role}, args...)...)
+	return StartProcess(t, name, bin, argv, append(s.Env(), env...))
+}
+
 // ControlPlane starts a scheduler (`ffctl daemon scheduler
 // schedulerArgs...`, named "scheduler") and a publisher (named
 // "publisher") and returns the scheduler.
