@@ -127,14 +127,14 @@ tasks:
 	if serverNoticed > 5*time.Second+10*time.Second {
 		t.Errorf("the server ended the sessions %v after the cut; keepalives (4 s) and tcp_user_timeout (5 s) bound it", serverNoticed)
 	}
-	netnsCheckFencedOut(t, s, db, run, cut, other, tasks)
+	checkFencedOut(t, s, db, run, cut, other, tasks)
 }
 
-// netnsCheckFencedOut checks the end of a partition of cut from the
-// database: nothing cut wrote after its claims landed, other ran each
-// task's second attempt once, every task SUCCEEDED on attempt 2, and cut
-// still runs.
-func netnsCheckFencedOut(t *testing.T, s *harness.Stack, db *sql.DB, run string, cut, other *harness.Process, tasks int) {
+// checkFencedOut checks the end of a partition of cut from the database
+// (modes 133 and 135): nothing cut wrote after its claims landed, other
+// ran each task's second attempt once, every task SUCCEEDED on attempt 2,
+// and cut still runs.
+func checkFencedOut(t *testing.T, s *harness.Stack, db *sql.DB, run string, cut, other *harness.Process, tasks int) {
 	t.Helper()
 	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND actor = 'cut' AND to_state <> 'RUNNING'`, run); n != 0 {
 		t.Fatalf("%d history rows written by the cut worker after its claims: a fenced write landed", n)

@@ -69,27 +69,7 @@ tasks:
 		return n == tasks, fmt.Errorf("%d of %d handlers cancelled", n, tasks)
 	})
 	t.Logf("partition healed: the cut worker cancelled its handlers %v later", time.Since(healed).Round(time.Millisecond))
-	if n := harness.QueryInt(t, db, `SELECT count(*) FROM task_events WHERE run_id = $1 AND actor = 'cut' AND to_state <> 'RUNNING'`, run); n != 0 {
-		t.Fatalf("%d history rows written by the cut worker after its claims: a fenced write landed", n)
-	}
-	var byOther int
-	for _, l := range recoveryLogs(other, "worker: running task") {
-		if fmt.Sprint(l["attempt"]) == "2" {
-			byOther++
-		}
-	}
-	if byOther != tasks {
-		t.Fatalf("the other worker ran %d attempt-2 tasks, want %d (each task once elsewhere)", byOther, tasks)
-	}
-	r := s.ShowRun(t, run)
-	for _, task := range r.Tasks {
-		if task.State != "SUCCEEDED" || task.Attempt != 2 {
-			t.Errorf("task %s: %s attempt %d, want SUCCEEDED on attempt 2", task.Name, task.State, task.Attempt)
-		}
-	}
-	if cut.Exited() {
-		t.Fatalf("the cut worker exited:\n%s", cut.Logs())
-	}
+	checkFencedOut(t, s, db, run, cut, other, tasks)
 }
 
 // TestAPublisherBlackHoledMidConfirmRepublishesAndEachTaskRunsOnce: mode

@@ -89,7 +89,7 @@ func (p *Publisher) redriveOnce(ctx context.Context, r *redriveLoop) {
 	case err != nil || pass.Failed > 0:
 		// Try what could not be sent again, later.
 		r.kept = 0
-		r.wait = min(2*r.wait, max(redriveWaitMax, p.cfg.RedriveInterval))
+		r.wait = p.redriveBackOff(r.wait)
 		if ctx.Err() == nil {
 			p.log.Warn("publisher: re-drive dead-lettered dispatches", "error", err, "redriven", n, "not_sent", pass.Failed)
 		}
@@ -97,8 +97,15 @@ func (p *Publisher) redriveOnce(ctx context.Context, r *redriveLoop) {
 		r.wait = p.cfg.RedriveInterval
 		p.log.Debug("publisher: re-drove dispatches a delivery-limit dead-lettered", "redriven", n, "left", pass.Kept)
 	default:
-		r.wait = min(2*r.wait, max(redriveWaitMax, p.cfg.RedriveInterval))
+		r.wait = p.redriveBackOff(r.wait)
 	}
+}
+
+// redriveBackOff doubles the wait after a pass that sent nothing back (or
+// failed to), up to redriveWaitMax (or RedriveInterval when that is
+// longer).
+func (p *Publisher) redriveBackOff(wait time.Duration) time.Duration {
+	return min(2*wait, max(redriveWaitMax, p.cfg.RedriveInterval))
 }
 
 // redriveBatchSlack is how many messages beyond the depth it saw a pass
