@@ -303,3 +303,31 @@ func TestVacuumStreamVacuumsTheTable(t *testing.T) {
 	}
 	f.waitDB("the vacuum counted", `SELECT vacuum_count > $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, before)
 }
+
+// TestOneStatementSettlingManyRunsStreamsEachRunOnce (mode 121, migration
+// 27's statement-level run triggers): one UPDATE that changes the state of
+// three runs writes one stream row per run, from its old state to its new
+// one, in that statement's transaction; an UPDATE of the same runs that
+// leaves their state alone writes none.
+func TestOneStatementSettlingManyRunsStreamsEachRunOnce(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	runs := []uuid.UUID{f.trigger("streamed", ""), f.trigger("streamed", ""), f.trigger("streamed", "")}
+	before := f.count(`SELECT count(*) FROM transition_stream WHERE kind = 'run'`)
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'CANCELLED' WHERE id = ANY ($1::uuid[])`, runs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = state, cancel_reason = 'unchanged' WHERE id = ANY ($1::uuid[])`, runs); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(`SELECT count(*) FROM transition_stream WHERE kind = 'run'`); n != before+3 {
+		t.Fatalf("%d run rows after one statement settled 3 runs and another left them alone, want %d", n, before+3)
+	}
+	for _, r := range runs {
+		rows := f.streamRows(r)
+		last := rows[len(rows)-1]
+		if last.kind != core.TransitionRun || last.from.String != "RUNNING" || last.to != "CANCELLED" || last.workflow != "streamed" {
+			t.Errorf("run %s: last stream row %+v, want run RUNNING>CANCELLED of workflow streamed", r, last)
+		}
+	}
+}

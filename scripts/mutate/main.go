@@ -173,7 +173,7 @@ func runMutant(ctx context.Context, root, dir string, m mutation.Mutant, env []s
 // ("pass", "fail", "skip").
 func goTest(ctx context.Context, root, overlay string, k mutation.Kill, env []string, timeout time.Duration) (map[string]string, []byte, error) {
 	pattern := "^(" + strings.Join(k.Tests, "|") + ")$"
-	args := []string{"test", "-overlay=" + overlay, "-count=1", "-json", "-timeout=" + timeout.String(), "-run", pattern}
+	args := []string{"test", "-overlay=" + overlay, "-count=1", "-json", "-timeout=" + timeout.String(), "-ldflags=-w", "-gcflags=-N -l", "-run", pattern}
 	if len(k.Tests) == 1 {
 		// One test to turn red: stop at its first failing subtest.
 		args = append(args, "-failfast")

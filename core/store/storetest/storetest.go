@@ -17,10 +17,12 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -101,7 +103,7 @@ func NewDatabaseOn(t testing.TB, adminURL string) string {
 		t.Fatalf("connect %s: %v", store.RedactURL(dbURL), err)
 	}
 	defer db.Close(context.Background())
-	createDropped(t, ctx, db, dbURL, "CREATE SCHEMA "+schema, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	createDropped(t, ctx, db, dbURL, "CREATE SCHEMA "+schema, "DROP SCHEMA IF EXISTS "+schema+" CASCADE", schema)
 	q := u.Query()
 	q.Set("search_path", schema)
 	// Every session of this test carries the schema as its application
@@ -192,7 +194,7 @@ func NewPrivateDatabase(t testing.TB) string {
 	admin := connectOrSkip(t, ctx, adminURL)
 	defer admin.Close(context.Background())
 	name := randomName("fftest_db_")
-	createDropped(t, ctx, admin, adminURL, "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	createDropped(t, ctx, admin, adminURL, "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)", "")
 	u, err := url.Parse(adminURL)
 	if err != nil {
 		t.Fatalf("parse %s: %v", store.RedactURL(adminURL), err)
@@ -216,8 +218,14 @@ func connectOrSkip(t testing.TB, ctx context.Context, adminURL string) *pgx.Conn
 }
 
 // createDropped runs create on c and registers drop, run in t.Cleanup on a
-// fresh connection to dbURL (c is closed by then).
-func createDropped(t testing.TB, ctx context.Context, c *pgx.Conn, dbURL, create, drop string) {
+// fresh connection to dbURL (c is closed by then). With app set (a
+// schema's sessions carry the schema as application_name), a drop that
+// waits longer than dropLockWait for a lock first terminates the sessions
+// named app that are still open, then drops: a test that failed while it
+// held a transaction (a failed assertion between a LockOutbox and its
+// Rollback, which a mutant under make mutate makes routine) would
+// otherwise hold its schema's drop for the whole cleanup deadline.
+func createDropped(t testing.TB, ctx context.Context, c *pgx.Conn, dbURL, create, drop, app string) {
 	t.Helper()
 	if _, err := c.Exec(ctx, create); err != nil {
 		t.Fatalf("%s: %v", create, err)
@@ -231,10 +239,40 @@ func createDropped(t testing.TB, ctx context.Context, c *pgx.Conn, dbURL, create
 			return
 		}
 		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, drop); err != nil {
+		if err := dropAfterSessions(ctx, c, drop, app); err != nil {
 			t.Logf("%s: %v", drop, err)
 		}
 	})
+}
+
+// dropLockWait is how long createDropped's drop waits for the locks of a
+// test's leftover sessions before it terminates them.
+const dropLockWait = 2 * time.Second
+
+// dropAfterSessions runs drop on c; with app set, under lock_timeout
+// dropLockWait, and on a lock timeout (SQLSTATE 55P03) it terminates the
+// sessions named app and runs drop again.
+func dropAfterSessions(ctx context.Context, c *pgx.Conn, drop, app string) error {
+	if app == "" {
+		_, err := c.Exec(ctx, drop)
+		return err
+	}
+	if _, err := c.Exec(ctx, "SET lock_timeout = "+strconv.Itoa(int(dropLockWait.Milliseconds()))); err != nil {
+		return err
+	}
+	_, err := c.Exec(ctx, drop)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "55P03" {
+		return err
+	}
+	if _, err := c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()`, app); err != nil {
+		return fmt.Errorf("terminate the sessions left open: %w", err)
+	}
+	if _, err := c.Exec(ctx, "SET lock_timeout = 0"); err != nil {
+		return err
+	}
+	_, err = c.Exec(ctx, drop)
+	return err
 }
 
 // randomName returns prefix and 12 random hex digits.
