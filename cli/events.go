@@ -33,7 +33,8 @@ func eventsCommand(env *Env) *cli.Command {
 					"workflow/task (run id prefix), from -> to. -o json prints each message body as one line.\n" +
 					"--workflow W binds run.W.* and task.W.# and keeps only the messages of workflow W exactly\n" +
 					"(names may contain dots, so task.W.# also matches a workflow named W.x).\n" +
-					"Exit 2 when the stream is off or W is not a workflow name.\n\n" +
+					"Exit 2 when the stream is off or W is not a workflow name; a W not applied yet is followed\n" +
+					"all the same, with a note on standard error.\n\n" +
 					"Example:\n  ffctl events tail --workflow nightly-report\n  ffctl events tail -o json",
 				Flags: []cli.Flag{outputFlag(),
 					&cli.StringFlag{Name: "workflow", Usage: "only the transitions of this workflow's runs and tasks"},
@@ -73,13 +74,27 @@ func eventsTail(c *cli.Context, env *Env) error {
 		return err
 	}
 	setting, err := s.StreamSetting(c.Context)
-	s.Close()
 	if errors.Is(err, store.ErrStreamOff) {
+		s.Close()
 		return usageError("%v", err)
 	}
 	if err != nil {
+		s.Close()
 		return failure(err)
 	}
+	if workflow != "" {
+		// A workflow applied later streams too, so an unknown name is
+		// followed all the same; the note says why nothing may come.
+		_, err := s.GetWorkflow(c.Context, workflow, 0)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			fmt.Fprintf(env.Stderr, "note: no workflow %q is applied yet; following its transitions once it is\n", workflow)
+		case err != nil:
+			s.Close()
+			return failure(err)
+		}
+	}
+	s.Close()
 	log, err := logger(c, env)
 	if err != nil {
 		return err

@@ -1,7 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/flowforge/flowforge/cli"
 )
 
 // TestEventsTailRefusesBadInput: every bad input of `events tail` and
@@ -46,5 +53,37 @@ func TestEventsOffTurnsTheStreamOff(t *testing.T) {
 	}
 	if r := h.must("events", "off"); r.stdout != "the transition stream was already off\n" {
 		t.Fatalf("second off: %s", r)
+	}
+}
+
+// TestEventsTailOfAWorkflowNotAppliedSaysSoAndFollows: `events tail
+// --workflow W` for a W not applied yet says so on standard error and
+// follows all the same (W may be applied later); for an applied workflow
+// it says nothing. Each tail is ended by its context (as by ctrl-C), exit 0.
+func TestEventsTailOfAWorkflowNotAppliedSaysSoAndFollows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	amqpURL := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
+	if amqpURL == "" {
+		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	if err := h.s.EnableStream(h.ctx, "flowforge.events.clitest", "test"); err != nil {
+		t.Fatal(err)
+	}
+	h.apply("name: known\ntasks:\n  - {name: a, handler: noop}\n")
+	for _, c := range []struct{ workflow, stderr string }{
+		{"later", "note: no workflow \"later\" is applied yet; following its transitions once it is\n"},
+		{"known", ""},
+	} {
+		t.Run(c.workflow, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			code := cli.Run(ctx, []string{"ffctl", "--database-url", h.url, "--amqp-url", amqpURL, "--log-level", "warn", "events", "tail", "--workflow", c.workflow},
+				nil, strings.NewReader(""), &out, &errOut)
+			if code != 0 || errOut.String() != c.stderr || out.String() != "" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0, nothing printed and stderr %q", code, out.String(), errOut.String(), c.stderr)
+			}
+		})
 	}
 }
