@@ -154,7 +154,7 @@ func workerFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "lease", Usage: "worker: lease duration (at least " + worker.LeaseMin.String() + "); heartbeats every lease/3", Value: worker.LeaseDefault, EnvVars: []string{"FLOWFORGE_LEASE"}},
 		&cli.DurationFlag{Name: "unknown-handler-grace", Usage: "worker: hand a task whose handler this worker lacks back to the queue (for a worker that has it) until it has been READY this long; then it fails permanently", Value: worker.UnknownHandlerGraceDefault, EnvVars: []string{"FLOWFORGE_UNKNOWN_HANDLER_GRACE"}},
 		&cli.IntFlag{Name: "task-log-max-bytes", Usage: "worker: bytes of one attempt's task log (its handler's core.Logger lines, a shell command's stdout and stderr) stored, at most; past them one line says what was dropped; 0 turns task logs off", Value: worker.TaskLogMaxBytesDefault, EnvVars: []string{"FLOWFORGE_TASK_LOG_MAX_BYTES"}},
-		&cli.DurationFlag{Name: "abort-grace", Usage: "worker: once in-flight handlers are aborted (a second stop signal, or --stop-timeout passed), how long to wait for a handler that ignores its cancelled context; then its attempt is recorded failed (retried elsewhere), lease renewal stops and the process exits without it; must be positive", Value: worker.AbortGraceDefault, EnvVars: []string{"FLOWFORGE_ABORT_GRACE"}},
+		&cli.DurationFlag{Name: "abort-grace", Usage: "worker: once in-flight handlers are aborted (a second stop signal, or --stop-timeout passed), how long to wait for a handler that ignores its cancelled context; then its attempt is recorded failed (retried elsewhere), lease renewal stops and the process exits without it; positive, at most 10m", Value: worker.AbortGraceDefault, EnvVars: []string{"FLOWFORGE_ABORT_GRACE"}},
 		&cli.DurationFlag{Name: "slot-wait", Usage: "worker: how long a delivery may wait for a free slot before it is handed back (keep below the broker's consumer_timeout)", Value: worker.SlotWaitDefault, EnvVars: []string{"FLOWFORGE_SLOT_WAIT"}},
 	}
 }
@@ -383,11 +383,11 @@ func workerConfig(c *cli.Context, env *Env, fps *failpoint.Failpoints, cfg *supe
 		return usageError("%w", &daemon.SettingError{Component: "worker", Field: "TaskLogMaxBytes", Flag: "task-log-max-bytes", Value: n,
 			Want: fmt.Sprintf("between 1 and %d bytes, or 0 to turn task logs off (default %d)", worker.TaskLogMaxBytesMax, worker.TaskLogMaxBytesDefault)})
 	}
-	if cfg.Worker.AbortGrace <= 0 {
+	if cfg.Worker.AbortGrace <= 0 || cfg.Worker.AbortGrace > worker.AbortGraceMax {
 		// The Config's 0 is its default; the flag's 0 would abandon a
 		// handler at once, before it could see its cancellation.
 		return usageError("%w", &daemon.SettingError{Component: "worker", Field: "AbortGrace", Flag: "abort-grace", Value: cfg.Worker.AbortGrace,
-			Want: "positive: how long an aborted handler may take to return before the worker exits without it (default " + worker.AbortGraceDefault.String() + ")"})
+			Want: "positive and at most " + worker.AbortGraceMax.String() + ": how long an aborted handler may take to return before the worker exits without it (default " + worker.AbortGraceDefault.String() + ")"})
 	}
 	if n := c.Int("shell-concurrency"); n < 0 || n > worker.ConcurrencyMax {
 		return usageError("--shell-concurrency %d: want 0 (twice the CPUs) to %d", n, worker.ConcurrencyMax)

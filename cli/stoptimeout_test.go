@@ -52,7 +52,8 @@ func TestDaemonMaxChildDepthZeroIsRefused(t *testing.T) {
 
 // TestDaemonAbortGraceMustBePositive: --abort-grace of the roles that run
 // a worker is refused at start (exit 2) when it is zero (a handler would
-// be left behind before it could see its cancellation) or negative,
+// be left behind before it could see its cancellation), negative, or over
+// worker.AbortGraceMax (a unit typo: 10h for 10s),
 // naming the flag, the Config field and the default.
 func TestDaemonAbortGraceMustBePositive(t *testing.T) {
 	t.Parallel()
@@ -60,8 +61,9 @@ func TestDaemonAbortGraceMustBePositive(t *testing.T) {
 		for _, tc := range []struct {
 			value, want string
 		}{
-			{"0", "ffctl: worker: --abort-grace 0s (Config.AbortGrace): must be positive: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
-			{"-2s", "ffctl: worker: --abort-grace -2s (Config.AbortGrace): must be positive: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
+			{"0", "ffctl: worker: --abort-grace 0s (Config.AbortGrace): must be positive and at most 10m0s: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
+			{"-2s", "ffctl: worker: --abort-grace -2s (Config.AbortGrace): must be positive and at most 10m0s: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
+			{"10h", "ffctl: worker: --abort-grace 10h0m0s (Config.AbortGrace): must be positive and at most 10m0s: how long an aborted handler may take to return before the worker exits without it (default 10s)\n"},
 		} {
 			t.Run(string(role)+" "+tc.value, func(t *testing.T) {
 				t.Parallel()

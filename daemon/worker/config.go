@@ -41,6 +41,12 @@ const (
 	// cancellation, short enough that a stuck one does not hold the
 	// process (and so the task, whose lease it renews) for minutes.
 	AbortGraceDefault = 10 * time.Second
+	// AbortGraceMax bounds Config.AbortGrace: ten minutes is far past any
+	// process manager's stop timeout (systemd's default 90 s, Kubernetes'
+	// 30 s), which kills the process first anyway; a larger value is a
+	// unit typo (10h for 10s) that would let a stuck handler hold its task,
+	// whose lease the worker renews while it waits, for hours.
+	AbortGraceMax = 10 * time.Minute
 )
 
 // ConcurrencyMax is the largest Concurrency Validate accepts. The
@@ -121,7 +127,7 @@ type Config struct {
 // they are checked (ffctl maps its flags to a Config and reports this
 // error as a usage error): Concurrency, SlotWait, UnknownHandlerGrace,
 // AbortGrace and TaskLogMaxBytes must not be negative (nor TaskLogMaxBytes above
-// TaskLogMaxBytesMax), Lease must be 0 or at least LeaseMin, and ID must
+// TaskLogMaxBytesMax, nor AbortGrace above AbortGraceMax), Lease must be 0 or at least LeaseMin, and ID must
 // pass CheckID. Zero settings take their defaults in New. The error is a
 // *daemon.SettingError, or CheckID's wrapped for the ID. The dependencies
 // (Store, Renewer, Registry, Broker) are New's to check.
@@ -137,6 +143,7 @@ func (c Config) Validate() error {
 		daemon.CheckNotNegative("worker", "UnknownHandlerGrace", "unknown-handler-grace", c.UnknownHandlerGrace, UnknownHandlerGraceDefault),
 		daemon.CheckNotNegative("worker", "TaskLogMaxBytes", "task-log-max-bytes", c.TaskLogMaxBytes, TaskLogMaxBytesDefault),
 		daemon.CheckNotNegative("worker", "AbortGrace", "abort-grace", c.AbortGrace, AbortGraceDefault),
+		daemon.CheckRange("worker", "AbortGrace", "abort-grace", c.AbortGrace, AbortGraceDefault, 1, AbortGraceMax),
 		daemon.CheckRange("worker", "TaskLogMaxBytes", "task-log-max-bytes", c.TaskLogMaxBytes, TaskLogMaxBytesDefault, 0, TaskLogMaxBytesMax),
 	} {
 		if err != nil {
