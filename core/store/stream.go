@@ -81,8 +81,22 @@ func (s *Store) StreamSetting(ctx context.Context) (StreamSetting, error) {
 }
 
 // streamSeqLock is the transaction-level advisory lock every assigner of
-// stream seqs holds (AssignStreamSeqs).
-const streamSeqLock = `SELECT pg_advisory_xact_lock(hashtext('flowforge.transition_stream.seq'))`
+// stream seqs holds (AssignStreamSeqs). The same statement turns sequential
+// scans off for the rest of the transaction (streamIndexScans says why).
+const streamSeqLock = `SELECT pg_advisory_xact_lock(hashtext('flowforge.transition_stream.seq')), ` + streamIndexScans
+
+// streamIndexScans turns sequential scans off for the rest of the
+// transaction (set_config's is_local): the scans that find the next stream
+// rows (qStreamUnnumbered, qLockStream) must walk the primary key in id
+// order and stop at their LIMIT. transition_stream is a queue: its
+// statistics are those of whatever backlog the last analyze saw (often a
+// handful of rows), and on them PostgreSQL plans a sequential scan and a
+// sort of every row, a cost that grows with the backlog — under W2's load
+// the backlog grew to thousands of rows, each cycle sorting all of them
+// (7 to 35 ms a scan), and the stream fell further behind (issue 28's
+// overhead). With sequential scans off the only plan left is the primary
+// key's, which reads the batch and the dead entries before it.
+const streamIndexScans = `set_config('enable_seqscan', 'off', true)`
 
 // AssignStreamSeqs numbers up to limit unnumbered stream rows, oldest id
 // first: each run's rows get the run's next numbers in id order, after
@@ -166,7 +180,8 @@ func (s *Store) AssignStreamSeqs(ctx context.Context, limit int) (int64, error) 
 	return n, nil
 }
 
-// qStreamUnnumbered reads up to $1 unnumbered rows, oldest id first.
+// qStreamUnnumbered reads up to $1 unnumbered rows, oldest id first; run
+// after streamSeqLock (which turns sequential scans off).
 const qStreamUnnumbered = `
 SELECT id, run_id::text FROM transition_stream
  WHERE published_at IS NULL AND seq IS NULL
@@ -266,7 +281,7 @@ func (r streamRowScan) row() StreamRow {
 }
 
 // qLockStream locks up to $1 numbered, unpublished rows, oldest first,
-// skipping rows another publisher holds.
+// skipping rows another publisher holds; run after streamIndexScans.
 const qLockStream = `
 SELECT id, publish_attempts, event_id::text, seq, run_id::text, workflow, kind, task, task_run_id::text,
        from_state, to_state, attempt, at, actor, reason
@@ -286,13 +301,18 @@ type StreamBatch struct {
 }
 
 // LockStream begins a transaction and locks up to limit numbered,
-// unpublished stream rows (qLockStream). The transaction outlives ctx
+// unpublished stream rows (qLockStream, over the primary key:
+// streamIndexScans). The transaction outlives ctx
 // (see OutboxBatch) and ends only with Commit or Rollback, which the
 // caller must call. Errors: the pool or the query failed, or ctx ended
 // first.
 func (s *Store) LockStream(ctx context.Context, limit int) (*StreamBatch, error) {
 	h, err := s.beginHeld(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("lock stream: %w", err)
+	}
+	if _, err := h.tx.ExecContext(ctx, `SELECT `+streamIndexScans); err != nil {
+		_ = h.Rollback()
 		return nil, fmt.Errorf("lock stream: %w", err)
 	}
 	var rows []streamRowScan

@@ -331,3 +331,59 @@ func TestOneStatementSettlingManyRunsStreamsEachRunOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamScansWalkThePrimaryKeyWhateverTheStatistics (issue 28's
+// overhead): with statistics taken when the stream held two rows and a
+// backlog of 5,000 since (a queue's usual state), AssignStreamSeqs and
+// LockStream find their batches through the primary key: the table's
+// sequential-scan counter does not move while its index-scan counter does
+// (PostgreSQL planned a sequential scan and a sort of the whole backlog).
+func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	for _, q := range []string{
+		`ALTER TABLE transition_stream SET (autovacuum_enabled = false)`, // keep the stale statistics stale
+		`INSERT INTO transition_stream (run_id, workflow, kind, to_state) SELECT gen_random_uuid(), 'w', 'run', 'RUNNING' FROM generate_series(1, 2)`,
+		`ANALYZE transition_stream`,
+		`INSERT INTO transition_stream (run_id, workflow, kind, to_state) SELECT gen_random_uuid(), 'w', 'run', 'RUNNING' FROM generate_series(1, 5000)`,
+	} {
+		if _, err := f.db.ExecContext(f.ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const scans = `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`
+	var seq0, idx0 int64
+	if err := f.db.QueryRowContext(f.ctx, scans).Scan(&seq0, &idx0); err != nil {
+		t.Fatal(err)
+	}
+	// A store of its own, closed before the counters are read: a session
+	// reports its scans to pg_stat_user_tables when it ends (an idle one
+	// only every ten seconds).
+	s, err := store.Open(f.ctx, f.url, store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := s.AssignStreamSeqs(f.ctx, 100); err != nil || n != 100 {
+		t.Fatalf("AssignStreamSeqs: %d, %v; want 100 numbered", n, err)
+	}
+	b, err := s.LockStream(f.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 100 {
+		t.Errorf("LockStream: %d rows, want the 100 numbered", len(b.Rows))
+	}
+	if err := b.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	f.waitDB("both scans counted", `SELECT seq_scan + coalesce(idx_scan, 0) >= $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, seq0+idx0+2)
+	var seq1, idx1 int64
+	if err := f.db.QueryRowContext(f.ctx, scans).Scan(&seq1, &idx1); err != nil {
+		t.Fatal(err)
+	}
+	if seq1 != seq0 {
+		t.Fatalf("%d sequential scans of transition_stream (index scans %d), want none", seq1-seq0, idx1-idx0)
+	}
+}

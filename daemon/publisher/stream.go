@@ -44,6 +44,15 @@ const StreamPollIntervalDefault = 100 * time.Millisecond
 // StreamPollIntervalDefault.
 const streamGather = 50 * time.Millisecond
 
+// streamBatchFactor is the stream cycle's batch in publisher batches
+// (Config.BatchSize; 1,000 rows by default): a cycle's six statements and
+// its wait for confirms cost about the same for a handful of rows or a
+// thousand, and a run makes about five transitions per dispatch. With
+// the dispatches' batch the stream's cycles could not keep up with W2's
+// transitions (about 3,000 a second): its backlog grew for as long as the
+// load lasted (issue 28's overhead).
+const streamBatchFactor = 5
+
 // streamVacuumEvery is how often the stream loop vacuums the stream table
 // while it publishes (store.VacuumStream says why).
 const streamVacuumEvery = 2 * time.Second
@@ -173,7 +182,7 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 		s.pub = pub
 		s.brokerBO.Succeeded()
 	}
-	if _, err := p.cfg.Store.AssignStreamSeqs(ctx, p.cfg.BatchSize); err != nil {
+	if _, err := p.cfg.Store.AssignStreamSeqs(ctx, p.streamBatch()); err != nil {
 		return false, err
 	}
 	n, err := p.streamCycle(ctx, s.pub, s.exchange)
@@ -187,8 +196,12 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 			p.log.Warn("publisher: transition stream: vacuum failed; autovacuum alone keeps the table", "error", verr)
 		}
 	}
-	return n == p.cfg.BatchSize, err
+	return n == p.streamBatch(), err
 }
+
+// streamBatch is the most rows one stream cycle numbers and publishes
+// (streamBatchFactor).
+func (p *Publisher) streamBatch() int { return streamBatchFactor * p.cfg.BatchSize }
 
 // streamExchange reads the database's setting (every streamSettingEvery)
 // and sets s.exchange from it: the setting's exchange, or with the stream
@@ -227,7 +240,7 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 // streamCycle publishes one batch of numbered stream rows through pub to
 // exchange and returns how many rows it held.
 func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher, exchange string) (int, error) {
-	batch, err := p.cfg.Store.LockStream(ctx, p.cfg.BatchSize)
+	batch, err := p.cfg.Store.LockStream(ctx, p.streamBatch())
 	if err != nil {
 		return 0, err
 	}
