@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +19,7 @@ import (
 func TestDaemonRefusesABadIDOrEnvPassAtStart(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	amqpURL := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
-	if amqpURL == "" {
-		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
-	}
+	amqpURL := testAMQPURL()
 	cases := []struct {
 		name string
 		args []string

@@ -69,32 +69,10 @@ func eventsTail(c *cli.Context, env *Env) error {
 			return usageError("--workflow: %s", strings.TrimPrefix(err.Error(), core.ErrBadWorkflow.Error()+": "))
 		}
 	}
-	s, err := openStore(c)
+	setting, err := tailSetting(c, env, workflow)
 	if err != nil {
 		return err
 	}
-	setting, err := s.StreamSetting(c.Context)
-	if errors.Is(err, store.ErrStreamOff) {
-		s.Close()
-		return usageError("%v", err)
-	}
-	if err != nil {
-		s.Close()
-		return failure(err)
-	}
-	if workflow != "" {
-		// A workflow applied later streams too, so an unknown name is
-		// followed all the same; the note says why nothing may come.
-		_, err := s.GetWorkflow(c.Context, workflow, 0)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			fmt.Fprintf(env.Stderr, "note: no workflow %q is applied yet; following its transitions once it is\n", workflow)
-		case err != nil:
-			s.Close()
-			return failure(err)
-		}
-	}
-	s.Close()
 	log, err := logger(c, env)
 	if err != nil {
 		return err
@@ -119,6 +97,37 @@ func eventsTail(c *cli.Context, env *Env) error {
 			return err
 		}
 	}
+}
+
+// tailSetting reads the stream's setting for events tail and, with
+// workflow set, notes on standard error a workflow not applied yet (it is
+// followed all the same: one applied later streams too). The store is
+// closed before the tail starts. Errors: a usage error when the stream is
+// off, a failure when the database fails.
+func tailSetting(c *cli.Context, env *Env, workflow string) (store.StreamSetting, error) {
+	s, err := openStore(c)
+	if err != nil {
+		return store.StreamSetting{}, err
+	}
+	defer s.Close()
+	setting, err := s.StreamSetting(c.Context)
+	if errors.Is(err, store.ErrStreamOff) {
+		return setting, usageError("%v", err)
+	}
+	if err != nil {
+		return setting, failure(err)
+	}
+	if workflow == "" {
+		return setting, nil
+	}
+	_, err = s.GetWorkflow(c.Context, workflow, 0)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		fmt.Fprintf(env.Stderr, "note: no workflow %q is applied yet; following its transitions once it is\n", workflow)
+	case err != nil:
+		return setting, failure(err)
+	}
+	return setting, nil
 }
 
 // printTransition prints one message body of the stream: as a JSON line

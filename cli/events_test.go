@@ -3,7 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -63,10 +62,7 @@ func TestEventsOffTurnsTheStreamOff(t *testing.T) {
 func TestEventsTailOfAWorkflowNotAppliedSaysSoAndFollows(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	amqpURL := os.Getenv("FLOWFORGE_TEST_AMQP_URL")
-	if amqpURL == "" {
-		amqpURL = "amqp://guest:guest@127.0.0.1:5672/"
-	}
+	amqpURL := testAMQPURL()
 	if err := h.s.EnableStream(h.ctx, "flowforge.events.clitest", "test"); err != nil {
 		t.Fatal(err)
 	}

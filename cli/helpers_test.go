@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +262,13 @@ func wantLines(t *testing.T, out, what string, wants ...string) {
 			t.Errorf("%s %q:\n%s", what, want, out)
 		}
 	}
+}
+
+// testAMQPURL is the broker the tests that dial one use:
+// FLOWFORGE_TEST_AMQP_URL, else the local default.
+func testAMQPURL() string {
+	if u := os.Getenv("FLOWFORGE_TEST_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
 }
