@@ -387,3 +387,51 @@ func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
 		t.Fatalf("%d sequential scans of transition_stream (index scans %d), want none", seq1-seq0, idx1-idx0)
 	}
 }
+
+// TestStreamVacuumNeverTruncates (mode 140): VacuumStream leaves the
+// stream table's emptied pages in place, so it never asks for the ACCESS
+// EXCLUSIVE lock that truncating them needs. The interleaving is forced:
+// a transition in flight holds ROW EXCLUSIVE (what its insert takes) while
+// the vacuum runs over a table whose every page is empty; a vacuum that
+// truncates retries that lock for five seconds and is cancelled by the
+// three-second deadline. Once the transition is gone, a second vacuum still
+// leaves the table its size.
+func TestStreamVacuumNeverTruncates(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	for _, q := range []string{
+		`INSERT INTO transition_stream (run_id, workflow, kind, to_state) SELECT gen_random_uuid(), 'w', 'run', 'RUNNING' FROM generate_series(1, 20000)`,
+		`DELETE FROM transition_stream`,
+	} {
+		if _, err := f.db.ExecContext(f.ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const size = `SELECT pg_relation_size('transition_stream')`
+	before := f.count(size)
+	if before < 100*8192 {
+		t.Fatalf("transition_stream holds %d bytes, want at least 100 pages for a vacuum to consider truncating", before)
+	}
+	tx, err := f.db.BeginTx(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(f.ctx, `LOCK TABLE transition_stream IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer cancel()
+	if err := f.s.VacuumStream(ctx); err != nil {
+		t.Fatalf("VacuumStream while a transition holds the table: %v, want it done without waiting for a lock", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.VacuumStream(f.ctx); err != nil {
+		t.Fatalf("VacuumStream: %v", err)
+	}
+	if after := f.count(size); after != before {
+		t.Fatalf("transition_stream holds %d bytes after the vacuums, want its %d (its empty pages truncated: the vacuum took an ACCESS EXCLUSIVE lock)", after, before)
+	}
+}
