@@ -49,6 +49,21 @@ const PriorityAging = time.Minute
 // level, an older waiter has aged at least as much as a newer one).
 const priorityLevels = `1, 4`
 
+// atLevel and levelOrder select a priority level's waiters of one key in
+// the waiting index's order (task_runs_waiting_concurrency, _rate: key,
+// priority DESC, ready_at). Written `t.priority = lv`, with the order
+// ready_at alone, the level was a constant to the planner, so READY's
+// own index (task_runs_ready: ready_at) gave the same order, and with
+// statistics that say every waiter has one priority it chose that index,
+// filtering: a level with no waiter walked every READY row (W1 with a
+// concurrency key: 4 levels × 20,000 rows, 50 of a round's 62 ms, and the
+// admission a quarter of the drain's throughput). The level as a range
+// keeps priority in the order, which only the waiting index gives.
+const (
+	atLevel    = `t.priority >= lv AND t.priority <= lv`
+	levelOrder = `t.priority DESC, t.ready_at`
+)
+
 // agedPriority is a candidate c's priority with its aging
 // (PriorityAging: 60 s).
 const agedPriority = `least(4, c.priority + floor(extract(epoch FROM now() - c.ready_at) / 60))`
@@ -185,9 +200,9 @@ WITH lim AS (
     SELECT w.id, w.ctid, slots.key, slots.lim, slots.held FROM slots CROSS JOIN LATERAL (
         SELECT c.id, c.ctid FROM generate_series(` + priorityLevels + `) lv CROSS JOIN LATERAL (
                  SELECT t.id, t.ctid, t.ready_at, t.priority FROM task_runs t
-                  WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key = slots.key AND t.priority = lv
+                  WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key = slots.key AND ` + atLevel + `
                     AND ` + notPausedSQL + `
-                  ORDER BY t.ready_at
+                  ORDER BY ` + levelOrder + `
                   LIMIT greatest(slots.lim - slots.held, 0)
                     FOR UPDATE OF t SKIP LOCKED) c
          ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
@@ -223,9 +238,9 @@ WITH lim AS (
     SELECT w.id, w.ctid FROM room CROSS JOIN LATERAL (
         SELECT c.id, c.ctid FROM generate_series(` + priorityLevels + `) lv CROSS JOIN LATERAL (
                  SELECT t.id, t.ctid, t.ready_at, t.priority FROM task_runs t
-                  WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key = room.key AND t.priority = lv
+                  WHERE t.state = 'READY' AND t.flow_wait = 'rate' AND t.rate_key = room.key AND ` + atLevel + `
                     AND ` + notPausedSQL + `
-                  ORDER BY t.ready_at
+                  ORDER BY ` + levelOrder + `
                   LIMIT room.free
                     FOR UPDATE OF t SKIP LOCKED) c
          ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
