@@ -40,11 +40,20 @@ func checkLimit(c *cli.Context) (int, error) {
 	return n, nil
 }
 
+// outputFormat is -o's value: table or json. Errors: a usage error naming
+// the value and where it came from (FLOWFORGE_OUTPUT when the environment
+// gave it, else -o).
 func outputFormat(c *cli.Context) (string, error) {
 	switch f := c.String("output"); f {
 	case "table", "json":
 		return f, nil
 	default:
+		// The process's environment: it is what urfave/cli reads the
+		// flag's variable from. A command line that gives the same bad
+		// value is told of the variable too, which holds it as well.
+		if os.Getenv("FLOWFORGE_OUTPUT") == f {
+			return "", usageError("FLOWFORGE_OUTPUT %q: want table or json (or -o table|json on the command line)", f)
+		}
 		return "", usageError("-o %q: want table or json", f)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,12 +30,13 @@ type statusJSON struct {
 		CreatedAt time.Time `json:"created_at"`
 	} `json:"installation"`
 	Database struct {
-		Host       string `json:"host"`
-		Port       int    `json:"port"`
-		Database   string `json:"database"`
-		User       string `json:"user"`
-		SearchPath string `json:"search_path"`
-		Source     string `json:"source"`
+		Host       string   `json:"host"`
+		Port       int      `json:"port"`
+		Database   string   `json:"database"`
+		User       string   `json:"user"`
+		SearchPath string   `json:"search_path"`
+		Fallbacks  []string `json:"fallbacks"`
+		Source     string   `json:"source"`
 	} `json:"database"`
 	Broker struct {
 		Nodes           []string `json:"nodes"`
@@ -178,5 +180,58 @@ func TestStatusBadInput(t *testing.T) {
 				t.Fatalf("%s\nwant exit 2, nothing on stdout, stderr starting %q and no password", r, c.want)
 			}
 		})
+	}
+}
+
+// TestStatusNamesEveryServerOfAMultiHostURL (trial leftover): a URL that
+// names two servers is shown with both, in the driver's order, and the
+// JSON has the second in fallbacks (status showed only the first, as if
+// the URL named one).
+func TestStatusNamesEveryServerOfAMultiHostURL(t *testing.T) {
+	t.Parallel()
+	first, second := refusedAddr(t), refusedAddr(t)
+	dbURL := "postgres://app:s3cret@" + first + "," + second + "/ff?connect_timeout=1"
+	r := runFFCTL(t, "--database-url", dbURL, "status")
+	want := "database:     postgres://app@" + first + "," + second + "/ff (from --database-url)\n"
+	if !strings.Contains(r.stdout, want) || strings.Contains(r.stdout+r.stderr, "s3cret") {
+		t.Fatalf("%s\nwant a line %q and no password", r, want)
+	}
+	j := runFFCTL(t, "--database-url", dbURL, "status", "-o", "json")
+	d := decode[statusJSON](t, j.stdout).Database
+	if d.Host+":"+strconv.Itoa(d.Port) != first || strings.Join(d.Fallbacks, " ") != second {
+		t.Fatalf("database %+v, want %s with the fallback %s", d, first, second)
+	}
+}
+
+// refusedAddr is a loopback host:port nothing listens on.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(storetest.RefusedURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// TestABadOutputFormatNamesWhereItCameFrom (trial leftover): a bad
+// FLOWFORGE_OUTPUT is named as the variable, not as -o, which the operator
+// never typed; a bad -o on the command line is still named -o. Not
+// parallel: it sets the process's environment, which urfave/cli reads.
+func TestABadOutputFormatNamesWhereItCameFrom(t *testing.T) {
+	refused := storetest.RefusedURL(t)
+	t.Setenv("FLOWFORGE_OUTPUT", "yaml")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"from the environment", []string{"--database-url", refused, "status"}, `ffctl: FLOWFORGE_OUTPUT "yaml": want table or json`},
+		{"on the command line over it", []string{"--database-url", refused, "status", "-o", "xml"}, `ffctl: -o "xml": want table or json`},
+	}
+	for _, c := range cases {
+		r := runFFCTL(t, c.args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || r.stdout != "" {
+			t.Errorf("%s: %s\nwant exit 2 and stderr starting %q", c.name, r, c.want)
+		}
 	}
 }

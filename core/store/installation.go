@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -74,11 +75,23 @@ type Location struct {
 	// SearchPath is the URL's search_path, when it sets one: two
 	// installations can share a database in two schemas.
 	SearchPath string `json:"search_path,omitempty"`
+	// Fallbacks are the other servers a multi-host URL names
+	// (postgres://a:5432,b:5433/db, host=a,b port=5432,5433), as host:port
+	// in the order the driver tries them when the first does not answer;
+	// nil for one host. A server is named once (sslmode=prefer tries each
+	// one twice: TLS, then without).
+	Fallbacks []string `json:"fallbacks,omitempty"`
 }
 
-// String is host:port/database, with the search path when one is set.
+// String is host:port/database, every fallback after the first server
+// (host:port,host:port/database, as a multi-host URL writes them), with
+// the search path when one is set.
 func (l Location) String() string {
-	s := net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))) + "/" + l.Database
+	s := net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
+	for _, f := range l.Fallbacks {
+		s += "," + f
+	}
+	s += "/" + l.Database
 	if l.SearchPath != "" {
 		s += " (search_path " + l.SearchPath + ")"
 	}
@@ -99,6 +112,13 @@ func LocationOf(url string) (Location, error) {
 	if db == "" {
 		db = cfg.User // PostgreSQL's default: the database named like the user
 	}
-	return Location{Host: cfg.Host, Port: cfg.Port, Database: db, User: cfg.User,
-		SearchPath: cfg.RuntimeParams["search_path"]}, nil
+	loc := Location{Host: cfg.Host, Port: cfg.Port, Database: db, User: cfg.User,
+		SearchPath: cfg.RuntimeParams["search_path"]}
+	first := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	for _, f := range cfg.Fallbacks {
+		if a := net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port))); a != first && !slices.Contains(loc.Fallbacks, a) {
+			loc.Fallbacks = append(loc.Fallbacks, a)
+		}
+	}
+	return loc, nil
 }

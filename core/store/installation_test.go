@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -84,13 +85,17 @@ func TestLocationOfNamesHostPortDatabaseAndNeverThePassword(t *testing.T) {
 		{"postgres://app:s3cret@db.example:6543/flowforge?sslmode=disable", store.Location{Host: "db.example", Port: 6543, Database: "flowforge", User: "app"}, "db.example:6543/flowforge"},
 		{"postgres://postgres@127.0.0.1:5432/flowforge_test?search_path=fftest_x", store.Location{Host: "127.0.0.1", Port: 5432, Database: "flowforge_test", User: "postgres", SearchPath: "fftest_x"}, "127.0.0.1:5432/flowforge_test (search_path fftest_x)"},
 		{"host=10.0.0.7 port=5433 dbname=ff user=ops password=s3cret", store.Location{Host: "10.0.0.7", Port: 5433, Database: "ff", User: "ops"}, "10.0.0.7:5433/ff"},
+		// Multi-host: every server, in the driver's order, each once
+		// (sslmode=prefer, the default, tries each twice).
+		{"postgres://app:s3cret@db1.example:5432,db2.example:5433/flowforge", store.Location{Host: "db1.example", Port: 5432, Database: "flowforge", User: "app", Fallbacks: []string{"db2.example:5433"}}, "db1.example:5432,db2.example:5433/flowforge"},
+		{"host=10.0.0.7,10.0.0.8,10.0.0.7 port=5433 dbname=ff user=ops sslmode=disable", store.Location{Host: "10.0.0.7", Port: 5433, Database: "ff", User: "ops", Fallbacks: []string{"10.0.0.8:5433"}}, "10.0.0.7:5433,10.0.0.8:5433/ff"},
 	}
 	for _, c := range cases {
 		got, err := store.LocationOf(c.url)
 		if err != nil {
 			t.Fatalf("LocationOf(%s): %v", store.RedactURL(c.url), err)
 		}
-		if got != c.want || got.String() != c.text {
+		if !reflect.DeepEqual(got, c.want) || got.String() != c.text {
 			t.Errorf("LocationOf(%s) = %+v %q, want %+v %q", store.RedactURL(c.url), got, got, c.want, c.text)
 		}
 	}
