@@ -435,3 +435,50 @@ func TestStreamVacuumNeverTruncates(t *testing.T) {
 		t.Fatalf("transition_stream holds %d bytes after the vacuums, want its %d (its empty pages truncated: the vacuum took an ACCESS EXCLUSIVE lock)", after, before)
 	}
 }
+
+// TestStreamNumberingKeepsEachRowOnItsPage (mode 142): numbering a backlog
+// (AssignStreamSeqs) updates each row where it lies, so the update can be
+// HOT: no row moves to another page, and the primary key gains no entry.
+// The backlog is 2,000 rows inserted as the triggers insert them; with
+// pages the inserts filled, most numbered rows moved (a new version on
+// another page and a new index entry each, 60 % more WAL a run under W2).
+func TestStreamNumberingKeepsEachRowOnItsPage(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO transition_stream (run_id, workflow, kind, task_run_id, task, from_state, to_state, attempt, actor, reason)
+SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY', 'RUNNING', 1, 'worker-0123456789abcdef', 'claimed' FROM generate_series(1, 2000)`); err != nil {
+		t.Fatal(err)
+	}
+	pages := func() map[int64]int64 {
+		rows, err := f.db.QueryContext(f.ctx, `SELECT id, (ctid::text::point)[0]::bigint FROM transition_stream`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[int64]int64{}
+		for rows.Next() {
+			var id, page int64
+			if err := rows.Scan(&id, &page); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = page
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := pages()
+	if n, err := f.s.AssignStreamSeqs(f.ctx, 5000); err != nil || n != int64(len(before)) {
+		t.Fatalf("AssignStreamSeqs: %d, %v; want %d numbered", n, err, len(before))
+	}
+	moved := 0
+	for id, page := range pages() {
+		if page != before[id] {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Fatalf("%d of %d rows moved to another page when numbered, want none (their pages had no room for the update: transition_stream's fillfactor)", moved, len(before))
+	}
+}
