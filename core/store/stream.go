@@ -280,29 +280,47 @@ func (r streamRowScan) row() StreamRow {
 	}}
 }
 
-// qLockStream locks up to $1 numbered, unpublished rows, oldest first,
-// skipping rows another publisher holds; run after streamIndexScans.
+// streamPublishLock takes, without waiting, the transaction-level
+// advisory lock of the stream's publishing (LockStream), and turns
+// sequential scans off for the rest of the transaction (streamIndexScans).
+// One publisher at a time publishes the stream: its batch is every
+// numbered row, oldest first, so a run's rows reach the broker in seq
+// order whichever publisher runs. It replaces a FOR UPDATE of each row,
+// which wrote a WAL record per row published (issue 28's overhead: W2 is
+// bound by its WAL flushes). The rows need no lock of their own: the only
+// other writers of numbered rows are the deletion of a run (a row deleted
+// while it is published is published all the same, and its DELETE here
+// finds nothing) and the prune of rows an older publisher stamped, which
+// this one never reads. A publisher older than this lock (a rolling
+// upgrade) still locks rows instead, so the two may publish a row twice
+// meanwhile, which consumers de-duplicate by event id.
+const streamPublishLock = `SELECT pg_try_advisory_xact_lock(hashtext('flowforge.transition_stream.publish')), ` + streamIndexScans
+
+// qLockStream reads up to $1 numbered, unpublished rows, oldest first;
+// run after streamPublishLock, by its holder.
 const qLockStream = `
 SELECT id, publish_attempts, event_id::text, seq, run_id::text, workflow, kind, task, task_run_id::text,
        from_state, to_state, attempt, at, actor, reason
   FROM transition_stream
  WHERE published_at IS NULL AND seq IS NOT NULL
  ORDER BY id
- LIMIT $1
-   FOR UPDATE SKIP LOCKED`
+ LIMIT $1`
 
-// StreamBatch is a batch of stream rows locked by one publisher's
-// transaction, as OutboxBatch is for dispatches: publish the rows, mark
-// what the broker confirmed, commit. Until the commit nothing is stamped,
-// so a crash leaves every row to publish again (with its seq and event id).
+// StreamBatch is a batch of stream rows held by the one publisher's
+// transaction that publishes the stream, as OutboxBatch is for
+// dispatches: publish the rows, mark what the broker confirmed, commit.
+// Until the commit nothing is deleted, so a crash leaves every row to
+// publish again (with its seq and event id).
 type StreamBatch struct {
 	heldTx
 	Rows []StreamRow
 }
 
-// LockStream begins a transaction and locks up to limit numbered,
-// unpublished stream rows (qLockStream, over the primary key:
-// streamIndexScans). The transaction outlives ctx
+// LockStream begins a transaction, takes the stream's publishing lock
+// (streamPublishLock) and reads up to limit numbered, unpublished stream
+// rows (qLockStream, over the primary key: streamIndexScans). While
+// another publisher's batch holds the lock it returns an empty batch at
+// once (that publisher publishes the rows). The transaction outlives ctx
 // (see OutboxBatch) and ends only with Commit or Rollback, which the
 // caller must call. Errors: the pool or the query failed, or ctx ended
 // first.
@@ -311,9 +329,14 @@ func (s *Store) LockStream(ctx context.Context, limit int) (*StreamBatch, error)
 	if err != nil {
 		return nil, fmt.Errorf("lock stream: %w", err)
 	}
-	if _, err := h.tx.ExecContext(ctx, `SELECT `+streamIndexScans); err != nil {
+	var mine bool
+	var setting string
+	if err := h.tx.QueryRowContext(ctx, streamPublishLock).Scan(&mine, &setting); err != nil {
 		_ = h.Rollback()
 		return nil, fmt.Errorf("lock stream: %w", err)
+	}
+	if !mine {
+		return &StreamBatch{heldTx: *h}, nil
 	}
 	var rows []streamRowScan
 	if err := h.tx.SelectContext(ctx, &rows, qLockStream, limit); err != nil {

@@ -482,3 +482,83 @@ SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY'
 		t.Fatalf("%d of %d rows moved to another page when numbered, want none (their pages had no room for the update: transition_stream's fillfactor)", moved, len(before))
 	}
 }
+
+// TestOnePublisherPublishesTheStreamAtATime (mode 122): while one
+// publisher's batch is held, another LockStream gets an empty batch at
+// once (it neither waits nor takes rows the first may be publishing);
+// once the first batch ends, the next one gets every numbered row, oldest
+// first.
+func TestOnePublisherPublishesTheStreamAtATime(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.trigger("streamed", "")
+	f.trigger("streamed", "")
+	n, err := f.s.AssignStreamSeqs(f.ctx, 100)
+	if err != nil || n == 0 {
+		t.Fatalf("AssignStreamSeqs: %d, %v; want rows numbered", n, err)
+	}
+	first, err := f.s.LockStream(f.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback()
+	if int64(len(first.Rows)) != n {
+		t.Fatalf("first batch: %d rows, want the %d numbered", len(first.Rows), n)
+	}
+	second, err := f.s.LockStream(f.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Rows) != 0 {
+		t.Errorf("a second batch while the first is held: %d rows, want none", len(second.Rows))
+	}
+	if err := second.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	third, err := f.s.LockStream(f.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Rollback()
+	if int64(len(third.Rows)) != n {
+		t.Fatalf("the batch after the first ended: %d rows, want the %d numbered", len(third.Rows), n)
+	}
+	for i := 1; i < len(third.Rows); i++ {
+		if third.Rows[i].ID <= third.Rows[i-1].ID {
+			t.Fatalf("batch out of id order at %d: %d after %d", i, third.Rows[i].ID, third.Rows[i-1].ID)
+		}
+	}
+}
+
+// TestLockStreamTakesNoRowLocks (mode 143): a held stream batch locks
+// none of its rows (the publishing lock makes the publisher the only one;
+// a row lock cost a WAL record per row published): another transaction
+// locks a row of the batch FOR UPDATE NOWAIT without a conflict.
+func TestLockStreamTakesNoRowLocks(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.trigger("streamed", "")
+	if _, err := f.s.AssignStreamSeqs(f.ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.s.LockStream(f.ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Rollback()
+	if len(b.Rows) == 0 {
+		t.Fatal("LockStream: no rows, want the run's numbered rows")
+	}
+	tx, err := f.db.BeginTx(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var id int64
+	if err := tx.QueryRowContext(f.ctx, `SELECT id FROM transition_stream WHERE id = $1 FOR UPDATE NOWAIT`, b.Rows[0].ID).Scan(&id); err != nil {
+		t.Fatalf("lock row %d of a held stream batch from another transaction: %v, want no conflict (the batch locks no row)", b.Rows[0].ID, err)
+	}
+}

@@ -22,9 +22,11 @@ import (
 //  1. numbers the unnumbered stream rows (store.AssignStreamSeqs: one
 //     assigner at a time across every publisher, id order, committed
 //     before anything is published), then
-//  2. locks a batch of numbered, unpublished rows (SKIP LOCKED), publishes
-//     each to the exchange with its routing key and waits for the confirms,
-//     deletes the confirmed ones and commits.
+//  2. takes the stream's publishing lock (store.LockStream: one publisher
+//     at a time, the others' cycles find an empty batch), reads a batch of
+//     numbered, unpublished rows, oldest first, publishes each to the
+//     exchange with its routing key and waits for the confirms, deletes
+//     the confirmed ones and commits.
 //
 // A crash between 2's confirm and its commit leaves the rows unpublished:
 // the next cycle (of this or another publisher) publishes them again with
