@@ -365,10 +365,18 @@ func (env *Env) isTTY(f any) bool {
 }
 
 func (env *Env) env(key string) string {
+	v, _ := env.lookupEnv(key)
+	return v
+}
+
+// lookupEnv is env with whether the variable is set at all (an empty
+// value set is not an unset variable).
+func (env *Env) lookupEnv(key string) (string, bool) {
 	if env.getenv != nil {
-		return env.getenv(key)
+		v := env.getenv(key)
+		return v, v != ""
 	}
-	return os.Getenv(key)
+	return os.LookupEnv(key)
 }
 
 // interactive reports whether a person is at the keyboard: standard input

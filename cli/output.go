@@ -51,7 +51,7 @@ func outputFormat(c *cli.Context) (string, error) {
 		// The process's environment: it is what urfave/cli reads the
 		// flag's variable from. A command line that gives the same bad
 		// value is told of the variable too, which holds it as well.
-		if os.Getenv("FLOWFORGE_OUTPUT") == f {
+		if v, set := os.LookupEnv("FLOWFORGE_OUTPUT"); set && v == f {
 			return "", usageError("FLOWFORGE_OUTPUT %q: want table or json (or -o table|json on the command line)", f)
 		}
 		return "", usageError("-o %q: want table or json", f)

@@ -108,7 +108,7 @@ func configuredInstallation(c *cli.Context, env *Env) (statusInfo, error) {
 	info := statusInfo{Database: statusDatabase{Location: loc, Source: sourceDefault, EmptyURL: dbURL == ""}}
 	switch {
 	case !c.IsSet("database-url"):
-	case env.env(sourceEnv) == dbURL:
+	case envDatabaseURL(env, dbURL):
 		info.Database.Source = sourceEnv
 	default:
 		info.Database.Source = sourceFlag
@@ -129,6 +129,14 @@ func configuredInstallation(c *cli.Context, env *Env) (statusInfo, error) {
 		info.Broker.Nodes = append(info.Broker.Nodes, bl.Address())
 	}
 	return info, nil
+}
+
+// envDatabaseURL says that dbURL, given (the flag or the variable), came
+// from FLOWFORGE_DATABASE_URL: the variable is set to it. An empty
+// --database-url with the variable unset came from the flag.
+func envDatabaseURL(env *Env, dbURL string) bool {
+	v, set := env.lookupEnv(sourceEnv)
+	return set && v == dbURL
 }
 
 // line is the database as `ffctl status` shows it:

@@ -219,6 +219,15 @@ func refusedAddr(t *testing.T) string {
 // parallel: it sets the process's environment, which urfave/cli reads.
 func TestABadOutputFormatNamesWhereItCameFrom(t *testing.T) {
 	refused := storetest.RefusedURL(t)
+	t.Setenv("FLOWFORGE_OUTPUT", "") // restored at the end
+	// Unset, an empty -o is -o's (the variable's empty value was taken
+	// for the variable).
+	if err := os.Unsetenv("FLOWFORGE_OUTPUT"); err != nil {
+		t.Fatal(err)
+	}
+	if r := runFFCTL(t, "--database-url", refused, "status", "-o", ""); r.code != 2 || !strings.HasPrefix(r.stderr, `ffctl: -o "": want table or json`) {
+		t.Errorf("-o '' with FLOWFORGE_OUTPUT unset: %s\nwant exit 2 naming -o", r)
+	}
 	t.Setenv("FLOWFORGE_OUTPUT", "yaml")
 	cases := []struct {
 		name string
@@ -233,5 +242,20 @@ func TestABadOutputFormatNamesWhereItCameFrom(t *testing.T) {
 		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || r.stdout != "" {
 			t.Errorf("%s: %s\nwant exit 2 and stderr starting %q", c.name, r, c.want)
 		}
+	}
+}
+
+// TestAnEmptyDatabaseURLFlagIsNamedAsTheFlag (trial): --database-url ”
+// with FLOWFORGE_DATABASE_URL unset is the flag's, not the variable's
+// (status said the variable was set but empty). Not parallel: it unsets
+// the process's variable.
+func TestAnEmptyDatabaseURLFlagIsNamedAsTheFlag(t *testing.T) {
+	t.Setenv("FLOWFORGE_DATABASE_URL", "") // restored at the end
+	if err := os.Unsetenv("FLOWFORGE_DATABASE_URL"); err != nil {
+		t.Fatal(err)
+	}
+	r := runFFCTL(t, "--database-url", "", "--amqp-url", "amqp://127.0.0.1:1/", "status", "-o", "json")
+	if d := decode[statusJSON](t, r.stdout).Database; d.Source != "--database-url" {
+		t.Fatalf("database %+v (%s), want it from --database-url", d, r)
 	}
 }

@@ -250,6 +250,9 @@ SELECT kind, key, $3::int, NULL, $4::text, $5::text FROM del`
 // ("<workflow>/<key>"); ErrBadLimit otherwise.
 func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResult, error) {
 	what := fmt.Sprintf("set limit of %q", req.Key)
+	if req.Limit == nil {
+		what = fmt.Sprintf("reset limit of %q", req.Key)
+	}
 	if err := core.ValidateReason(req.Reason); err != nil {
 		return SetLimitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -260,6 +263,9 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 		if err := checkLimit(req.Kind, req.Limit); err != nil {
 			return SetLimitResult{}, fmt.Errorf("%s: %w", what, err)
 		}
+	}
+	if req.Key == "" {
+		return SetLimitResult{}, fmt.Errorf("%s: %w: the key is empty", what, ErrBadLimit)
 	}
 	if !utf8.ValidString(req.Key) || strings.ContainsRune(req.Key, 0) {
 		return SetLimitResult{}, fmt.Errorf("%s: %w: a key is UTF-8 text without NUL", what, ErrBadLimit)
