@@ -286,8 +286,8 @@ func (r streamRowScan) row() StreamRow {
 // One publisher at a time publishes the stream: its batch is every
 // numbered row, oldest first, so a run's rows reach the broker in seq
 // order whichever publisher runs. It replaces a FOR UPDATE of each row,
-// which wrote a WAL record per row published (issue 28's overhead: W2 is
-// bound by its WAL flushes). The rows need no lock of their own: the only
+// which wrote a WAL record per row published (issue 28's overhead: five
+// a W2 run). The rows need no lock of their own: the only
 // other writers of numbered rows are the deletion of a run (a row deleted
 // while it is published is published all the same, and its DELETE here
 // finds nothing) and the prune of rows an older publisher stamped, which
