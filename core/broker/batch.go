@@ -97,6 +97,24 @@ func (p *Publisher) canPublish(ctx context.Context) error {
 // (zero and nil for the messages not sent), and why it stopped early
 // (ErrBlocked, the publish error, or nil).
 func (p *Publisher) publishAll(wctx context.Context, msgs []Message, keys []string, out []Outcome) ([]uint64, []*amqp.DeferredConfirmation, error) {
+	p.sock.cork()
+	seqs, dcs, err := p.writeAll(wctx, msgs, keys, out)
+	if uerr := p.sock.uncork(); uerr != nil {
+		// The messages held are lost with the socket: close the
+		// connection, so that their confirms resolve (TimedOut) and Done
+		// says it.
+		p.abort()
+		if err == nil {
+			err = lost(fmt.Errorf("write batch: %w", uerr))
+		}
+	}
+	return seqs, dcs, err
+}
+
+// writeAll is publishAll's loop, run while the socket is corked: amqp091
+// writes each message into the cork's buffer, and publishAll's uncork
+// sends what is left of them in one write (corkConn).
+func (p *Publisher) writeAll(wctx context.Context, msgs []Message, keys []string, out []Outcome) ([]uint64, []*amqp.DeferredConfirmation, error) {
 	seqs := make([]uint64, len(msgs))
 	dcs := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {

@@ -20,6 +20,13 @@ import (
 // progress (even mid-handshake) and returns promptly with an error wrapping
 // ctx.Err().
 func dial(ctx context.Context, cfg Config, role string) (*amqp.Connection, error) {
+	conn, _, err := dialCorkable(ctx, cfg, role)
+	return conn, err
+}
+
+// dialCorkable is dial, returning also the connection's socket, which can
+// hold writes back (corkConn; the publisher corks it for each batch).
+func dialCorkable(ctx context.Context, cfg Config, role string) (*amqp.Connection, *corkConn, error) {
 	n := len(cfg.URLs)
 	start := cfg.Cursor.start(n)
 	var errs []error
@@ -33,25 +40,27 @@ func dial(ctx context.Context, cfg Config, role string) (*amqp.Connection, error
 				break
 			}
 			var conn *amqp.Connection
-			conn, err = dialOne(ctx, cfg, raw, role)
+			var sock *corkConn
+			conn, sock, err = dialOne(ctx, cfg, raw, role)
 			if err == nil {
 				cfg.Cursor.record(i)
 				cfg.Logger.Info("broker: connected", "url", name, "role", role)
-				return conn, nil
+				return conn, sock, nil
 			}
 			err = redactErr(err, secret)
 		}
 		cfg.Logger.Warn("broker: dial failed", "url", name, "role", role, "error", err)
 		errs = append(errs, fmt.Errorf("%s: %w", name, err))
 	}
-	return nil, fmt.Errorf("dial broker: %w", &dialError{errs: errs})
+	return nil, nil, fmt.Errorf("dial broker: %w", &dialError{errs: errs})
 }
 
-// dialOne makes one connection attempt bounded by cfg.DialTimeout and ctx.
-func dialOne(ctx context.Context, cfg Config, rawURL, role string) (*amqp.Connection, error) {
+// dialOne makes one connection attempt bounded by cfg.DialTimeout and ctx,
+// and returns the connection and its socket.
+func dialOne(ctx context.Context, cfg Config, rawURL, role string) (*amqp.Connection, *corkConn, error) {
 	var (
 		mu       sync.Mutex
-		netConn  net.Conn
+		netConn  *corkConn
 		canceled bool
 	)
 	// Closing the socket is the only way to interrupt amqp091's handshake.
@@ -88,8 +97,8 @@ func dialOne(ctx context.Context, cfg Config, rawURL, role string) (*amqp.Connec
 				_ = c.Close()
 				return nil, ctx.Err()
 			}
-			netConn = c
-			return c, nil
+			netConn = newCorkConn(c)
+			return netConn, nil
 		},
 	}
 	conn, err := amqp.DialConfig(rawURL, amqpCfg)
@@ -98,12 +107,14 @@ func dialOne(ctx context.Context, cfg Config, rawURL, role string) (*amqp.Connec
 		if conn != nil {
 			_ = conn.CloseDeadline(time.Now())
 		}
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return conn, nil
+	mu.Lock()
+	defer mu.Unlock()
+	return conn, netConn, nil
 }
 
 // describeURL returns a printable name for URL number i (password

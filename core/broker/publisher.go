@@ -21,6 +21,7 @@ type Publisher struct {
 	cfg  Config
 	log  *slog.Logger
 	conn *amqp.Connection
+	sock *corkConn // conn's socket, corked while a batch is written
 	ch   *amqp.Channel
 
 	pubMu sync.Mutex // serializes PublishBatch
@@ -52,11 +53,11 @@ func DialPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial publisher: %w", err)
 	}
-	conn, err := dial(ctx, cfg, "publisher")
+	conn, sock, err := dialCorkable(ctx, cfg, "publisher")
 	if err != nil {
 		return nil, fmt.Errorf("dial publisher: %w", err)
 	}
-	p, err := setupPublisher(ctx, cfg, conn)
+	p, err := setupPublisher(ctx, cfg, conn, sock)
 	if err != nil {
 		_ = conn.CloseDeadline(time.Now().Add(cfg.DialTimeout))
 		var mm *TopologyMismatchError
@@ -68,7 +69,7 @@ func DialPublisher(ctx context.Context, cfg Config) (*Publisher, error) {
 	return p, nil
 }
 
-func setupPublisher(ctx context.Context, cfg Config, conn *amqp.Connection) (*Publisher, error) {
+func setupPublisher(ctx context.Context, cfg Config, conn *amqp.Connection, sock *corkConn) (*Publisher, error) {
 	// The AMQP calls below take no ctx; closing the connection aborts them.
 	stop := context.AfterFunc(ctx, func() { _ = conn.CloseDeadline(time.Now()) })
 	connClose := conn.NotifyClose(make(chan *amqp.Error, 1))
@@ -99,6 +100,7 @@ func setupPublisher(ctx context.Context, cfg Config, conn *amqp.Connection) (*Pu
 		cfg:     cfg,
 		log:     cfg.Logger.With("queue", cfg.Queue),
 		conn:    conn,
+		sock:    sock,
 		ch:      ch,
 		returns: newReturnTracker(ch.NotifyReturn(make(chan amqp.Return, returnsBuffer))),
 		done:    make(chan struct{}),
