@@ -171,7 +171,9 @@ const runPausedSQL = `EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pause
 // limit goes on to wait for it; the others get their outbox row and their
 // admitted_at here (migration 00019: no history row, which cost an insert
 // and a foreign-key check per admission). A waiter another transaction
-// holds (a cancel) is skipped.
+// holds (a cancel) is skipped. It returns what it dispatched, what went on
+// to its rate limit, and how many slot holders it counted (the round's
+// cost: AdmitResult.Counted).
 //
 // Its plan must not depend on statistics, which lag a backlog inserted
 // since the last ANALYZE (TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits
@@ -220,7 +222,9 @@ WITH lim AS (
       FROM adm WHERE flow_wait IS NULL
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 )
-SELECT count(*) FILTER (WHERE flow_wait IS NULL) AS dispatched, count(*) FILTER (WHERE flow_wait = 'rate') AS to_rate FROM adm`
+SELECT count(*) FILTER (WHERE flow_wait IS NULL) AS dispatched, count(*) FILTER (WHERE flow_wait = 'rate') AS to_rate,
+       (SELECT coalesce(sum(held), 0) FROM slots) AS counted
+  FROM adm`
 
 // qAdmitRate admits, key by key ($1 keys, $2 limits, $3 periods in ms),
 // the oldest waiters of each rate key while fewer than its
@@ -297,6 +301,12 @@ type AdmitResult struct {
 	// wait for has room again (0: now): the scheduler runs Admit then.
 	RateDue   time.Duration
 	RateDueOK bool
+	// Counted is how many slot holders of its concurrency keys the round
+	// counted to find their free slots: a round's cost grows with it, not
+	// with what it admits (a key at its limit of 1,000 is counted whole to
+	// admit the few whose slots came back). The scheduler spaces its
+	// rounds by it (scheduler.AdmitSpacingPerCounted).
+	Counted int
 	// Next is the key after which the next round should start: "" when
 	// this round served every key, else the last key served (more than
 	// AdmitKeysMax keys of a kind wait).
@@ -396,11 +406,13 @@ func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []
 		var c struct {
 			Dispatched int `db:"dispatched"`
 			ToRate     int `db:"to_rate"`
+			Counted    int `db:"counted"`
 		}
 		if err := tx.GetContext(ctx, &c, qAdmitConcurrency, ck, cl); err != nil {
 			return fmt.Errorf("admit: concurrency keys: %w", err)
 		}
 		res.Dispatched, res.ToRate, res.Slots = c.Dispatched, c.ToRate, c.Dispatched+c.ToRate
+		res.Counted += c.Counted
 	}
 	if len(rk) > 0 {
 		var n int
