@@ -68,6 +68,15 @@ const (
 // (PriorityAging: 60 s).
 const agedPriority = `least(4, c.priority + floor(extract(epoch FROM now() - c.ready_at) / 60))`
 
+// AdmitBatchMax bounds the task runs one round admits per rate key. A
+// rate key's room can be its whole limit (up to core.MaxRateLimit, 10,000)
+// over a backlog, and one statement admitting 10,000 ran about 800 ms
+// while no worker had a task (issue 27's W1 with a rate limit: its first
+// round). A round that admits the batch leaves the key with room, so the
+// round's due time (AdmitResult.RateDue) is now and the scheduler runs the
+// next at once: the first tasks go out after one batch.
+const AdmitBatchMax = 1000
+
 // AdmitKeysMax bounds the keys of each kind one Admit round serves; the
 // keys past it are served by the next rounds (AdmitResult.Next).
 const AdmitKeysMax = 1000
@@ -229,6 +238,7 @@ SELECT count(*) FILTER (WHERE flow_wait IS NULL) AS dispatched, count(*) FILTER 
 // qAdmitRate admits, key by key ($1 keys, $2 limits, $3 periods in ms),
 // the oldest waiters of each rate key while fewer than its
 // limit started within its window (rateWindowL) on the database clock,
+// $4 at most (AdmitBatchMax),
 // records their starts (now(), the last `limit` kept, oldest first) and
 // writes their outbox rows. Its plan is shaped as qAdmitConcurrency's.
 const qAdmitRate = `
@@ -236,7 +246,7 @@ WITH lim AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[]) AS l(key, lim, per_ms)
 ), room AS MATERIALIZED (
     SELECT l.key, l.lim, l.per_ms,
-           greatest(l.lim - (SELECT count(*) FROM unnest(f.starts) s WHERE s > now() - ` + rateWindowL + `), 0) AS free
+           least(greatest(l.lim - (SELECT count(*) FROM unnest(f.starts) s WHERE s > now() - ` + rateWindowL + `), 0), $4::int) AS free
       FROM lim l JOIN flow_limits f ON f.kind = 'rate' AND f.key = l.key
 ), pick AS MATERIALIZED (
     SELECT w.id, w.ctid FROM room CROSS JOIN LATERAL (
@@ -376,7 +386,11 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 		if err != nil {
 			return err
 		}
-		if err := admitTasks(ctx, tx, ck, cl, rk, rl, rp, &res); err != nil {
+		batch := s.admitBatch
+		if batch <= 0 {
+			batch = AdmitBatchMax
+		}
+		if err := admitTasks(ctx, tx, ck, cl, rk, rl, rp, batch, &res); err != nil {
 			return err
 		}
 		if s.midAdmit != nil {
@@ -400,8 +414,8 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 
 // admitTasks runs, in tx, qAdmitConcurrency over the concurrency keys ck
 // (limits cl) and qAdmitRate over the rate keys rk (limits rl, periods rp
-// in ms), and counts what they did in res.
-func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []string, rl, rp []int64, res *AdmitResult) error {
+// in ms, at most batch a key), and counts what they did in res.
+func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []string, rl, rp []int64, batch int, res *AdmitResult) error {
 	if len(ck) > 0 {
 		var c struct {
 			Dispatched int `db:"dispatched"`
@@ -416,7 +430,7 @@ func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []
 	}
 	if len(rk) > 0 {
 		var n int
-		if err := tx.GetContext(ctx, &n, qAdmitRate, rk, rl, rp); err != nil {
+		if err := tx.GetContext(ctx, &n, qAdmitRate, rk, rl, rp, batch); err != nil {
 			return fmt.Errorf("admit: rate limits: %w", err)
 		}
 		res.Dispatched += n

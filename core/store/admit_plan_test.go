@@ -47,7 +47,7 @@ func TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits(t *testing.T) {
 		{"concurrency", fmt.Sprintf("concurrency: {key: k, limit: %d}", room), "task_runs_waiting_concurrency",
 			[]any{"{k}", fmt.Sprintf("{%d}", room)}},
 		{"rate", fmt.Sprintf("rate_limit: {key: k, limit: %d, per: 1m}", room), "task_runs_waiting_rate",
-			[]any{"{k}", fmt.Sprintf("{%d}", room), "{60000}"}},
+			[]any{"{k}", fmt.Sprintf("{%d}", room), "{60000}", store.AdmitBatchMax}},
 	} {
 		cases = append(cases, statsCase{kc, false}, statsCase{kc, true})
 	}

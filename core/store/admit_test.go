@@ -162,6 +162,31 @@ func TestARateLimitAdmitsItsLimitPerWindow(t *testing.T) {
 	}
 }
 
+// TestARateKeysRoundAdmitsABatchAtATime: a rate key with room for all
+// of its waiters admits AdmitBatchMax of them a round (here 2, of 5 with a
+// limit of 10 a minute) and says its next round is due now, until none
+// is left; one statement no longer admits a whole limit's backlog while
+// the workers wait for its commit.
+func TestARateKeysRoundAdmitsABatchAtATime(t *testing.T) {
+	f := newFixture(t)
+	f.s.SetAdmitBatch(2)
+	f.apply("name: rated\ntasks:\n  - {name: a, handler: noop, rate_limit: {key: api, limit: 10, per: 1m}}\n")
+	f.triggerN("rated", "a", 5, "x")
+	f.advance()
+	for i, want := range []int{2, 2, 1, 0} {
+		res := f.admit()
+		if res.Dispatched != want || res.Starts != want {
+			t.Fatalf("round %d: %+v, want %d admitted", i+1, res, want)
+		}
+		if want == 2 && (!res.RateDueOK || res.RateDue > 0) {
+			t.Fatalf("round %d admitted its batch with room left: next round due in %v (ok %v), want now", i+1, res.RateDue, res.RateDueOK)
+		}
+	}
+	if n := f.dispatched("rated"); n != 5 {
+		t.Fatalf("%d dispatched, want 5", n)
+	}
+}
+
 // TestATriggerWhoseKeyCannotBeEvaluatedIsRefused: a key over a param the
 // run does not have refuses the trigger, naming the task, and creates
 // nothing.

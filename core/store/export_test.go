@@ -41,3 +41,7 @@ func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc,
 	res, err := s.Reap(ctx, ReapRequest{Limit: limit, Backoff: backoff, Actor: actor})
 	return res.Reaped, err
 }
+
+// SetAdmitBatch makes each admission round admit at most n task runs per
+// rate key (AdmitBatchMax in production).
+func (s *Store) SetAdmitBatch(n int) { s.admitBatch = n }

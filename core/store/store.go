@@ -111,6 +111,9 @@ type Store struct {
 	midChildStart func()
 	// midAdmit: see Options.MidAdmit.
 	midAdmit func()
+	// admitBatch is AdmitBatchMax, or a test's smaller batch (0: the
+	// constant).
+	admitBatch int
 	// maxDepth: see Options.MaxChildDepth.
 	maxDepth int
 }
