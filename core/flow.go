@@ -95,7 +95,7 @@ func (c *RunConcurrencySpec) validate() error {
 		return fmt.Errorf("strategy must be %s, %s or %s, got %q", StrategyQueue, StrategyCancelNewest, StrategyCancelInProgress, c.Strategy)
 	}
 	if c.Limit < 1 || c.Limit > MaxConcurrencyLimit {
-		return fmt.Errorf("limit must be between 1 and %d, got %d", MaxConcurrencyLimit, c.Limit)
+		return fmt.Errorf("limit must be between 1 and %d, got %d%s", MaxConcurrencyLimit, c.Limit, limitRequired(c.Limit))
 	}
 	if _, err := CompileFlowKey(c.Key); err != nil {
 		return fmt.Errorf("key: %w", err)
@@ -227,7 +227,7 @@ func (t TaskDef) validateFlow() error {
 	}
 	if c := t.Concurrency; c != nil {
 		if c.Limit < 1 || c.Limit > MaxConcurrencyLimit {
-			return fmt.Errorf("concurrency.limit must be between 1 and %d, got %d", MaxConcurrencyLimit, c.Limit)
+			return fmt.Errorf("concurrency.limit must be between 1 and %d, got %d%s", MaxConcurrencyLimit, c.Limit, limitRequired(c.Limit))
 		}
 		if _, err := CompileFlowKey(c.Key); err != nil {
 			return fmt.Errorf("concurrency.key: %w", err)
@@ -235,7 +235,7 @@ func (t TaskDef) validateFlow() error {
 	}
 	if r := t.RateLimit; r != nil {
 		if r.Limit < 1 || r.Limit > MaxRateLimit {
-			return fmt.Errorf("rate_limit.limit must be between 1 and %d, got %d", MaxRateLimit, r.Limit)
+			return fmt.Errorf("rate_limit.limit must be between 1 and %d, got %d%s", MaxRateLimit, r.Limit, limitRequired(r.Limit))
 		}
 		if per := time.Duration(r.Per); per < MinRatePer || per > MaxRatePer {
 			return fmt.Errorf("rate_limit.per must be between %s and %s, got %s", MinRatePer, MaxRatePer, per)
@@ -352,4 +352,34 @@ func (f *FlowPrograms) Eval(ctx context.Context, params json.RawMessage) (FlowKe
 		}
 	}
 	return out, nil
+}
+
+// limitRequired adds to a limit's range error, for a limit of 0, that the
+// limit is required: a mapping without one decodes as 0.
+func limitRequired(n int) string {
+	if n == 0 {
+		return " (a limit is required)"
+	}
+	return ""
+}
+
+// FlowLimitTypeError rewrites encoding/json's error for a flow-control
+// limit that is not a whole number or overflows an int ("cannot unmarshal
+// number 2.5 into Go struct field ConcurrencySpec.tasks.concurrency.limit
+// of type int") as the range it must be in, naming the field. ok is false
+// for any other error, which the caller reports as it is.
+func FlowLimitTypeError(err error) (msg string, ok bool) {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || !strings.HasSuffix(te.Field, "concurrency.limit") && !strings.HasSuffix(te.Field, "rate_limit.limit") {
+		return "", false
+	}
+	field, max := "concurrency.limit", MaxConcurrencyLimit
+	if strings.HasSuffix(te.Field, "rate_limit.limit") {
+		field, max = "rate_limit.limit", MaxRateLimit
+	}
+	got, isNumber := strings.CutPrefix(te.Value, "number ")
+	if !isNumber {
+		got = "a " + te.Value
+	}
+	return fmt.Sprintf("%s must be a whole number from 1 to %d, got %s", field, max, got), true
 }

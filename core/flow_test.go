@@ -22,6 +22,10 @@ func TestParseDefinitionRefusesBadFlowControl(t *testing.T) {
 		{"{name: a, handler: h, for_each: '[1, 2]', concurrency: {key: k, limit: 2}}", ""},
 		{"{name: a, handler: h, concurrency: {key: k, limit: 0}}", "concurrency.limit must be between 1 and 100000, got 0"},
 		{"{name: a, handler: h, concurrency: {key: k, limit: 100001}}", "concurrency.limit must be between 1 and 100000"},
+		{"{name: a, handler: h, concurrency: {key: k}}", `task "a": concurrency.limit must be between 1 and 100000, got 0 (a limit is required)`},
+		{"{name: a, handler: h, concurrency: {key: k, limit: 2.5}}", `task "a": concurrency.limit must be a whole number from 1 to 100000, got 2.5`},
+		{"{name: a, handler: h, concurrency: {key: k, limit: '3'}}", `task "a": concurrency.limit must be a whole number from 1 to 100000, got a string`},
+		{"{name: a, handler: h, rate_limit: {key: api, limit: 99999999999999999999, per: 1m}}", `task "a": rate_limit.limit must be a whole number from 1 to 10000, got 100000000000000000000`},
 		{"{name: a, handler: h, concurrency: {key: '', limit: 1}}", "concurrency.key: the key is empty"},
 		{"{name: a, handler: h, concurrency: {key: 'a b', limit: 1}}", "concurrency.key: expression does not compile"},
 		{"{name: a, handler: h, concurrency: {key: 'upstream.x.id', limit: 1}}", `concurrency.key: upstream.x.id reads upstream: a key cannot read upstream results, whatever the task depends on (it is evaluated once, when the run is triggered); use params`},
@@ -107,6 +111,7 @@ func TestParseDefinitionChecksRunLevelConcurrency(t *testing.T) {
 		{"concurrency: {key: params.tenant, limit: 1, strategy: cancel-newest}", ""},
 		{"concurrency: {key: params.tenant, limit: 2, strategy: drop}", `concurrency: strategy must be queue, cancel-newest or cancel-in-progress, got "drop"`},
 		{"concurrency: {key: params.tenant, limit: 0}", "concurrency: limit must be between 1 and 100000, got 0"},
+		{"concurrency: {key: params.tenant, limit: 1.5}", "concurrency.limit must be a whole number from 1 to 100000, got 1.5"},
 		{"concurrency: {key: 'a b', limit: 1}", "concurrency: key: expression does not compile"},
 		{"concurrency: {key: params.tenant, limit: 1, per: 1s}", `unknown field "per"`},
 	} {

@@ -257,7 +257,12 @@ func definitionOf(doc map[string]any) (*Definition, error) {
 	jd.DisallowUnknownFields()
 	var def Definition
 	if err := jd.Decode(&def); err != nil {
-		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, failingPart(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: "))
+		where, msg := failingPart(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: ")
+		if m, ok := FlowLimitTypeError(err); ok {
+			// m names the field (concurrency.limit): where names its task.
+			where, msg = strings.TrimSuffix(strings.TrimSuffix(where, "concurrency: "), "rate_limit: "), m
+		}
+		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, where, msg)
 	}
 	def.applyDefaults()
 	if err := def.Validate(); err != nil {
