@@ -60,7 +60,7 @@ type Scheduler struct {
 	// a rate key that task runs wait for has room again. Owned by the loop.
 	admitNext string
 	rateDue   time.Time
-	// admitAt is when the next admission round may run (process clock,
+	// admitAt is when the next admission round may run (Config.Clock,
 	// AdmitSpacingPerCounted), admitPending that a turn before it skipped
 	// one, for the loop to run it then. Owned by the loop.
 	admitAt      time.Time
@@ -148,7 +148,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			}
 		}
 		if s.admitPending {
-			ad := max(time.Until(s.admitAt), 0)
+			ad := max(s.admitAt.Sub(s.cfg.Clock.Now()), 0)
 			if !ok || ad < d {
 				d, ok = ad, true
 			}
@@ -187,7 +187,7 @@ func (s *Scheduler) turn(ctx context.Context, runs *daemon.RunSet, sweepDue bool
 
 // AdmitSpacingPerCounted spaces the admission rounds by their cost: after
 // rounds that counted n slot holders of concurrency keys
-// (store.AdmitResult.Counted), the next waits n × 50 µs (process clock).
+// (store.AdmitResult.Counted), the next waits n × 50 µs (Config.Clock).
 // A round counts a key's holders whole, whatever it admits, and is planned
 // again each time: a key at its limit of 1,000 under W1's drain, which
 // frees a few slots between two finishes, was admitted 46 times a second,
@@ -208,14 +208,14 @@ const AdmitSpacingPerCounted = 50 * time.Microsecond
 // admitAt (AdmitSpacingPerCounted) runs no round but leaves it pending,
 // for the loop to wake at admitAt.
 func (s *Scheduler) admit(ctx context.Context) error {
-	if now := time.Now(); now.Before(s.admitAt) {
+	if now := s.cfg.Clock.Now(); now.Before(s.admitAt) {
 		s.admitPending = true
 		return nil
 	}
 	s.admitPending = false
 	s.rateDue = time.Time{}
 	counted := 0
-	defer func() { s.admitAt = time.Now().Add(time.Duration(counted) * AdmitSpacingPerCounted) }()
+	defer func() { s.admitAt = s.cfg.Clock.Now().Add(time.Duration(counted) * AdmitSpacingPerCounted) }()
 	for range 4 {
 		res, err := s.cfg.Store.Admit(ctx, s.admitNext, s.cfg.ID)
 		if err != nil {
