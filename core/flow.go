@@ -363,12 +363,12 @@ func limitRequired(n int) string {
 	return ""
 }
 
-// FlowLimitTypeError rewrites encoding/json's error for a flow-control
+// flowLimitTypeError rewrites encoding/json's error for a flow-control
 // limit that is not a whole number or overflows an int ("cannot unmarshal
 // number 2.5 into Go struct field ConcurrencySpec.tasks.concurrency.limit
 // of type int") as the range it must be in, naming the field. ok is false
 // for any other error, which the caller reports as it is.
-func FlowLimitTypeError(err error) (msg string, ok bool) {
+func flowLimitTypeError(err error) (msg string, ok bool) {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) || !strings.HasSuffix(te.Field, "concurrency.limit") && !strings.HasSuffix(te.Field, "rate_limit.limit") {
 		return "", false

@@ -258,7 +258,7 @@ func definitionOf(doc map[string]any) (*Definition, error) {
 	var def Definition
 	if err := jd.Decode(&def); err != nil {
 		where, msg := failingPart(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: ")
-		if m, ok := FlowLimitTypeError(err); ok { // m names the field, where its task
+		if m, ok := flowLimitTypeError(err); ok { // m names the field, where its task
 			where, msg = strings.TrimSuffix(strings.TrimSuffix(where, "concurrency: "), "rate_limit: "), m
 		}
 		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, where, msg)

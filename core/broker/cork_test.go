@@ -36,6 +36,15 @@ func (c *recordingConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// interpose puts a recordingConn between p's cork and its socket.
+func interpose(p *Publisher) *recordingConn {
+	rec := &recordingConn{}
+	p.sock.mu.Lock()
+	rec.next, p.sock.w = p.sock.w, rec
+	p.sock.mu.Unlock()
+	return rec
+}
+
 func (c *recordingConn) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -108,10 +117,7 @@ func TestPublishBatchWritesABatchTogether(t *testing.T) {
 	cfg := testConfig(t)
 	ctx := testCtx(t)
 	p := mustPublisher(t, cfg)
-	rec := &recordingConn{}
-	p.sock.mu.Lock()
-	rec.next, p.sock.w = p.sock.w, rec
-	p.sock.mu.Unlock()
+	rec := interpose(p)
 
 	msgs := make([]Message, 200)
 	for i := range msgs {
@@ -145,10 +151,7 @@ func TestPublishBatchLostWithTheSocketIsNeverConfirmed(t *testing.T) {
 	cfg.Heartbeat, cfg.ConfirmTimeout = time.Minute, 3*time.Second
 	ctx := testCtx(t)
 	p := mustPublisher(t, cfg)
-	rec := &recordingConn{}
-	p.sock.mu.Lock()
-	rec.next, p.sock.w = p.sock.w, rec
-	p.sock.mu.Unlock()
+	rec := interpose(p)
 	rec.fail.Store(true)
 
 	msgs := []Message{{ID: "1", Body: []byte(`{}`)}, {ID: "2", Body: []byte(`{}`)}, {ID: "3", Body: []byte(`{}`)}}

@@ -12,6 +12,17 @@ import (
 	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
+// runLoop runs the scheduler's loop (Run) until the test ends.
+func (r *passRig) runLoop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.s.Run(ctx) }()
+	r.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // dispatchedOf counts the task runs of workflow that have an outbox row.
 func (r *passRig) dispatchedOf(workflow string) int {
 	r.t.Helper()
@@ -34,13 +45,7 @@ func TestTheSchedulerWakesWhenARateKeyHasRoomAgain(t *testing.T) {
 	for range 5 {
 		storetest.Trigger(t, r.st, "rated", "")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	r.runLoop()
 	start := time.Now()
 	r.waitFor("two tasks admitted at once", 5*time.Second, func() bool { return r.dispatchedOf("rated") >= 2 })
 	r.waitFor("all five admitted", 5*time.Second, func() bool { return r.dispatchedOf("rated") == 5 })
@@ -104,13 +109,7 @@ func TestAdmissionRoundsAreSpacedByTheHoldersTheyCount(t *testing.T) {
 	}
 	r.s.signals.reconnectSwept = make(chan struct{}, 1)
 	r.s.signals.passed = make(chan error, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	r.runLoop()
 	select {
 	case <-r.s.signals.reconnectSwept:
 	case <-time.After(10 * time.Second):
