@@ -121,6 +121,7 @@ func TestLimitsSetAndResetAreAuditedAndShown(t *testing.T) {
 		{[]string{"limits", "reset", "customer-42", "--reason", "r"}, 1, "nothing to reset"},
 		{[]string{"limits", "set", "", "--limit", "2", "--kind", "concurrency", "--reason", "r"}, 2, "the key is empty"},
 		{[]string{"limits", "set", "brand-new", "--limit", "2", "--kind", "run", "--reason", "r"}, 2, "<workflow>/<key>"},
+		{[]string{"limits", "set", "no-such-workflow/tenant", "--limit", "2", "--kind", "run", "--reason", "r"}, 1, `no workflow "no-such-workflow"`},
 	} {
 		t.Run(strings.Join(c.args[1:], " "), func(t *testing.T) {
 			expect(t, h.ff(c.args...), c.code, c.says)

@@ -84,6 +84,11 @@ func workflowApply(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	// The file is checked before the database is reached: a bad file is
+	// reported as bad input (exit 2) wherever the database is.
+	if _, _, err := client.ParseWorkflowFile(data, path, handlers.ValidateParams); err != nil {
+		return clientFailure(err)
+	}
 	s, err := openStore(c)
 	if err != nil {
 		return err

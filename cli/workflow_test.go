@@ -2,8 +2,12 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flowforge/flowforge/core/store/storetest"
 )
 
 const report = `
@@ -148,5 +152,27 @@ func TestWorkflowShowJSONGivesTheIdempotencyTTL(t *testing.T) {
 	}
 	if got := string(v.Definition.Tasks[0]["idempotency_ttl"]); got != `"1m30s"` && got != `"90s"` {
 		t.Errorf("idempotency_ttl = %s, want the 90s the file gave\n%s", got, out)
+	}
+}
+
+// TestABadWorkflowFileIsNamedBeforeTheDatabase: workflow apply parses and
+// checks the file before it connects, so a bad file is reported as such
+// (exit 2) even where the database cannot be reached, not hidden behind
+// the connection's error.
+func TestABadWorkflowFileIsNamedBeforeTheDatabase(t *testing.T) {
+	for _, c := range []struct{ name, file, says string }{
+		{"not YAML", "name: x\ntasks: [\n", "wf.yaml"},
+		{"a cycle", "name: x\ntasks:\n  - {name: a, handler: noop, depends_on: [b]}\n  - {name: b, handler: noop, depends_on: [a]}\n", "cycle"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "wf.yaml")
+			if err := os.WriteFile(path, []byte(c.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := runFFCTL(t, "--database-url", storetest.RefusedURL(t), "workflow", "apply", "-f", path)
+			if r.code != 2 || !strings.Contains(r.stderr, c.says) {
+				t.Fatalf("exit %d, stderr %q: want 2 naming %q", r.code, r.stderr, c.says)
+			}
+		})
 	}
 }

@@ -247,7 +247,8 @@ SELECT kind, key, $3::int, NULL, $4::text, $5::text FROM del`
 // operator's, or a definition's no task uses now. A key created here must
 // be one a trigger could give a task (1 to core.MaxFlowKeyLength bytes of
 // valid UTF-8 without NUL) and, for kind run, name its workflow
-// ("<workflow>/<key>"); ErrBadLimit otherwise.
+// ("<workflow>/<key>"); ErrBadLimit otherwise. That workflow must have
+// been applied; ErrNotFound naming it otherwise.
 func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResult, error) {
 	what := fmt.Sprintf("set limit of %q", req.Key)
 	if req.Limit == nil {
@@ -330,7 +331,9 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 }
 
 // createLimit creates the concurrency or run key req names with its limit, or
-// says why it cannot (ErrNotFound).
+// says why it cannot: ErrNotFound for a reset, no kind, a rate key, or a
+// run key whose workflow was never applied (a typo would otherwise make a
+// key no run uses); ErrBadLimit for a key no trigger could give.
 func createLimit(ctx context.Context, tx *sqlx.Tx, req SetLimitRequest) (LimitChange, error) {
 	switch {
 	case req.Limit == nil:
@@ -342,6 +345,16 @@ func createLimit(ctx context.Context, tx *sqlx.Tx, req SetLimitRequest) (LimitCh
 	}
 	if err := checkNewKey(req.Kind, req.Key); err != nil {
 		return LimitChange{}, err
+	}
+	if req.Kind == FlowRun {
+		wf, _, _ := strings.Cut(req.Key, "/")
+		var known bool
+		if err := tx.GetContext(ctx, &known, `SELECT EXISTS (SELECT 1 FROM workflows WHERE name = $1)`, wf); err != nil {
+			return LimitChange{}, fmt.Errorf("look up workflow %q: %w", wf, err)
+		}
+		if !known {
+			return LimitChange{}, fmt.Errorf("%w: no workflow %q: a run key is <workflow>/<key> of an applied workflow (ffctl workflow list)", ErrNotFound, wf)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, qCreateLimit, req.Key, *req.Limit, req.Actor, req.Reason, req.Kind); err != nil {
 		return LimitChange{}, fmt.Errorf("create key: %w", err)

@@ -180,6 +180,7 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 		{"a new key no trigger could give", store.SetLimitRequest{Kind: "concurrency", Key: strings.Repeat("y", core.MaxFlowKeyLength+1), Limit: n(2), Reason: "r"}, store.ErrBadLimit, "longer than the limit of 256"},
 		{"a new key with NUL", store.SetLimitRequest{Kind: "concurrency", Key: "a\x00b", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "without NUL"},
 		{"a new run key without its workflow", store.SetLimitRequest{Kind: "run", Key: "brand-new", Limit: n(2), Reason: "r"}, store.ErrBadLimit, "<workflow>/<key>"},
+		{"a new run key of a workflow never applied", store.SetLimitRequest{Kind: "run", Key: "ratd/tenant-a", Limit: n(2), Reason: "r"}, store.ErrNotFound, `no workflow "ratd"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := f.s.SetLimit(f.ctx, c.req)
@@ -197,6 +198,9 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 	f.setLimit("", "api", 1)
 	if l := f.limits()["rate/api"]; l.Limit != 1 || l.Per != time.Second {
 		t.Fatalf("key %+v, want limit 1 per 1s", l)
+	}
+	if res := f.setLimit(store.FlowRun, "rated/tenant-a", 2); len(res.Changes) != 1 || res.Changes[0].New != 2 {
+		t.Fatalf("changes %+v, want a new run key of the applied workflow with limit 2", res.Changes)
 	}
 }
 
