@@ -68,13 +68,17 @@ const (
 // (PriorityAging: 60 s).
 const agedPriority = `least(4, c.priority + floor(extract(epoch FROM now() - c.ready_at) / 60))`
 
-// AdmitBatchMax bounds the task runs one round admits per rate key. A
-// rate key's room can be its whole limit (up to core.MaxRateLimit, 10,000)
-// over a backlog, and one statement admitting 10,000 ran about 800 ms
-// while no worker had a task (issue 27's W1 with a rate limit: its first
-// round). A round that admits the batch leaves the key with room, so the
-// round's due time (AdmitResult.RateDue) is now and the scheduler runs the
-// next at once: the first tasks go out after one batch.
+// AdmitBatchMax bounds the task runs one round admits per key. A rate
+// key's room can be its whole limit (up to core.MaxRateLimit, 10,000) over
+// a backlog, and one statement admitting 10,000 ran about 800 ms while no
+// worker had a task (issue 27's W1 with a rate limit: its first round); a
+// concurrency key's free slots can be its whole limit (up to
+// core.MaxConcurrencyLimit, 100,000). A round that admits the batch of a
+// rate key leaves it with room, so the round's due time
+// (AdmitResult.RateDue) is now; one that admits the batch of a
+// concurrency key with slots left says so (AdmitResult.More). Either way
+// the scheduler runs the next round at once: the first tasks go out after
+// one batch.
 const AdmitBatchMax = 1000
 
 // AdmitKeysMax bounds the keys of each kind one Admit round serves; the
@@ -176,13 +180,15 @@ const runPausedSQL = `EXISTS (SELECT 1 FROM workflow_runs pr JOIN workflow_pause
 // qAdmitConcurrency admits, key by key ($1 keys, $2 their limits), the
 // oldest waiters of each key while the key has free slots: the
 // limit less the task runs holding one (kind 'task', READY or RUNNING, not
-// waiting for one: the partial index task_runs_slots). An admitted task run with a rate
+// waiting for one: the partial index task_runs_slots), $3 at most a key
+// (AdmitBatchMax). An admitted task run with a rate
 // limit goes on to wait for it; the others get their outbox row and their
 // admitted_at here (migration 00019: no history row, which cost an insert
 // and a foreign-key check per admission). A waiter another transaction
 // holds (a cancel) is skipped. It returns what it dispatched, what went on
-// to its rate limit, and how many slot holders it counted (the round's
-// cost: AdmitResult.Counted).
+// to its rate limit, how many slot holders it counted (the round's
+// cost: AdmitResult.Counted), and whether a key admitted $3 and had
+// slots left (AdmitResult.More).
 //
 // Its plan must not depend on statistics, which lag a backlog inserted
 // since the last ANALYZE (TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits
@@ -214,10 +220,10 @@ WITH lim AS (
                   WHERE t.state = 'READY' AND t.flow_wait = 'concurrency' AND t.concurrency_key = slots.key AND ` + atLevel + `
                     AND ` + notPausedSQL + `
                   ORDER BY ` + levelOrder + `
-                  LIMIT greatest(slots.lim - slots.held, 0)
+                  LIMIT least(greatest(slots.lim - slots.held, 0), $3::int)
                     FOR UPDATE OF t SKIP LOCKED) c
          ORDER BY ` + agedPriority + ` DESC, c.ready_at, c.id
-         LIMIT greatest(slots.lim - slots.held, 0)) w
+         LIMIT least(greatest(slots.lim - slots.held, 0), $3::int)) w
 ), adm AS (
     UPDATE task_runs t SET flow_wait = CASE WHEN t.rate_key IS NOT NULL THEN 'rate' END,
                            admitted_at = CASE WHEN t.rate_key IS NULL THEN now() END
@@ -232,7 +238,9 @@ WITH lim AS (
     ON CONFLICT (task_run_id, fencing_token_snapshot, dispatch) DO NOTHING
 )
 SELECT count(*) FILTER (WHERE flow_wait IS NULL) AS dispatched, count(*) FILTER (WHERE flow_wait = 'rate') AS to_rate,
-       (SELECT coalesce(sum(held), 0) FROM slots) AS counted
+       (SELECT coalesce(sum(held), 0) FROM slots) AS counted,
+       EXISTS (SELECT 1 FROM slots WHERE slots.lim - slots.held > $3::int
+                  AND (SELECT count(*) FROM pick WHERE pick.key = slots.key) = $3::int) AS more
   FROM adm`
 
 // qAdmitRate admits, key by key ($1 keys, $2 limits, $3 periods in ms),
@@ -311,6 +319,10 @@ type AdmitResult struct {
 	// wait for has room again (0: now): the scheduler runs Admit then.
 	RateDue   time.Duration
 	RateDueOK bool
+	// More says a concurrency key admitted AdmitBatchMax task runs and had
+	// free slots left (its waiters may have more): the scheduler runs the
+	// next round at once, without spacing it (see Counted).
+	More bool
 	// Counted is how many slot holders of its concurrency keys the round
 	// counted to find their free slots: a round's cost grows with it, not
 	// with what it admits (a key at its limit of 1,000 is counted whole to
@@ -414,19 +426,22 @@ func (s *Store) Admit(ctx context.Context, after, actor string) (AdmitResult, er
 
 // admitTasks runs, in tx, qAdmitConcurrency over the concurrency keys ck
 // (limits cl) and qAdmitRate over the rate keys rk (limits rl, periods rp
-// in ms, at most batch a key), and counts what they did in res.
+// in ms), each admitting at most batch a key, and counts what they did in
+// res.
 func admitTasks(ctx context.Context, tx *sqlx.Tx, ck []string, cl []int64, rk []string, rl, rp []int64, batch int, res *AdmitResult) error {
 	if len(ck) > 0 {
 		var c struct {
-			Dispatched int `db:"dispatched"`
-			ToRate     int `db:"to_rate"`
-			Counted    int `db:"counted"`
+			Dispatched int  `db:"dispatched"`
+			ToRate     int  `db:"to_rate"`
+			Counted    int  `db:"counted"`
+			More       bool `db:"more"`
 		}
-		if err := tx.GetContext(ctx, &c, qAdmitConcurrency, ck, cl); err != nil {
+		if err := tx.GetContext(ctx, &c, qAdmitConcurrency, ck, cl, batch); err != nil {
 			return fmt.Errorf("admit: concurrency keys: %w", err)
 		}
 		res.Dispatched, res.ToRate, res.Slots = c.Dispatched, c.ToRate, c.Dispatched+c.ToRate
 		res.Counted += c.Counted
+		res.More = c.More
 	}
 	if len(rk) > 0 {
 		var n int

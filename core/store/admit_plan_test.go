@@ -45,7 +45,7 @@ func TestAnAdmissionRoundReadsOnlyTheWaitersItAdmits(t *testing.T) {
 	var cases []statsCase
 	for _, kc := range []kindCase{
 		{"concurrency", fmt.Sprintf("concurrency: {key: k, limit: %d}", room), "task_runs_waiting_concurrency",
-			[]any{"{k}", fmt.Sprintf("{%d}", room)}},
+			[]any{"{k}", fmt.Sprintf("{%d}", room), store.AdmitBatchMax}},
 		{"rate", fmt.Sprintf("rate_limit: {key: k, limit: %d, per: 1m}", room), "task_runs_waiting_rate",
 			[]any{"{k}", fmt.Sprintf("{%d}", room), "{60000}", store.AdmitBatchMax}},
 	} {

@@ -187,6 +187,39 @@ func TestARateKeysRoundAdmitsABatchAtATime(t *testing.T) {
 	}
 }
 
+// TestAConcurrencyKeysRoundAdmitsABatchAtATime: a concurrency key with
+// free slots for all of its waiters admits AdmitBatchMax of them a round
+// (here 2 of 5, with a limit of 10) and says more may be admitted at once
+// (More) while the batch was full and slots were left; one statement no
+// longer admits a limit of up to 100,000 while the workers wait for its
+// commit. A round that fills every free slot of its key, or admits its
+// last waiter, says nothing more.
+func TestAConcurrencyKeysRoundAdmitsABatchAtATime(t *testing.T) {
+	f := newFixture(t)
+	f.s.SetAdmitBatch(2)
+	f.apply("name: wide\ntasks:\n  - {name: a, handler: noop, concurrency: {key: k, limit: 10}}\n")
+	f.triggerN("wide", "a", 5, "x")
+	f.advance()
+	for i, want := range []struct {
+		n    int
+		more bool
+	}{{2, true}, {2, true}, {1, false}, {0, false}} {
+		res := f.admit()
+		if res.Dispatched != want.n || res.Slots != want.n || res.More != want.more {
+			t.Fatalf("round %d: %+v, want %d admitted, more %v", i+1, res, want.n, want.more)
+		}
+	}
+	if n := f.dispatched("wide"); n != 5 {
+		t.Fatalf("%d dispatched, want 5", n)
+	}
+	f.apply("name: narrow\ntasks:\n  - {name: a, handler: noop, concurrency: {key: n, limit: 2}}\n")
+	f.triggerN("narrow", "a", 5, "x")
+	f.advance()
+	if res := f.admit(); res.Dispatched != 2 || res.More {
+		t.Fatalf("%+v: want the key's 2 free slots filled and nothing more to admit", res)
+	}
+}
+
 // TestATriggerWhoseKeyCannotBeEvaluatedIsRefused: a key over a param the
 // run does not have refuses the trigger, naming the task, and creates
 // nothing.

@@ -43,5 +43,5 @@ func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc,
 }
 
 // SetAdmitBatch makes each admission round admit at most n task runs per
-// rate key (AdmitBatchMax in production).
+// key (AdmitBatchMax in production).
 func (s *Store) SetAdmitBatch(n int) { s.admitBatch = n }

@@ -55,18 +55,23 @@ func TestTheSchedulerWakesWhenARateKeyHasRoomAgain(t *testing.T) {
 }
 
 // spacedAdmits is the real store, its admission rounds counted, each
-// reporting extra more slot holders counted than it did: a key at a limit
-// of thousands, without thousands of tasks.
+// reporting extra more slot holders counted than it did (a key at a limit
+// of thousands, without thousands of tasks), and the next more rounds
+// reporting that a key had more to admit than a round's batch.
 type spacedAdmits struct {
 	Store
 	extra atomic.Int64
 	calls atomic.Int64
+	more  atomic.Int64
 }
 
 func (s *spacedAdmits) Admit(ctx context.Context, after, actor string) (store.AdmitResult, error) {
 	s.calls.Add(1)
 	res, err := s.Store.Admit(ctx, after, actor)
 	res.Counted += int(s.extra.Load())
+	if s.more.Add(-1) >= 0 {
+		res.More = true
+	}
 	return res, err
 }
 
@@ -143,5 +148,36 @@ func TestAdmissionRoundsAreSpacedByTheHoldersTheyCount(t *testing.T) {
 	r.waitFor("the third task admitted, with no wake", 5*time.Second, func() bool { return r.dispatchedOf("keyed") == 3 })
 	if took := time.Since(admitted); took < 1900*time.Millisecond {
 		t.Fatalf("the next round ran %v after the last, want about 2 s (40,000 × %v)", took, AdmitSpacingPerCounted)
+	}
+}
+
+// TestARoundWithMoreToAdmitIsFollowedAtOnce: rounds that admitted a
+// key's whole batch with slots left (store.AdmitResult.More) are followed
+// by the next at once, however many holders they counted (40,000 here:
+// 2 s of AdmitSpacingPerCounted each), with no wake: a key of 10,000 over
+// a backlog is filled a batch at a time without waiting between batches.
+// Once no round has more, the spacing applies again.
+func TestARoundWithMoreToAdmitIsFollowedAtOnce(t *testing.T) {
+	var sa *spacedAdmits
+	r := newPassRig(t, func(c *Config) {
+		sa = &spacedAdmits{Store: c.Store}
+		c.Store = sa
+		c.SweepInterval, c.FullSweepInterval = time.Minute, time.Minute
+	})
+	sa.extra.Store(40_000)
+	sa.more.Store(9)
+	r.runLoop()
+	start := time.Now()
+	r.waitFor("ten rounds, nine of them with more to admit", 5*time.Second, func() bool { return sa.calls.Load() >= 10 })
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Fatalf("ten rounds took %v: a round with more to admit waited for the spacing", took)
+	}
+	calls := sa.calls.Load()
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		if sa.calls.Load() > calls {
+			t.Fatalf("a round ran %v after the last with nothing more to admit, want the spacing (2 s)", time.Since(deadline.Add(-time.Second)))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -202,11 +202,13 @@ const AdmitSpacingPerCounted = 50 * time.Microsecond
 
 // admit runs the admission rounds of flow control (store.Admit) after a
 // turn: a round per turn, another at once when task runs given their
-// concurrency slot went on to wait for their rate limit, and another when
-// more keys wait than a round serves (up to four rounds). It keeps when a
-// rate key has room next, for the loop to wake then. A turn before
-// admitAt (AdmitSpacingPerCounted) runs no round but leaves it pending,
-// for the loop to wake at admitAt.
+// concurrency slot went on to wait for their rate limit, when more keys
+// wait than a round serves, or when a concurrency key admitted a whole
+// batch and had slots left (store.AdmitResult.More) (up to four rounds).
+// It keeps when a rate key has room next, for the loop to wake then. A
+// turn before admitAt (AdmitSpacingPerCounted) runs no round but leaves
+// it pending, for the loop to wake at admitAt; after a round with more to
+// admit, admitAt is now (no spacing) and the round is pending.
 func (s *Scheduler) admit(ctx context.Context) error {
 	if now := s.cfg.Clock.Now(); now.Before(s.admitAt) {
 		s.admitPending = true
@@ -214,8 +216,13 @@ func (s *Scheduler) admit(ctx context.Context) error {
 	}
 	s.admitPending = false
 	s.rateDue = time.Time{}
-	counted := 0
-	defer func() { s.admitAt = s.cfg.Clock.Now().Add(time.Duration(counted) * AdmitSpacingPerCounted) }()
+	counted, more := 0, false
+	defer func() {
+		s.admitAt = s.cfg.Clock.Now().Add(time.Duration(counted) * AdmitSpacingPerCounted)
+		if more { // the next batch is due now: the loop wakes for it
+			s.admitAt, s.admitPending = s.cfg.Clock.Now(), true
+		}
+	}()
 	for range 4 {
 		res, err := s.cfg.Store.Admit(ctx, s.admitNext, s.cfg.ID)
 		if err != nil {
@@ -231,7 +238,8 @@ func (s *Scheduler) admit(ctx context.Context) error {
 				s.rateDue = due
 			}
 		}
-		if res.ToRate == 0 && res.Next == "" {
+		more = res.More
+		if res.ToRate == 0 && res.Next == "" && !res.More {
 			return nil
 		}
 	}
