@@ -140,35 +140,59 @@ func readOneTrip(br pgx.BatchResults, scan func(pgx.Rows) error) error {
 const qNotifyAfterCommit = `SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`
 
 // inOneTripNotifying is inOneTrip for a statement whose notifications ns
-// are sent after it committed, in one round trip still: the batch is the
-// settings, the statement, COMMIT (which ends the statement's implicit
-// transaction: its commit waits for its WAL with every other commit, group
-// commit) and qNotifyAfterCommit per notification, each in a transaction
-// of its own. A NOTIFY
-// inside the statement's transaction would hold PostgreSQL's notification
-// lock (one per database) across its commit's WAL flush, so every
-// notifying commit would wait for the one before it to reach disk (seen:
-// triggers at 300 a second queued behind each other for up to 200 ms).
-// The statement's outcome is known once COMMIT is answered; an error of
-// the notification after it is not returned (the listeners' polls cover a
-// lost wake-up). Errors are inOneTrip's.
+// are sent after it committed, in one round trip still (sendNotifying). A
+// NOTIFY inside the statement's transaction would hold PostgreSQL's
+// notification lock (one per database) across its commit's WAL flush, so
+// every notifying commit would wait for the one before it to reach disk
+// (seen: triggers at 300 a second queued behind each other for up to 200
+// ms). The statement's outcome is known once COMMIT is answered; an error
+// of the notification after it is not returned (the listeners' polls
+// cover a lost wake-up). Errors are inOneTrip's.
 func (s *Store) inOneTripNotifying(ctx context.Context, set tripSettings, query string, args []any, scan func(pgx.Rows) error, ns ...notice) error {
 	return s.onPgxConn(ctx, func(c *pgx.Conn) error {
-		b := tripBatch(set, query, args)
-		b.Queue("COMMIT")
-		for _, n := range ns {
-			b.Queue(qNotifyAfterCommit, n.channel, n.payload)
+		return sendNotifying(ctx, c, set, query, args, scan, ns...)
+	})
+}
+
+// sendNotifying sends on c, as one pgx batch (one round trip): BEGIN, the
+// settings, the statement, COMMIT (its commit waits for its WAL with every
+// other commit, group commit) and qNotifyAfterCommit per notification,
+// each in a transaction of its own after the COMMIT. The BEGIN makes the
+// COMMIT end a transaction block: without it the COMMIT ended the batch's
+// implicit transaction all the same, but PostgreSQL warned "there is no
+// transaction in progress" for every statement sent so, a line in the
+// server's log for each run triggered. When the statement fails, the
+// server skips the rest of the batch and leaves the block aborted; it is
+// rolled back here, so the connection goes back to the pool idle (closed
+// when even that fails).
+func sendNotifying(ctx context.Context, c *pgx.Conn, set tripSettings, query string, args []any, scan func(pgx.Rows) error, ns ...notice) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	names, values := set.namesAndValues()
+	b.Queue(qLocalSettings, names, values)
+	b.Queue(query, args...)
+	b.Queue("COMMIT")
+	for _, n := range ns {
+		b.Queue(qNotifyAfterCommit, n.channel, n.payload)
+	}
+	br := c.SendBatch(ctx, b)
+	err := func() error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("begin: %w", err)
 		}
-		br := c.SendBatch(ctx, b)
 		if err := readOneTrip(br, scan); err != nil {
-			_ = br.Close()
 			return err
 		}
 		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
 			return fmt.Errorf("commit: %w", err)
 		}
-		_ = br.Close() // the notification's fate is not the statement's
 		return nil
-	})
+	}()
+	_ = br.Close() // the notification's fate is not the statement's
+	if err != nil && c.PgConn().TxStatus() != 'I' && !c.IsClosed() {
+		if _, rerr := c.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			_ = c.Close(context.WithoutCancel(ctx))
+		}
+	}
+	return err
 }
