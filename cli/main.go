@@ -242,6 +242,8 @@ func (env *Env) run(ctx context.Context, args []string) int {
 		// invalid bytes into U+FFFD, so two different values would be
 		// stored as one.
 		err = usageError("argument %q is not valid UTF-8", bad)
+	} else if bad := nonDecimalInt(app, args); bad != "" {
+		err = usageError("%s: write whole numbers in plain decimal, without a leading zero, 0x or _ (read as octal, hexadecimal or with separators otherwise)", bad)
 	} else {
 		err = app.RunContext(ctx, interspersed(app, args))
 	}
@@ -430,6 +432,7 @@ func NewApp(env *Env) *cli.App {
 		setCompletion(env, c)
 		releaseParse(env, c)
 	}
+	decimalIntFlags(app)
 	return app
 }
 
