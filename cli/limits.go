@@ -92,7 +92,7 @@ func limitsList(c *cli.Context, env *Env) error {
 		return writeJSON(env.Stdout, ls)
 	}
 	if len(ls) == 0 {
-		fmt.Fprintln(env.Stdout, "no flow-control keys (a key appears once a task using it has waited)")
+		fmt.Fprintln(env.Stdout, "no flow-control keys (a key appears once a scheduler has seen a task wait for it)")
 		return nil
 	}
 	t := newTable(env.Stdout, env.colours(), "KIND", "KEY", "LIMIT", "IN USE", "WAITING", "OLDEST WAIT")
