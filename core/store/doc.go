@@ -58,7 +58,7 @@
 //	language_floor.go  | the compat floor a version using the language raises             | language_test.go
 //	limits.go          | ListLimits, SetLimit, LimitEvents (`limits list`, `limits set`)  | limits_test.go
 //	lease.go           | Renew, the lock waits a lease allows                            | lease_test.go, interleave_test.go
-//	locktrip.go        | one statement, its local settings, one round trip (inOneTrip)  | lease_test.go, claim_test.go, hotpath_plan_test.go, hotpath_export_test.go
+//	locktrip.go        | one statement, its local settings, one round trip (inOneTrip)  | lease_test.go, claim_test.go, hotpath_plan_test.go, hotpath_export_test.go, onetrip_test.go, onetrip_export_test.go
 //	login.go           | IsLoginRefused: a refused login told from an outage             | login_test.go
 //	migrate.go         | Migrate, EmbeddedMigrations, the compat floors                  | migrate_test.go, migrate_lockorder_test.go
 //	migrate_retry.go   | MigrateRetrying: a migration that waits out a held lock         | migrate_retry_test.go
