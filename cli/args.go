@@ -160,12 +160,5 @@ func isGlobalOnly(app *cli.App, cmdFlags []cli.Flag, arg string) bool {
 }
 
 func hasFlag(flags []cli.Flag, name string) bool {
-	for _, f := range flags {
-		for _, n := range f.Names() {
-			if n == name {
-				return true
-			}
-		}
-	}
-	return false
+	return flagNamed(flags, name) != nil
 }
