@@ -198,7 +198,7 @@ func daemonUsageError(role supervisor.Role) cli.OnUsageErrorFunc {
 				return usageError("%s: --%s is a flag of %s, not of %s (see ffctl %s --help)", path, name, strings.Join(roles, " and "), path, path)
 			}
 		}
-		return usageError("%s: %v (see ffctl %s --help)", path, err, path)
+		return usageError("%s: %s (see ffctl %s --help)", path, flagErrorText(err), path)
 	}
 }
 

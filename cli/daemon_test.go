@@ -85,7 +85,7 @@ func TestDaemonRolesRefuseAnotherRolesFlag(t *testing.T) {
 		{"worker", []string{"--redispatch-after", "1m"}, "--redispatch-after is a flag of daemon scheduler and daemon all, not of daemon worker"},
 		{"worker", []string{"--poll-interval", "1s"}, "--poll-interval is a flag of daemon publisher and daemon all, not of daemon worker"},
 		{"worker", []string{"--max-message-bytes", "10"}, "--max-message-bytes is a flag of daemon publisher and daemon all, not of daemon worker"},
-		{"worker", []string{"--bogus"}, "daemon worker: flag provided but not defined: -bogus (see ffctl daemon worker --help)"},
+		{"worker", []string{"--bogus"}, "daemon worker: flag provided but not defined: --bogus (see ffctl daemon worker --help)"},
 		// A stray argument is refused too, not ignored (the new-user trial).
 		{"worker", []string{"extra-arg"}, `daemon worker takes no arguments (got "extra-arg"`},
 		{"all", []string{"--concurrency", "2", "extra"}, `daemon all takes no arguments (got "extra"`},

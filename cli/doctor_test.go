@@ -121,7 +121,7 @@ func TestDoctorBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"zero redispatch", []string{"--redispatch-after", "0s"}, "--redispatch-after must be positive, got 0s"},
 		{"zero clock offset", []string{"--clock-offset-max", "0s"}, "--clock-offset-max must be positive, got 0s"},
 		{"zero limit", []string{"--limit", "0"}, "--limit 0: must be between 1 and 10000"},
-		{"malformed duration", []string{"--sweep-interval", "soon"}, "invalid value \"soon\" for flag -sweep-interval"},
+		{"malformed duration", []string{"--sweep-interval", "soon"}, "invalid value \"soon\" for flag --sweep-interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := h.snapshot()

@@ -107,7 +107,7 @@ func TestEventSendBadInputIsRefusedAndStoresNothing(t *testing.T) {
 		{"a zero lookback", send("--event-lookback", "0s"), "", 2, "--event-lookback 0s: must be positive and at most 366d, such as 24h or 7d"},
 		{"a negative lookback", send("--event-lookback", "-1h"), "", 2, "--event-lookback -1h: must be positive and at most 366d, such as 24h or 7d"},
 		{"a lookback past a year", send("--event-lookback", "367d"), "", 2, "--event-lookback 367d: must be positive and at most 366d, such as 24h or 7d"},
-		{"an unknown flag", send("--lookback", "1h"), "", 2, "event send: flag provided but not defined: -lookback (see ffctl event send --help)"},
+		{"an unknown flag", send("--lookback", "1h"), "", 2, "event send: flag provided but not defined: --lookback (see ffctl event send --help)"},
 		{"a bad output format", send("-o", "yaml"), "", 2, `-o "yaml": want table or json`},
 		{"list: a bad name", []string{"event", "list", "--name", "A"}, "", 2, `--name: invalid event: event name "A" must match [a-z0-9][a-z0-9._-]*`},
 		{"list: a NUL key", []string{"event", "list", "--key", "\x00"}, "", 2, "--key: invalid event: the key must be UTF-8 without NUL"},

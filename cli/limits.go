@@ -118,6 +118,9 @@ func limitsSet(c *cli.Context, env *Env, set bool) error {
 		return usageError("limits %s takes one key", verb)
 	}
 	req := store.SetLimitRequest{Key: c.Args().First(), Kind: c.String("kind"), Actor: actor()}
+	if c.IsSet("kind") && req.Kind == "" {
+		return usageError("--kind is empty: want %s, %s or %s (leave --kind out for every kind that has the key)", store.FlowConcurrency, store.FlowRate, store.FlowRun)
+	}
 	if req.Kind != "" && req.Kind != store.FlowConcurrency && req.Kind != store.FlowRate && req.Kind != store.FlowRun {
 		return usageError("--kind %q: want %s, %s or %s", req.Kind, store.FlowConcurrency, store.FlowRate, store.FlowRun)
 	}

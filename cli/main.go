@@ -402,7 +402,7 @@ func NewApp(env *Env) *cli.App {
 		Flags:                globalFlags(),
 		ExitErrHandler:       func(*cli.Context, error) {},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return usageError("%v (see --help)", err)
+			return usageError("%s (see --help)", flagErrorText(err))
 		},
 		Commands: []*cli.Command{
 			migrateCommand(env),
@@ -442,7 +442,7 @@ func setUsageHandler(c *cli.Command, parent string) {
 	path := strings.TrimSpace(parent + " " + c.Name)
 	if c.OnUsageError == nil {
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-			return usageError("%s: %v (see ffctl %s --help)", path, err, path)
+			return usageError("%s: %s (see ffctl %s --help)", path, flagErrorText(err), path)
 		}
 	}
 	for _, s := range c.Subcommands {

@@ -14,7 +14,7 @@ func TestRetentionFlagsThatDoNotParseAreUsageErrors(t *testing.T) {
 		{"all", "retain-cancelled", "-1d", `ffctl: --retain-cancelled: "-1d": want a duration such as 3d, 1d12h, 90m or 1h30m` + "\n"},
 		{"scheduler", "retain-succeeded", " ", "ffctl: --retain-succeeded is empty: give an age such as 7d or 36h, or 0 for the default\n"},
 		{"all", "retain-outbox", "", "ffctl: --retain-outbox is empty: give an age such as 7d or 36h, or 0 for the default\n"},
-		{"scheduler", "prune-interval", "often", "invalid value \"often\" for flag -prune-interval"},
+		{"scheduler", "prune-interval", "often", "invalid value \"often\" for flag --prune-interval"},
 	} {
 		t.Run(tc.flag+"="+tc.value, func(t *testing.T) {
 			t.Parallel()

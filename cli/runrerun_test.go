@@ -133,7 +133,7 @@ SELECT v.id::uuid, w.id, 'one', 1, 'SUCCEEDED' FROM workflows w,
 		{"no reason", []string{"run", "rerun", old.String()}, 2, "--reason is required: say why the run is rerun"},
 		{"blank reason", []string{"run", "rerun", old.String(), "--reason", "  "}, 2, "--reason is required"},
 		{"bad output", []string{"run", "rerun", old.String(), "--reason", "r", "-o", "yaml"}, 2, `-o "yaml": want table or json`},
-		{"unknown flag", []string{"run", "rerun", old.String(), "--reason", "r", "--wait"}, 2, "flag provided but not defined: -wait"},
+		{"unknown flag", []string{"run", "rerun", old.String(), "--reason", "r", "--wait"}, 2, "flag provided but not defined: --wait"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
