@@ -377,9 +377,5 @@ func flowLimitTypeError(err error) (msg string, ok bool) {
 	if strings.HasSuffix(te.Field, "rate_limit.limit") {
 		field, max = "rate_limit.limit", MaxRateLimit
 	}
-	got, isNumber := strings.CutPrefix(te.Value, "number ")
-	if !isNumber {
-		got = "a " + te.Value
-	}
-	return fmt.Sprintf("%s must be a whole number from 1 to %d, got %s", field, max, got), true
+	return fmt.Sprintf("%s must be a whole number from 1 to %d, got %s", field, max, jsonGot(te.Value)), true
 }

@@ -260,6 +260,13 @@ func definitionOf(doc map[string]any) (*Definition, error) {
 		where, msg := failingPart(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: ")
 		if m, ok := flowLimitTypeError(err); ok { // m names the field, where its task
 			where, msg = strings.TrimSuffix(strings.TrimSuffix(where, "concurrency: "), "rate_limit: "), m
+		} else if field, m, ok := fieldTypeError(err); ok { // likewise
+			if parent, _, nested := strings.Cut(field, "."); nested {
+				where = strings.TrimSuffix(where, parent+": ")
+			} else {
+				where = strings.TrimSuffix(where, field+": ")
+			}
+			msg = m
 		}
 		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, where, msg)
 	}

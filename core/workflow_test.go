@@ -133,7 +133,7 @@ func TestParseDefinitionRejectsBadInput(t *testing.T) {
 		{"numeric timeout", "name: w\ntasks:\n  - {name: a, handler: noop}\n  - {name: load, handler: noop, timeout: 10}\n",
 			[]string{`task "load": timeout: want a duration string such as "30s" or "5m", got 10`}},
 		{"unparseable timeout names the task", task(", timeout: soon"), []string{`task "a": timeout: unparseable duration "soon"`}},
-		{"bad retry field names the task", task(", retry: {max_attempts: many}"), []string{`task "a": retry: `, "max_attempts"}},
+		{"bad retry field names the task", task(", retry: {max_attempts: many}"), []string{`task "a": retry.max_attempts must be a whole number, got a string`}},
 		{"unknown task field names the task", task(", retries: 3"), []string{`task "a": retries: unknown field "retries"`}},
 		{"nameless task with a bad field", "name: w\ntasks:\n  - {handler: noop, timeout: 10}\n", []string{"tasks[0]: timeout: "}},
 		{"unknown dependency", task(", depends_on: [nope]"), []string{`"a"`, `unknown task "nope"`}},
