@@ -213,10 +213,14 @@ func SanitizeText(s string, max int) string {
 		for cut > 0 && !isRuneStart(s[cut]) {
 			cut--
 		}
-		s = fmt.Sprintf("%s… [%d bytes truncated]", s[:cut], len(s)-cut)
+		s = s[:cut] + fmt.Sprintf(truncationMarker, len(s)-cut)
 	}
 	return s
 }
+
+// truncationMarker ends a text SanitizeText or SanitizeLogLine cut; %d is
+// the bytes cut.
+const truncationMarker = "… [%d bytes truncated]"
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 

@@ -206,3 +206,38 @@ func TestSanitizeResultAlwaysYieldsBoundedValidJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestSanitizeLogLineIsBoundedAndIdempotent: a log line comes out valid,
+// at most MaxTaskLogLineBytes with its note, the note counting every byte
+// cut from the line as written (on a rune boundary), and a second pass
+// changes nothing.
+func TestSanitizeLogLineIsBoundedAndIdempotent(t *testing.T) {
+	for _, in := range []string{
+		"short",
+		strings.Repeat("a", core.MaxTaskLogLineBytes),
+		strings.Repeat("a", core.MaxTaskLogLineBytes+1),
+		strings.Repeat("é", 20000),
+		strings.Repeat("🙂\x00", 9000),
+		strings.Repeat("x", 1<<20),
+	} {
+		clean := core.SanitizeText(in, 0)
+		got := core.SanitizeLogLine(in)
+		if !utf8.ValidString(got) || len(got) > core.MaxTaskLogLineBytes {
+			t.Fatalf("SanitizeLogLine(%d bytes) = %d bytes (valid %v), want valid and at most %d", len(in), len(got), utf8.ValidString(got), core.MaxTaskLogLineBytes)
+		}
+		if again := core.SanitizeLogLine(got); again != got {
+			t.Fatalf("a second pass over %d bytes changed the line (%d bytes to %d)", len(in), len(got), len(again))
+		}
+		if len(clean) <= core.MaxTaskLogLineBytes {
+			if got != clean {
+				t.Fatalf("a line of %d bytes was cut", len(clean))
+			}
+			continue
+		}
+		i := strings.LastIndex(got, "… [")
+		kept := got[:i]
+		if !strings.HasPrefix(clean, kept) || got[i:] != fmt.Sprintf("… [%d bytes truncated]", len(clean)-len(kept)) {
+			t.Fatalf("line of %d bytes: note %q after %d bytes kept, want the %d bytes cut", len(clean), got[i:], len(kept), len(clean)-len(kept))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -23,9 +24,31 @@ const (
 // lists them.
 func LogStreams() []LogStream { return []LogStream{LogStreamLog, LogStreamStdout, LogStreamStderr} }
 
-// MaxTaskLogLineBytes bounds one line of a task's log (after
-// SanitizeText): a longer line is cut there with a note of the bytes cut.
+// MaxTaskLogLineBytes bounds one line of a task's log (SanitizeLogLine):
+// a longer line is cut with a note of the bytes cut, the note included.
 const MaxTaskLogLineBytes = 8 << 10
+
+// SanitizeLogLine is SanitizeText for a line of a task's log: valid UTF-8,
+// no NUL, and at most MaxTaskLogLineBytes in all, the marker of a cut line
+// ("… [11808 bytes truncated]", counting the bytes of the line as
+// written) included. A line it returned comes back unchanged, so the
+// worker and the store may both apply it (SanitizeText's bound leaves the
+// marker outside it: the store's second pass cut the worker's marker and
+// counted only the marker's bytes).
+func SanitizeLogLine(s string) string {
+	s = SanitizeText(s, 0)
+	if len(s) <= MaxTaskLogLineBytes {
+		return s
+	}
+	// The marker's length depends on the count's digits: reserve room for
+	// the widest count a line can have (len(s) has the most digits).
+	room := len(fmt.Sprintf(truncationMarker, len(s)))
+	cut := MaxTaskLogLineBytes - room
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(truncationMarker, len(s)-cut)
+}
 
 // TaskLog receives the lines of one attempt's log. The worker puts one in
 // each handler's context (WithTaskLog); it keys every line by the

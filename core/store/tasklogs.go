@@ -49,8 +49,8 @@ ON CONFLICT (task_run_id, attempt, seq) DO NOTHING`
 // statement, its own transaction, and returns how many rows it inserted:
 // lines already stored (same task run, attempt and seq) and lines of a
 // task run that does not exist are skipped, so a batch may be retried
-// whole. Each line's text is sanitised again (core.SanitizeText, at most
-// core.MaxTaskLogLineBytes): PostgreSQL's text refuses NUL. It never
+// whole. Each line's text is sanitised again (core.SanitizeLogLine, at
+// most core.MaxTaskLogLineBytes, a line the worker sanitised unchanged): PostgreSQL's text refuses NUL. It never
 // touches task_runs: a late batch of an attempt whose lease was lost
 // writes that attempt's lines only. Errors: ErrBadTaskLog (nothing
 // written), or the database's.
@@ -71,7 +71,7 @@ func (s *Store) InsertTaskLogs(ctx context.Context, lines []TaskLogLine) (int64,
 		}
 		ids[i], attempts[i], seqs[i], times[i] = l.TaskRunID, int32(l.Attempt), int32(l.Seq), l.LoggedAt
 		streams[i], levels[i] = string(l.Stream), core.SanitizeText(l.Level, 16)
-		texts[i] = core.SanitizeText(l.Line, core.MaxTaskLogLineBytes)
+		texts[i] = core.SanitizeLogLine(l.Line)
 	}
 	res, err := s.db.ExecContext(ctx, qInsertTaskLogs, s.args(uuidArray(ids), attempts, seqs, times, streams, levels, texts)...)
 	if err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,21 +95,33 @@ func TestInsertTaskLogsSanitisesAndRefuses(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	id := f.succeededTask()
-	lines := logLines(id, 1, 1, 2, core.LogStreamStderr)
+	lines := logLines(id, 1, 1, 3, core.LogStreamStderr)
 	lines[0].Line = "a\x00b\xffc"
 	lines[1].Line = strings.Repeat("y", core.MaxTaskLogLineBytes+10)
-	if n, err := f.s.InsertTaskLogs(f.ctx, append(lines, logLines(uuid.New(), 1, 1, 1, core.LogStreamLog)...)); err != nil || n != 2 {
-		t.Fatalf("insert: %d, %v; want 2", n, err)
+	lines[2].Line = core.SanitizeLogLine(strings.Repeat("z", 20000)) // as the worker hands it over
+	if n, err := f.s.InsertTaskLogs(f.ctx, append(lines, logLines(uuid.New(), 1, 1, 1, core.LogStreamLog)...)); err != nil || n != 3 {
+		t.Fatalf("insert: %d, %v; want 3", n, err)
 	}
 	got, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: id})
-	if err != nil || len(got) != 2 {
+	if err != nil || len(got) != 3 {
 		t.Fatalf("read: %v, %v", got, err)
 	}
 	if got[0].Line != "a\uFFFDb\uFFFDc" {
 		t.Errorf("line %q, want a\uFFFDb\uFFFDc", got[0].Line)
 	}
-	if want := strings.Repeat("y", core.MaxTaskLogLineBytes) + "… [10 bytes truncated]"; got[1].Line != want {
-		t.Errorf("long line of %d bytes ends %q, want it cut with the note", len(got[1].Line), got[1].Line[len(got[1].Line)-30:])
+	// A long line is cut to MaxTaskLogLineBytes in all, its note counting
+	// the bytes of the line as written; the worker's cut line is stored
+	// as it came (the store's second pass once cut the note and counted
+	// the note's 27 bytes).
+	for i, c := range map[int]string{1: "y", 2: "z"} {
+		line, total := got[i].Line, len(lines[i].Line)
+		if i == 2 {
+			total = 20000
+		}
+		kept := strings.Index(line, "…")
+		if want := strings.Repeat(c, kept) + fmt.Sprintf("… [%d bytes truncated]", total-kept); line != want || len(line) > core.MaxTaskLogLineBytes || kept < core.MaxTaskLogLineBytes-64 {
+			t.Errorf("line %d of %d bytes: stored %d bytes ending %q, want at most %d ending with the note of %d bytes cut", i, total, len(line), line[len(line)-30:], core.MaxTaskLogLineBytes, total-kept)
+		}
 	}
 	for _, bad := range []store.TaskLogLine{
 		{TaskRunID: id, Attempt: 1, Seq: 9, Stream: "syslog", Line: "x"},

@@ -178,7 +178,7 @@ type attemptLog struct {
 
 // Line implements core.TaskLog.
 func (a *attemptLog) Line(stream core.LogStream, level, text string) {
-	text = core.SanitizeText(text, core.MaxTaskLogLineBytes)
+	text = core.SanitizeLogLine(text)
 	now := a.clock.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
