@@ -186,3 +186,26 @@ tasks:
 	})
 	t.Logf("%d expressions, every flowforge_ name among %d exported families", len(exprs), len(families))
 }
+
+// TestEveryAlertIsInTheOperatingPage: docs/operating.md's table of alerts
+// names every rule of the alerts file (a trial found two rules the page
+// did not list), and names no alert the file does not hold.
+func TestEveryAlertIsInTheOperatingPage(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(raw)
+	rules := alertExprs(t)
+	for k := range rules {
+		if name := strings.TrimPrefix(k, "alert "); !strings.Contains(page, "| `"+name+"` |") {
+			t.Errorf("alert %s is not in docs/operating.md's table of alerts", name)
+		}
+	}
+	for _, m := range regexp.MustCompile("\\| `(FlowForge[A-Za-z]+)` \\|").FindAllStringSubmatch(page, -1) {
+		if _, ok := rules["alert "+m[1]]; !ok {
+			t.Errorf("docs/operating.md lists alert %s, which %s does not hold", m[1], alertsFile)
+		}
+	}
+}
