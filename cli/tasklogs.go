@@ -31,7 +31,7 @@ func taskLogsCommand(env *Env) *cli.Command {
 		Usage: "print a task run's log: its handler's log lines and a shell command's stdout and stderr, per attempt",
 		UsageText: "ffctl task logs TASK_RUN_ID [--attempt N] [--follow] [-o json]\n\n" +
 			"Each line: time, attempt, stream (log, stdout, stderr), the level of a log line, the text.\n" +
-			"--attempt N prints attempt N's lines only. --follow keeps printing new lines until the task\n" +
+			"--attempt N prints attempt N's lines only (exit 1 if the task has not reached attempt N). --follow keeps printing new lines until the task\n" +
 			"is in a final state (SUCCEEDED, DEAD, CANCELLED, UPSTREAM_FAILED, SKIPPED), then exits 0.\n" +
 			"-o json prints an array of lines; with --follow, one JSON object per line as it comes.\n" +
 			"An attempt over the worker's --task-log-max-bytes ends with a line saying what was dropped.\n" +
@@ -80,6 +80,11 @@ func taskLogs(c *cli.Context, env *Env) error {
 		case len(page.Lines) == store.TaskLogPageDefault:
 			continue // more to read now
 		case !follow:
+			if len(all) == 0 {
+				if err := attemptNotRun(c, &target, attempt); err != nil {
+					return err
+				}
+			}
 			if target.format == "json" {
 				if all == nil {
 					all = []store.TaskLogLine{}
@@ -100,6 +105,24 @@ func taskLogs(c *cli.Context, env *Env) error {
 			return nil // interrupted: what was printed stands
 		}
 	}
+}
+
+// attemptNotRun is `task logs --attempt N`'s failure when the task has no
+// line of attempt N and has not reached attempt N (a requeue counts its
+// attempts from 1 again): the attempt never ran, which "no log lines"
+// would not say. nil when attempt is 0 or the task reached it.
+func attemptNotRun(c *cli.Context, target *idTarget, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	t, err := target.cl.Task(c.Context, target.id.String())
+	if err != nil {
+		return clientFailure(err)
+	}
+	if attempt <= t.Attempt {
+		return nil
+	}
+	return failure(fmt.Errorf("task %s has not run attempt %d: its attempt now is %d (%s)", target.id, attempt, t.Attempt, t.State))
 }
 
 // noTaskLogLines is what `task logs` says (on stderr) when it prints no

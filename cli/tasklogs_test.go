@@ -75,15 +75,25 @@ func TestTaskLogsPrintsEveryAttemptsLinesAndFiltersByAttempt(t *testing.T) {
 	if got, want := h.must("task", "logs", id.String(), "--attempt", "1").stdout, logLine(1, "log ERROR", `first try \x1b[2J`)+"\n"; got != want {
 		t.Fatalf("--attempt 1:\n%s\nwant:\n%s", got, want)
 	}
-	none := h.must("task", "logs", id.String(), "--attempt", "3")
-	if wantErr := "ffctl: no log lines for attempt 3 of task " + id.String() + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)\n"; none.stdout != "" || none.stderr != wantErr {
-		t.Fatalf("--attempt 3: %s\nwant no stdout and stderr %q", none, wantErr)
+	// An attempt the task has not reached is not found (exit 1), in either
+	// format; one it ran that logged nothing says so (exit 0).
+	for _, args := range [][]string{{"--attempt", "3"}, {"--attempt", "3", "-o", "json"}} {
+		r := h.ff(append([]string{"task", "logs", id.String()}, args...)...)
+		expect(t, r, 1, "task "+id.String()+" has not run attempt 3: its attempt now is 2")
+		if r.stdout != "" {
+			t.Fatalf("%v: stdout %q, want none", args, r.stdout)
+		}
+	}
+	_, quiet := h.retriedTask()
+	none := h.must("task", "logs", quiet.String(), "--attempt", "2")
+	if wantErr := "ffctl: no log lines for attempt 2 of task " + quiet.String() + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)\n"; none.stdout != "" || none.stderr != wantErr {
+		t.Fatalf("--attempt 2 of a task that logged nothing: %s\nwant no stdout and stderr %q", none, wantErr)
 	}
 	lines := decode[[]store.TaskLogLine](t, h.must("task", "logs", id.String(), "-o", "json").stdout)
 	if len(lines) != 4 || lines[0].Level != "ERROR" || lines[3].Stream != core.LogStreamStderr || lines[2].Seq != 2 || lines[2].Attempt != 2 {
 		t.Fatalf("-o json: %+v", lines)
 	}
-	if got := h.must("task", "logs", id.String(), "--attempt", "3", "-o", "json").stdout; got != "[]\n" {
+	if got := h.must("task", "logs", quiet.String(), "--attempt", "1", "-o", "json").stdout; got != "[]\n" {
 		t.Fatalf("-o json of no lines: %q, want []", got)
 	}
 }
