@@ -76,6 +76,7 @@ WITH cand AS (
     UPDATE task_runs t SET ` + setRequeued + `
       FROM cand WHERE t.id = cand.id AND t.state = cand.state
  RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state
+), c_logs AS (` + shiftLogsOfC + `
 ), ev AS (
     INSERT INTO task_events (task_run_id, run_id, from_state, to_state, attempt, fencing_token, actor, reason)
     SELECT id, run_id, from_state, 'PENDING', 0, fencing_token, $2, 'its for_each task was requeued' FROM c

@@ -24,6 +24,28 @@ var ErrNotDead = errors.New("task is not DEAD")
 const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
            started_at = NULL, finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
 
+// shiftLogsOfRQ and shiftLogsOfC are data-modifying CTE bodies that move
+// the log lines of the task runs a CTE (rq, c: its RETURNING id) sent
+// back to attempt 0 below seq 1: seq goes down by the span of the task
+// run's seqs, so every line keeps its order and ends below the lowest seq
+// the task run had (no transient duplicate of the primary key while the
+// UPDATE runs). The next attempt 1 writes seqs from 1 again; without the
+// move its lines collided with the earlier attempt 1's on (task run,
+// attempt, seq) and were dropped, unreported (a trial found a requeued
+// task's new lines missing). Lines keep their attempt: `task logs` shows
+// each attempt number's earlier rounds first. A task run whose lines are
+// all below 1 already (no line since its last move) is left alone.
+const (
+	shiftLogsOfRQ = shiftLogsHead + `rq` + shiftLogsTail
+	shiftLogsOfC  = shiftLogsHead + `c` + shiftLogsTail
+	shiftLogsHead = `
+    UPDATE task_logs l SET seq = l.seq - (m.top - m.bottom + 1)
+      FROM (SELECT task_run_id, max(seq) AS top, min(seq) AS bottom FROM task_logs
+             WHERE task_run_id IN (SELECT id FROM `
+	shiftLogsTail = `) GROUP BY task_run_id) m
+     WHERE l.task_run_id = m.task_run_id AND m.top > 0`
+)
+
 // reopenForEach is the SET list of a DEAD for_each task brought back to
 // RUNNING by the requeue of one of its DEAD elements (qRequeue): it runs
 // through its elements again, holding no worker, and the pass's join
@@ -110,6 +132,7 @@ WITH RECURSIVE given AS (
       FROM cand
      WHERE t.id = cand.id AND t.state = cand.state
  RETURNING t.id, t.run_id, t.fencing_token, cand.state AS from_state, cand.origin
+), rq_logs AS (` + shiftLogsOfRQ + `
 ), fe AS (
     UPDATE task_runs t SET ` + reopenForEach + `
       FROM foreach

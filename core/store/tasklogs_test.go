@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,4 +176,69 @@ func TestPrunedAndDeletedRunsLeaveNoLogLines(t *testing.T) {
 func (f *fixture) succeededTask() uuid.UUID {
 	f.t.Helper()
 	return f.taskID(f.succeededRun(), "a")
+}
+
+// TestARequeuedTasksNewAttemptsKeepTheirLogLines: a requeue sends a DEAD
+// task back to attempt 0, and its next attempt 1 numbers its lines from 1
+// again. The lines of the earlier attempts move below seq 1 in the
+// requeue's statement, in order, so the new attempt's lines are stored
+// beside them (before, they collided with the earlier attempt 1's on the
+// primary key and were skipped: InsertTaskLogs returned 0, nothing said
+// so). A second requeue moves both earlier rounds below the first, still
+// in order, and a page read after a moved line goes on from it.
+func TestARequeuedTasksNewAttemptsKeepTheirLogLines(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, b := f.deadRun()
+	texts := func(attempt int) []string {
+		t.Helper()
+		got, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: b, Attempt: attempt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range got {
+			out = append(out, l.Line)
+		}
+		return out
+	}
+	write := func(round string, n int) {
+		t.Helper()
+		lines := logLines(b, 1, 1, n, core.LogStreamLog)
+		for i := range lines {
+			lines[i].Line = fmt.Sprintf("%s %d", round, i+1)
+		}
+		if got, err := f.s.InsertTaskLogs(f.ctx, lines); err != nil || got != int64(n) {
+			t.Fatalf("round %s: inserted %d lines (%v), want %d", round, got, err, n)
+		}
+	}
+	requeue := func() {
+		t.Helper()
+		if err := f.s.Requeue(f.ctx, b, "test", "again"); err != nil {
+			t.Fatal(err)
+		}
+		// Back to DEAD for the next round (the log is what is checked).
+		if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET state = 'DEAD', attempt = 1 WHERE id = $1`, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first", 3)
+	requeue()
+	write("second", 2)
+	if got, want := texts(1), []string{"first 1", "first 2", "first 3", "second 1", "second 2"}; !slices.Equal(got, want) {
+		t.Fatalf("after one requeue, attempt 1's lines %v, want %v", got, want)
+	}
+	requeue()
+	write("third", 1)
+	if got, want := texts(0), []string{"first 1", "first 2", "first 3", "second 1", "second 2", "third 1"}; !slices.Equal(got, want) {
+		t.Fatalf("after two requeues, the lines %v, want %v", got, want)
+	}
+	all, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: b, AfterAttempt: all[1].Attempt, AfterSeq: all[1].Seq})
+	if err != nil || len(next) != 4 || next[0].Line != "first 3" || all[1].Seq >= 1 {
+		t.Fatalf("the page after %q (seq %d): %d lines from %+v (%v), want the 4 after it", all[1].Line, all[1].Seq, len(next), next, err)
+	}
 }

@@ -61,7 +61,7 @@ func TestATasksLogIsReadInPages(t *testing.T) {
 	for _, c := range []struct{ query, want string }{
 		{"?attempt=0", `attempt "0": want a whole number from 1`},
 		{"?limit=1001", `limit "1001": want a whole number from 1 to 1000`},
-		{"?after_seq=x", `after_seq "x": want a whole number from 0`},
+		{"?after_seq=x", `after_seq "x": want a whole number from -2147483648`},
 		{"?tail=3", `query parameter "tail": unknown (this route takes attempt, after_attempt, after_seq, limit)`},
 	} {
 		a := f.do(call{method: "GET", path: base + c.query, role: auth.RoleViewer, invalid: true})

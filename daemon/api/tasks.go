@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,7 +25,8 @@ func (s *Server) showTask(w http.ResponseWriter, r *http.Request) {
 // taskLogs answers a page of the task's log (client.TaskLogPage: its
 // state and lines, oldest first), as `ffctl task logs -o json` reads it:
 // ?attempt=N one attempt's lines; ?after_attempt=&after_seq= the lines
-// after that one (a follower passes its last line's); ?limit= at most so
+// after that one (a follower passes its last line's; a seq is below 1
+// for lines of an attempt run before a requeue, store.shiftLogsOfRQ); ?limit= at most so
 // many (default and most store.TaskLogPageDefault). The task's state in
 // the page tells a follower when to stop: a final state.
 func (s *Server) taskLogs(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +40,7 @@ func (s *Server) taskLogs(w http.ResponseWriter, r *http.Request) {
 		name string
 		min  int
 		dst  *int
-	}{{"attempt", 1, &tq.Attempt}, {"after_attempt", 0, &tq.AfterAttempt}, {"after_seq", 0, &tq.AfterSeq}, {"limit", 1, &tq.Limit}} {
+	}{{"attempt", 1, &tq.Attempt}, {"after_attempt", 0, &tq.AfterAttempt}, {"after_seq", math.MinInt32, &tq.AfterSeq}, {"limit", 1, &tq.Limit}} {
 		v := q.Get(p.name)
 		if v == "" {
 			continue
