@@ -215,8 +215,9 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 		return nil
 	}
 	st, err := p.cfg.Store.StreamSetting(ctx)
+	off := errors.Is(err, store.ErrStreamOff)
 	switch {
-	case errors.Is(err, store.ErrStreamOff):
+	case off:
 		st.Exchange = p.cfg.EventsExchange
 	case err != nil:
 		return err
@@ -225,7 +226,9 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 	if st.Exchange == s.exchange {
 		return nil
 	}
-	if p.cfg.EventsExchange != "" && st.Exchange != p.cfg.EventsExchange {
+	if off && st.Exchange != "" {
+		p.log.Info("publisher: transition stream: the stream is off; events written before it was turned off still go to this publisher's --events-exchange", "exchange", st.Exchange)
+	} else if p.cfg.EventsExchange != "" && st.Exchange != p.cfg.EventsExchange {
 		p.log.Warn("publisher: transition stream: the database's stream goes to another exchange than this publisher's --events-exchange (another publisher set it); following the database",
 			"exchange", st.Exchange, "events_exchange", p.cfg.EventsExchange)
 	} else if st.Exchange != "" {
