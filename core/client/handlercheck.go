@@ -117,7 +117,7 @@ func (hc handlerCheck) warnings() []string {
 	for _, u := range hc.unserved {
 		var w string
 		if hc.workers == 0 {
-			w = fmt.Sprintf("handler %s (%s): no worker has been seen in the last %s, so none is known to register it", core.TerminalText(u.handler), taskList(u.tasks), liveWithin())
+			w = fmt.Sprintf("handler %s (%s): no worker has been seen in the last %s (a worker that stopped gracefully is forgotten at once), so none is known to register it", core.TerminalText(u.handler), taskList(u.tasks), liveWithin())
 		} else {
 			w = fmt.Sprintf("handler %s (%s): none of the %d workers seen in the last %s registers it; they register: %s", core.TerminalText(u.handler), taskList(u.tasks), hc.workers, liveWithin(), hc.registered())
 		}
