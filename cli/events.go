@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -85,17 +87,89 @@ func eventsTail(c *cli.Context, env *Env) error {
 		return failure(err)
 	}
 	defer tail.Close()
+	ctx, stop := context.WithCancel(c.Context)
+	defer stop()
+	follow := make(chan error, 1)
+	go func() {
+		err := followStreamSetting(ctx, c, env, tail, setting.Exchange)
+		follow <- err
+		if err != nil {
+			stop() // sent first: the loop below reads it as the cause
+		}
+	}()
 	for {
-		body, err := tail.Next(c.Context)
+		body, err := tail.Next(ctx)
 		if err != nil {
 			if c.Context.Err() != nil {
 				return nil // interrupted: what was printed stands
+			}
+			select {
+			case ferr := <-follow:
+				if ferr != nil {
+					return ferr
+				}
+			default:
 			}
 			return failure(err)
 		}
 		if err := printTransition(env.Stdout, body, workflow, format); err != nil {
 			return err
 		}
+	}
+}
+
+// tailSettingEvery is how often events tail reads the stream's setting to
+// follow the exchange it goes to (followStreamSetting).
+const tailSettingEvery = 2 * time.Second
+
+// followStreamSetting reads the stream's setting every tailSettingEvery
+// until ctx ends and moves tail to the exchange it names when that
+// changes (another publisher's --events-exchange), with a note on
+// standard error; a stream turned off, then on again, is noted and
+// followed likewise. A tail once stayed on the exchange it started on and
+// went quiet without a word (a trial found it). A failed read of the
+// database is retried at the next tick; a failed move of the tail is
+// returned (events tail ends with it as a failure).
+func followStreamSetting(ctx context.Context, c *cli.Context, env *Env, tail *broker.EventTail, exchange string) error {
+	s, err := openStore(c)
+	if err != nil {
+		return nil // the tail goes on where it is; the start read the setting already
+	}
+	defer s.Close()
+	off := false
+	tick := time.NewTicker(tailSettingEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		st, err := s.StreamSetting(ctx)
+		switch {
+		case errors.Is(err, store.ErrStreamOff):
+			if !off {
+				off = true
+				fmt.Fprintln(env.Stderr, "note: the transition stream was turned off; waiting for it to be on again")
+			}
+			continue
+		case err != nil:
+			continue
+		}
+		if off {
+			off = false
+			if st.Exchange == exchange {
+				fmt.Fprintf(env.Stderr, "note: the transition stream is on again (exchange %s)\n", exchange)
+			}
+		}
+		if st.Exchange == exchange {
+			continue
+		}
+		if err := tail.Follow(st.Exchange); err != nil {
+			return failure(fmt.Errorf("follow the stream to exchange %s: %w", st.Exchange, err))
+		}
+		fmt.Fprintf(env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it\n", st.Exchange, exchange)
+		exchange = st.Exchange
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -66,6 +67,11 @@ type EventTail struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 	msgs <-chan amqp.Delivery
+
+	mu       sync.Mutex // guards exchange, queue and keys (Follow)
+	exchange string
+	queue    string
+	keys     []string
 }
 
 // DialEventTail connects (cfg.URLs, as every dial), declares exchange (a
@@ -119,7 +125,40 @@ func setupEventTail(conn *amqp.Connection, exchange string, keys []string) (*Eve
 	if err != nil {
 		return nil, fmt.Errorf("consume tail queue: %w", err)
 	}
-	return &EventTail{conn: conn, ch: ch, msgs: msgs}, nil
+	return &EventTail{conn: conn, ch: ch, msgs: msgs, exchange: exchange, queue: q.Name, keys: keys}, nil
+}
+
+// Follow moves the tail to exchange: it declares it (as DialEventTail
+// does), binds the tail's queue to it with the same keys, then unbinds
+// the queue from the exchange it followed. Events published to either
+// while it moves may come through; none published to the new one after
+// Follow returns is missed. The same exchange is a no-op. Safe beside
+// Next. Errors: a bad exchange name, *TopologyMismatchError, or the
+// broker's (wrapping ErrConnectionLost when the connection is gone).
+func (t *EventTail) Follow(exchange string) error {
+	if err := CheckExchangeName(exchange); err != nil {
+		return fmt.Errorf("follow %s: %w", exchange, err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if exchange == t.exchange {
+		return nil
+	}
+	if err := declareEventsExchange(t.conn, exchange); err != nil {
+		return err
+	}
+	for _, k := range t.keys {
+		if err := t.ch.QueueBind(t.queue, k, exchange, false, nil); err != nil {
+			return lost(fmt.Errorf("bind tail queue to %s with %q: %w", exchange, k, err))
+		}
+	}
+	for _, k := range t.keys {
+		if err := t.ch.QueueUnbind(t.queue, k, t.exchange, nil); err != nil {
+			return lost(fmt.Errorf("unbind tail queue from %s (%q): %w", t.exchange, k, err))
+		}
+	}
+	t.exchange = exchange
+	return nil
 }
 
 // Next returns the body of the next event. Errors: ctx ended (ctx.Err()),
