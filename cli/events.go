@@ -87,29 +87,28 @@ func eventsTail(c *cli.Context, env *Env) error {
 		return failure(err)
 	}
 	defer tail.Close()
-	ctx, stop := context.WithCancel(c.Context)
-	defer stop()
-	follow := make(chan error, 1)
-	go func() {
-		err := followStreamSetting(ctx, c, env, tail, setting.Exchange)
-		follow <- err
-		if err != nil {
-			stop() // sent first: the loop below reads it as the cause
-		}
-	}()
+	f := &streamFollower{env: env, tail: tail, exchange: setting.Exchange}
+	if f.s, err = openStore(c); err == nil {
+		defer f.s.Close()
+	}
 	for {
-		body, err := tail.Next(ctx)
-		if err != nil {
-			if c.Context.Err() != nil {
-				return nil // interrupted: what was printed stands
+		// Wait for an event at most until the next look at the setting.
+		next := time.Until(f.checkedAt.Add(tailSettingEvery))
+		if next <= 0 {
+			if err := f.check(c.Context); err != nil {
+				return err
 			}
-			select {
-			case ferr := <-follow:
-				if ferr != nil {
-					return ferr
-				}
-			default:
-			}
+			next = tailSettingEvery
+		}
+		wait, cancel := context.WithTimeout(c.Context, next)
+		body, err := tail.Next(wait)
+		cancel()
+		switch {
+		case c.Context.Err() != nil:
+			return nil // interrupted: what was printed stands
+		case errors.Is(err, context.DeadlineExceeded):
+			continue
+		case err != nil:
 			return failure(err)
 		}
 		if err := printTransition(env.Stdout, body, workflow, format); err != nil {
@@ -119,58 +118,58 @@ func eventsTail(c *cli.Context, env *Env) error {
 }
 
 // tailSettingEvery is how often events tail reads the stream's setting to
-// follow the exchange it goes to (followStreamSetting).
+// follow the exchange it goes to (streamFollower).
 const tailSettingEvery = 2 * time.Second
 
-// followStreamSetting reads the stream's setting every tailSettingEvery
-// until ctx ends and moves tail to the exchange it names when that
-// changes (another publisher's --events-exchange), with a note on
-// standard error; a stream turned off, then on again, is noted and
-// followed likewise. A tail once stayed on the exchange it started on and
-// went quiet without a word (a trial found it). A failed read of the
-// database is retried at the next tick; a failed move of the tail is
-// returned (events tail ends with it as a failure).
-func followStreamSetting(ctx context.Context, c *cli.Context, env *Env, tail *broker.EventTail, exchange string) error {
-	s, err := openStore(c)
-	if err != nil {
-		return nil // the tail goes on where it is; the start read the setting already
+// streamFollower moves events tail to the exchange the stream's setting
+// names when that changes (another publisher's --events-exchange), with a
+// note on standard error, and notes a stream turned off and on again. A
+// tail once stayed on the exchange it started on and went quiet without a
+// word (a trial found it). Without a store (it failed to open) it does
+// nothing: the tail stays where it started.
+type streamFollower struct {
+	env       *Env
+	s         *store.Store
+	tail      *broker.EventTail
+	exchange  string    // the exchange the tail is bound to
+	off       bool      // the stream was off at the last look
+	checkedAt time.Time // the last look (zero: none yet)
+}
+
+// check reads the setting once and follows it. A failed read is left to
+// the next look; a failed move of the tail is returned (events tail ends
+// with it as a failure).
+func (f *streamFollower) check(ctx context.Context) error {
+	f.checkedAt = time.Now()
+	if f.s == nil {
+		return nil
 	}
-	defer s.Close()
-	off := false
-	tick := time.NewTicker(tailSettingEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
+	st, err := f.s.StreamSetting(ctx)
+	switch {
+	case errors.Is(err, store.ErrStreamOff):
+		if !f.off {
+			f.off = true
+			fmt.Fprintln(f.env.Stderr, "note: the transition stream was turned off; waiting for it to be on again")
 		}
-		st, err := s.StreamSetting(ctx)
-		switch {
-		case errors.Is(err, store.ErrStreamOff):
-			if !off {
-				off = true
-				fmt.Fprintln(env.Stderr, "note: the transition stream was turned off; waiting for it to be on again")
-			}
-			continue
-		case err != nil:
-			continue
-		}
-		if off {
-			off = false
-			if st.Exchange == exchange {
-				fmt.Fprintf(env.Stderr, "note: the transition stream is on again (exchange %s)\n", exchange)
-			}
-		}
-		if st.Exchange == exchange {
-			continue
-		}
-		if err := tail.Follow(st.Exchange); err != nil {
-			return failure(fmt.Errorf("follow the stream to exchange %s: %w", st.Exchange, err))
-		}
-		fmt.Fprintf(env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it\n", st.Exchange, exchange)
-		exchange = st.Exchange
+		return nil
+	case err != nil:
+		return nil
 	}
+	if f.off {
+		f.off = false
+		if st.Exchange == f.exchange {
+			fmt.Fprintf(f.env.Stderr, "note: the transition stream is on again (exchange %s)\n", f.exchange)
+		}
+	}
+	if st.Exchange == f.exchange {
+		return nil
+	}
+	if err := f.tail.Follow(st.Exchange); err != nil {
+		return failure(fmt.Errorf("follow the stream to exchange %s: %w", st.Exchange, err))
+	}
+	fmt.Fprintf(f.env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it\n", st.Exchange, f.exchange)
+	f.exchange = st.Exchange
+	return nil
 }
 
 // tailSetting reads the stream's setting for events tail and, with

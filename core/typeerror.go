@@ -7,6 +7,21 @@ import (
 	"strings"
 )
 
+// decodeErrorText is the text of err, encoding/json's refusal of a
+// definition, and where (failingPart's "task \"a\": concurrency: ") it
+// applies: a field of the wrong type is named as the file names it, and
+// where then stops at its task (the message names the field).
+func decodeErrorText(where string, err error) (string, string) {
+	if m, ok := flowLimitTypeError(err); ok {
+		return strings.TrimSuffix(strings.TrimSuffix(where, "concurrency: "), "rate_limit: "), m
+	}
+	if field, m, ok := fieldTypeError(err); ok {
+		parent, _, _ := strings.Cut(field, ".")
+		return strings.TrimSuffix(where, parent+": "), m
+	}
+	return where, strings.TrimPrefix(err.Error(), "json: ")
+}
+
 // fieldTypeError rewrites encoding/json's error for a workflow field of
 // the wrong type ("cannot unmarshal number into Go struct field
 // ConcurrencySpec.tasks.concurrency.key of type string") in the file's

@@ -257,17 +257,7 @@ func definitionOf(doc map[string]any) (*Definition, error) {
 	jd.DisallowUnknownFields()
 	var def Definition
 	if err := jd.Decode(&def); err != nil {
-		where, msg := failingPart(jsonable(doc)), strings.TrimPrefix(err.Error(), "json: ")
-		if m, ok := flowLimitTypeError(err); ok { // m names the field, where its task
-			where, msg = strings.TrimSuffix(strings.TrimSuffix(where, "concurrency: "), "rate_limit: "), m
-		} else if field, m, ok := fieldTypeError(err); ok { // likewise
-			if parent, _, nested := strings.Cut(field, "."); nested {
-				where = strings.TrimSuffix(where, parent+": ")
-			} else {
-				where = strings.TrimSuffix(where, field+": ")
-			}
-			msg = m
-		}
+		where, msg := decodeErrorText(failingPart(jsonable(doc)), err)
 		return nil, fmt.Errorf("%w: %s%s", ErrBadWorkflow, where, msg)
 	}
 	def.applyDefaults()
