@@ -24,26 +24,32 @@ var ErrNotDead = errors.New("task is not DEAD")
 const setRequeued = `state = 'PENDING', fencing_token = t.fencing_token + 1, attempt = 0, error = NULL,
            started_at = NULL, finished_at = NULL, next_attempt_at = NULL, lease_expires_at = NULL, worker_id = NULL`
 
-// shiftLogsOfRQ and shiftLogsOfC are data-modifying CTE bodies that move
-// the log lines of the task runs a CTE (rq, c: its RETURNING id) sent
-// back to attempt 0 below seq 1: seq goes down by the span of the task
-// run's seqs, so every line keeps its order and ends below the lowest seq
-// the task run had (no transient duplicate of the primary key while the
-// UPDATE runs). The next attempt 1 writes seqs from 1 again; without the
-// move its lines collided with the earlier attempt 1's on (task run,
-// attempt, seq) and were dropped, unreported (a trial found a requeued
-// task's new lines missing). Lines keep their attempt: `task logs` shows
-// each attempt number's earlier rounds first. A task run whose lines are
-// all below 1 already (no line since its last move) is left alone.
+// shiftLogsOfRQ and shiftLogsOfC are data-modifying CTE bodies that
+// number below 1 the log lines of the task runs a CTE (rq, c: its
+// RETURNING id) sent back to attempt 0. The next attempt 1 writes seqs
+// from 1 again; before, its lines collided with the earlier attempt 1's
+// on (task run, attempt, seq) and were dropped, unreported (a trial found
+// a requeued task's new lines missing). Every line of such a task run
+// gets a new seq: its rank in the log's order (logOrder: the rounds
+// already moved by seq, then the last round by attempt and seq), placed
+// just below the lowest seq the task run had, so that the earlier rounds
+// read by seq alone in the order they were logged, and no new value
+// meets one not yet moved (PostgreSQL checks the primary key row by row
+// while the UPDATE runs). Lines keep their attempt. A task run with no
+// line above 0 (none since its last move) is left alone.
 const (
-	shiftLogsOfRQ = shiftLogsHead + `rq` + shiftLogsTail
-	shiftLogsOfC  = shiftLogsHead + `c` + shiftLogsTail
+	shiftLogsOfRQ = shiftLogsHead + `rq` + shiftLogsMid + `rq` + shiftLogsTail
+	shiftLogsOfC  = shiftLogsHead + `c` + shiftLogsMid + `c` + shiftLogsTail
 	shiftLogsHead = `
-    UPDATE task_logs l SET seq = l.seq - (m.top - m.bottom + 1)
-      FROM (SELECT task_run_id, max(seq) AS top, min(seq) AS bottom FROM task_logs
+    UPDATE task_logs l SET seq = m.low - m.n - 1 + k.r
+      FROM (SELECT task_run_id, least(min(seq), 1) AS low, count(*) AS n FROM task_logs
              WHERE task_run_id IN (SELECT id FROM `
-	shiftLogsTail = `) GROUP BY task_run_id) m
-     WHERE l.task_run_id = m.task_run_id AND m.top > 0`
+	shiftLogsMid = `) GROUP BY task_run_id HAVING max(seq) > 0) m,
+           (SELECT l.task_run_id, l.attempt, l.seq,
+                   row_number() OVER (PARTITION BY l.task_run_id ORDER BY ` + logOrder + `) AS r
+              FROM task_logs l WHERE l.task_run_id IN (SELECT id FROM `
+	shiftLogsTail = `)) k
+     WHERE l.task_run_id = m.task_run_id AND k.task_run_id = l.task_run_id AND k.attempt = l.attempt AND k.seq = l.seq`
 )
 
 // reopenForEach is the SET list of a DEAD for_each task brought back to

@@ -86,8 +86,8 @@ func (s *Store) InsertTaskLogs(ctx context.Context, lines []TaskLogLine) (int64,
 
 // TaskLogQuery selects lines of one task run's log: of attempt Attempt
 // only (0: every attempt), after the line (AfterAttempt, AfterSeq) in
-// the log's order (attempt, then seq; zeros: from the start), at most
-// Limit lines (0: TaskLogPageDefault).
+// the log's order (logOrder; zeros: from the start), at most Limit lines
+// (0: TaskLogPageDefault).
 type TaskLogQuery struct {
 	TaskRunID    uuid.UUID
 	Attempt      int
@@ -99,13 +99,29 @@ type TaskLogQuery struct {
 // TaskLogPageDefault is the lines one TaskLogs call returns by default.
 const TaskLogPageDefault = 1000
 
-// qTaskLogs reads a page of a task run's log in order, through the
-// primary key.
+// logOrder is the order of a task run's log: first the lines of the
+// rounds before its last requeue, which shiftLogsOfRQ numbered below 1 in
+// the order they were logged (seq alone), then the current round's, by
+// attempt, then seq. A follower's cursor in the current round is thus
+// after every earlier round's line, and the new round's attempt 1 comes
+// after the earlier rounds' attempt 2 (ordered by attempt alone, a
+// follower past attempt 2 skipped it: a trial found it). logKey is a
+// line's place in it, logCursor a cursor's ($3 attempt, $4 seq).
+const (
+	logKey    = `(l.seq > 0, CASE WHEN l.seq > 0 THEN l.attempt ELSE 0 END, l.seq)`
+	logCursor = `($4::int > 0, CASE WHEN $4::int > 0 THEN $3::int ELSE 0 END, $4::int)`
+	logOrder  = `l.seq > 0, CASE WHEN l.seq > 0 THEN l.attempt ELSE 0 END, l.seq`
+)
+
+// qTaskLogs reads a page of a task run's log in order (logOrder): the
+// primary key finds the task run's lines, a sort of them orders them
+// (an attempt's lines are bounded by --task-log-max-bytes).
 const qTaskLogs = `
 SELECT task_run_id, attempt, seq, logged_at, stream, coalesce(level, '') AS level, line
-  FROM task_logs
- WHERE task_run_id = $1 AND ($2::int = 0 OR attempt = $2::int) AND (attempt, seq) > ($3::int, $4::int)
- ORDER BY attempt, seq
+  FROM task_logs l
+ WHERE l.task_run_id = $1 AND ($2::int = 0 OR l.attempt = $2::int)
+   AND (($3::int = 0 AND $4::int = 0) OR ` + logKey + ` > ` + logCursor + `)
+ ORDER BY ` + logOrder + `
  LIMIT $5`
 
 // TaskLogs returns a page of the log of q.TaskRunID (see TaskLogQuery),
@@ -128,11 +144,12 @@ func (s *Store) TaskLogs(ctx context.Context, q TaskLogQuery) ([]TaskLogLine, er
 	return out, nil
 }
 
-// qTaskLogTail reads the last $2 lines of a task run's log, newest first.
+// qTaskLogTail reads the last $2 lines of a task run's log (logOrder),
+// newest first.
 const qTaskLogTail = `
 SELECT task_run_id, attempt, seq, logged_at, stream, coalesce(level, '') AS level, line
-  FROM task_logs WHERE task_run_id = $1
- ORDER BY attempt DESC, seq DESC
+  FROM task_logs l WHERE l.task_run_id = $1
+ ORDER BY l.seq > 0 DESC, CASE WHEN l.seq > 0 THEN l.attempt ELSE 0 END DESC, l.seq DESC
  LIMIT $2`
 
 // TaskLogTail returns the last n (at least 1) lines of the log of task

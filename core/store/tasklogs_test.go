@@ -178,38 +178,44 @@ func (f *fixture) succeededTask() uuid.UUID {
 	return f.taskID(f.succeededRun(), "a")
 }
 
-// TestARequeuedTasksNewAttemptsKeepTheirLogLines: a requeue sends a DEAD
-// task back to attempt 0, and its next attempt 1 numbers its lines from 1
-// again. The lines of the earlier attempts move below seq 1 in the
-// requeue's statement, in order, so the new attempt's lines are stored
-// beside them (before, they collided with the earlier attempt 1's on the
-// primary key and were skipped: InsertTaskLogs returned 0, nothing said
-// so). A second requeue moves both earlier rounds below the first, still
-// in order, and a page read after a moved line goes on from it.
+// TestARequeuedTasksNewAttemptsKeepTheirLogLines (mode 149): a requeue
+// sends a DEAD task back to attempt 0, and its next attempt 1 numbers its
+// lines from 1 again. The lines of the earlier rounds move below seq 1 in
+// the requeue's statement, so the new round's lines are stored beside
+// them (before, they collided with the earlier attempt 1's on the primary
+// key and were skipped: InsertTaskLogs returned 0, nothing said so). The
+// log reads round by round, each round's attempts in order, and a
+// follower whose cursor is at an earlier round's last line (attempt 2)
+// gets the new round's attempt 1 next (ordered by attempt alone, it was
+// behind the cursor: a trial's follower skipped it).
 func TestARequeuedTasksNewAttemptsKeepTheirLogLines(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	_, b := f.deadRun()
-	texts := func(attempt int) []string {
+	read := func(q store.TaskLogQuery) []store.TaskLogLine {
 		t.Helper()
-		got, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: b, Attempt: attempt})
+		q.TaskRunID = b
+		got, err := f.s.TaskLogs(f.ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return got
+	}
+	texts := func(lines []store.TaskLogLine) []string {
 		var out []string
-		for _, l := range got {
+		for _, l := range lines {
 			out = append(out, l.Line)
 		}
 		return out
 	}
-	write := func(round string, n int) {
+	write := func(round string, attempt, n int) {
 		t.Helper()
-		lines := logLines(b, 1, 1, n, core.LogStreamLog)
+		lines := logLines(b, attempt, 1, n, core.LogStreamLog)
 		for i := range lines {
-			lines[i].Line = fmt.Sprintf("%s %d", round, i+1)
+			lines[i].Line = fmt.Sprintf("%s#%d.%d", round, attempt, i+1)
 		}
 		if got, err := f.s.InsertTaskLogs(f.ctx, lines); err != nil || got != int64(n) {
-			t.Fatalf("round %s: inserted %d lines (%v), want %d", round, got, err, n)
+			t.Fatalf("round %s attempt %d: inserted %d lines (%v), want %d", round, attempt, got, err, n)
 		}
 	}
 	requeue := func() {
@@ -218,27 +224,46 @@ func TestARequeuedTasksNewAttemptsKeepTheirLogLines(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Back to DEAD for the next round (the log is what is checked).
-		if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET state = 'DEAD', attempt = 1 WHERE id = $1`, b); err != nil {
+		if _, err := f.db.ExecContext(f.ctx, `UPDATE task_runs SET state = 'DEAD', attempt = 2 WHERE id = $1`, b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("first", 3)
+	write("a", 1, 2)
+	write("a", 2, 1)
 	requeue()
-	write("second", 2)
-	if got, want := texts(1), []string{"first 1", "first 2", "first 3", "second 1", "second 2"}; !slices.Equal(got, want) {
-		t.Fatalf("after one requeue, attempt 1's lines %v, want %v", got, want)
+	cursor := read(store.TaskLogQuery{})
+	last := cursor[len(cursor)-1]
+	write("b", 1, 1)
+	if got, want := texts(read(store.TaskLogQuery{AfterAttempt: last.Attempt, AfterSeq: last.Seq})), []string{"b#1.1"}; !slices.Equal(got, want) {
+		t.Fatalf("after the earlier round's last line (%s, attempt %d, seq %d): %v, want %v", last.Line, last.Attempt, last.Seq, got, want)
 	}
+	write("b", 2, 1)
+	lowest := f.count(`SELECT min(seq) FROM task_logs WHERE task_run_id = $1`, b)
 	requeue()
-	write("third", 1)
-	if got, want := texts(0), []string{"first 1", "first 2", "first 3", "second 1", "second 2", "third 1"}; !slices.Equal(got, want) {
-		t.Fatalf("after two requeues, the lines %v, want %v", got, want)
+	// Every line moved lands below the lowest seq before the move: no
+	// moved line can meet one not yet moved on the primary key, in
+	// whatever order the UPDATE visits them.
+	if top := f.count(`SELECT max(seq) FROM task_logs WHERE task_run_id = $1`, b); top >= lowest {
+		t.Fatalf("after the second requeue the highest seq is %d, want below %d (the lowest before it)", top, lowest)
 	}
-	all, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: b})
+	write("c", 1, 1)
+	all := read(store.TaskLogQuery{})
+	if got, want := texts(all), []string{"a#1.1", "a#1.2", "a#2.1", "b#1.1", "b#2.1", "c#1.1"}; !slices.Equal(got, want) {
+		t.Fatalf("after two requeues, the log %v, want %v", got, want)
+	}
+	if got, want := texts(read(store.TaskLogQuery{Attempt: 1})), []string{"a#1.1", "a#1.2", "b#1.1", "c#1.1"}; !slices.Equal(got, want) {
+		t.Fatalf("attempt 1's lines %v, want %v", got, want)
+	}
+	for i := 0; i+1 < len(all); i++ { // a page from any line goes on from the next
+		if next := read(store.TaskLogQuery{AfterAttempt: all[i].Attempt, AfterSeq: all[i].Seq, Limit: 1}); len(next) != 1 || next[0].Line != all[i+1].Line {
+			t.Fatalf("the page after %s (attempt %d, seq %d): %v, want %s", all[i].Line, all[i].Attempt, all[i].Seq, texts(next), all[i+1].Line)
+		}
+	}
+	tail, err := f.s.TaskLogTail(f.ctx, b, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := f.s.TaskLogs(f.ctx, store.TaskLogQuery{TaskRunID: b, AfterAttempt: all[1].Attempt, AfterSeq: all[1].Seq})
-	if err != nil || len(next) != 4 || next[0].Line != "first 3" || all[1].Seq >= 1 {
-		t.Fatalf("the page after %q (seq %d): %d lines from %+v (%v), want the 4 after it", all[1].Line, all[1].Seq, len(next), next, err)
+	if got, want := texts(tail), []string{"b#2.1", "c#1.1"}; !slices.Equal(got, want) {
+		t.Fatalf("the log's tail %v, want %v", got, want)
 	}
 }
