@@ -80,8 +80,9 @@ func taskLogs(c *cli.Context, env *Env) error {
 		case len(page.Lines) == store.TaskLogPageDefault:
 			continue // more to read now
 		case !follow:
+			note := ""
 			if len(all) == 0 {
-				if err := attemptNotRun(c, &target, attempt); err != nil {
+				if note, err = noLinesNote(c, &target, attempt); err != nil {
 					return err
 				}
 			}
@@ -91,14 +92,21 @@ func taskLogs(c *cli.Context, env *Env) error {
 				}
 				return writeJSON(env.Stdout, all)
 			}
-			if len(all) == 0 {
+			if note != "" {
 				// Said on stderr, so that stdout stays the lines alone.
-				fmt.Fprintln(env.Stderr, noTaskLogLines(id, attempt))
+				fmt.Fprintln(env.Stderr, note)
 			}
 			return nil
 		case page.State.Terminal() && finalAt.IsZero():
 			finalAt = time.Now()
 		case !finalAt.IsZero() && len(page.Lines) == 0 && time.Since(finalAt) >= taskLogsSettle:
+			if len(all) == 0 && target.format != "json" {
+				note, err := noLinesNote(c, &target, attempt)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(env.Stderr, note)
+			}
 			return nil
 		}
 		if err := sleepCtx(c.Context, taskLogsPoll); err != nil {
@@ -107,32 +115,29 @@ func taskLogs(c *cli.Context, env *Env) error {
 	}
 }
 
-// attemptNotRun is `task logs --attempt N`'s failure when the task has no
-// line of attempt N and has not reached attempt N (a requeue counts its
-// attempts from 1 again): the attempt never ran, which "no log lines"
-// would not say. nil when attempt is 0 or the task reached it.
-func attemptNotRun(c *cli.Context, target *idTarget, attempt int) error {
-	if attempt == 0 {
-		return nil
-	}
-	t, err := target.cl.Task(c.Context, target.id.String())
+// noLinesNote is what `task logs` says (on stderr) when it prints no
+// line, from the task's attempt: attempt N (--attempt) the task has not
+// reached fails (a requeue counts its attempts from 1 again: the attempt
+// never ran, which "no log lines" would not say); a task that has not run
+// at all (attempt 0: PENDING, UPSTREAM_FAILED, SKIPPED ...) is said to
+// have not run; otherwise why an attempt may have no line.
+func noLinesNote(c *cli.Context, target *idTarget, attempt int) (string, error) {
+	id := target.id.String()
+	t, err := target.cl.Task(c.Context, id)
 	if err != nil {
-		return clientFailure(err)
+		return "", clientFailure(err)
 	}
-	if attempt <= t.Attempt {
-		return nil
+	switch {
+	case attempt > t.Attempt:
+		return "", failure(fmt.Errorf("task %s has not run attempt %d: its attempt now is %d (%s)", target.id, attempt, t.Attempt, t.State))
+	case t.Attempt == 0:
+		return fmt.Sprintf("ffctl: no log lines for task %s: it has not run (it is %s)", id, t.State), nil
 	}
-	return failure(fmt.Errorf("task %s has not run attempt %d: its attempt now is %d (%s)", target.id, attempt, t.Attempt, t.State))
-}
-
-// noTaskLogLines is what `task logs` says (on stderr) when it prints no
-// line: which task and attempt, and why there may be none.
-func noTaskLogLines(id string, attempt int) string {
 	of := "task " + id
 	if attempt > 0 {
 		of = fmt.Sprintf("attempt %d of task %s", attempt, id)
 	}
-	return "ffctl: no log lines for " + of + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)"
+	return "ffctl: no log lines for " + of + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)", nil
 }
 
 // printTaskLogLine prints l as a text line (terminal-safe), or with

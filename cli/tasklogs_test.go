@@ -96,6 +96,12 @@ func TestTaskLogsPrintsEveryAttemptsLinesAndFiltersByAttempt(t *testing.T) {
 	if got := h.must("task", "logs", quiet.String(), "--attempt", "1", "-o", "json").stdout; got != "[]\n" {
 		t.Fatalf("-o json of no lines: %q, want []", got)
 	}
+	// A task that has not run says so, rather than blaming the handler.
+	h.apply("name: notyet\ntasks:\n  - {name: a, handler: noop}\n  - {name: b, handler: noop, depends_on: [a]}\n")
+	pending := h.taskID(h.trigger("notyet"), "b")
+	if r := h.must("task", "logs", pending.String()); r.stdout != "" || r.stderr != "ffctl: no log lines for task "+pending.String()+": it has not run (it is PENDING)\n" {
+		t.Fatalf("a task that has not run: %s", r)
+	}
 }
 
 // TestTaskLogsFollowEndsWhenTheTaskEnds: --follow prints lines as they
