@@ -223,10 +223,10 @@ func decodeWorkflowFile(data []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: the file is empty", ErrBadWorkflow)
 	}
-	var doc any
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: not YAML or JSON: %v", ErrBadWorkflow, err)
+	doc, err := decodePlainNumbers(dec)
+	if err != nil {
+		return nil, err
 	}
 	var extra any
 	if err := dec.Decode(&extra); err == nil {
