@@ -22,6 +22,17 @@ func decodeErrorText(where string, err error) (string, string) {
 	return where, strings.TrimPrefix(err.Error(), "json: ")
 }
 
+// JSONTypeError is fieldTypeError for any JSON object a file gives (a
+// built-in handler's params): err's text when it is encoding/json's
+// refusal of a value of the wrong type, in the file's words ("command
+// must be a list, got a string", not "cannot unmarshal string into Go
+// struct field ShellParams.command of type []string"); ok is false for
+// any other error.
+func JSONTypeError(err error) (msg string, ok bool) {
+	_, msg, ok = fieldTypeError(err)
+	return msg, ok
+}
+
 // fieldTypeError rewrites encoding/json's error for a workflow field of
 // the wrong type ("cannot unmarshal number into Go struct field
 // ConcurrencySpec.tasks.concurrency.key of type string") in the file's

@@ -72,6 +72,9 @@ func decodeParams(raw json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if msg, ok := core.JSONTypeError(err); ok {
+			return core.Permanent(fmt.Errorf("params: %s", msg))
+		}
 		return core.Permanent(fmt.Errorf("params: %w", err))
 	}
 	return nil
