@@ -62,6 +62,17 @@ func logger(c *cli.Context, env *Env) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
+// quietLogger is logger for a command whose output is for a person (events
+// tail): at warn unless --log-level (FLOWFORGE_LOG_LEVEL) says otherwise,
+// so that its standard error holds its own notes, not a daemon's JSON
+// records of connecting (a trial found "broker: connected" there).
+func quietLogger(c *cli.Context, env *Env) (*slog.Logger, error) {
+	if c.IsSet("log-level") {
+		return logger(c, env)
+	}
+	return slog.New(slog.NewJSONHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil
+}
+
 // openStore connects to the database for a one-shot command and checks the
 // schema. The schema check is the connection's first query (the store is
 // OneShot: no ping before it), so a cold start pays the connection set-up

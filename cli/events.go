@@ -75,7 +75,7 @@ func eventsTail(c *cli.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	log, err := logger(c, env)
+	log, err := quietLogger(c, env)
 	if err != nil {
 		return err
 	}
