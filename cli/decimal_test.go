@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"strings"
@@ -43,5 +44,23 @@ func TestEveryWholeNumberFlagReadsItsEnvironmentInDecimal(t *testing.T) {
 	t.Setenv(concurrency.EnvVars[0], "010")
 	if err := concurrency.Apply(flag.NewFlagSet("t", flag.ContinueOnError)); err != nil || concurrency.Value != 10 {
 		t.Fatalf("%s=010 gave %d (%v), want 10", concurrency.EnvVars[0], concurrency.Value, err)
+	}
+}
+
+// TestAFlagsBadEnvironmentValueSaysWhatItMustBe: urfave/cli's refusal of
+// a flag's environment variable names Go's parser ("strconv.ParseInt:
+// parsing ...: invalid syntax"); ffctl says the variable, the value, its
+// flag and what the value must be.
+func TestAFlagsBadEnvironmentValueSaysWhatItMustBe(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`could not parse "0x10" as int value from environment variable "FLOWFORGE_CONCURRENCY" for flag concurrency: strconv.ParseInt: parsing "0x10": invalid syntax`,
+			`FLOWFORGE_CONCURRENCY="0x10" (for --concurrency): want a whole number in plain decimal`},
+		{`could not parse "soon" as duration value from environment variable "FLOWFORGE_LEASE" for flag lease: time: invalid duration "soon"`,
+			`FLOWFORGE_LEASE="soon" (for --lease): want a duration such as 30s or 5m`},
+		{`flag provided but not defined: -limt`, `flag provided but not defined: --limt`},
+	} {
+		if got := flagErrorText(errors.New(c.in)); got != c.want {
+			t.Errorf("flagErrorText(%q) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
