@@ -162,6 +162,9 @@ func limitsSet(c *cli.Context, env *Env, set bool) error {
 		if !set {
 			what = "the definitions' limit"
 		}
+		if ch.Unchanged {
+			what = "unchanged: already the operator's limit; nothing audited"
+		}
 		fmt.Fprintf(env.Stdout, "%s %s: limit %s -> %d (%s)\n", ch.Kind, core.FlowKeyText(ch.Key), old, ch.New, what)
 	}
 	return nil

@@ -164,6 +164,10 @@ type LimitChange struct {
 	// it; New is then 0. A waiter brings it back with its definition's
 	// limit.
 	Forgotten bool `json:"forgotten,omitempty"`
+	// Unchanged says the operator's limit already was New: nothing was
+	// written, nor audited (a script that sets a limit again writes no
+	// audit row each time).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // SetLimitResult says what SetLimit changed: one LimitChange per kind.
@@ -300,6 +304,11 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 				old = *r.Operator
 			}
 			c := LimitChange{Kind: r.Kind, Key: req.Key, Old: &old}
+			if req.Limit != nil && r.Operator != nil && *r.Operator == *req.Limit {
+				c.New, c.Unchanged = old, true
+				res.Changes = append(res.Changes, c)
+				continue
+			}
 			if req.Limit == nil && r.Kind != FlowRate { // a rate key keeps its window's starts
 				var used bool
 				if err := tx.GetContext(ctx, &used, qKeyInUse, r.Kind, req.Key); err != nil {

@@ -149,6 +149,14 @@ func TestSetLimitCreatesAConcurrencyKeyBeforeItsLoad(t *testing.T) {
 	if l := f.limits()["concurrency/k"]; l.Limit != 1 || l.DefinitionLimit != 5 || l.Waiting != 2 {
 		t.Fatalf("key %+v, want limit 1 (set) over the definition's 5, 2 waiting", l)
 	}
+	// The same limit again changes nothing and audits nothing.
+	events := f.count(`SELECT count(*) FROM flow_limit_events`)
+	if res := f.setLimit(store.FlowConcurrency, "k", 1); len(res.Changes) != 1 || !res.Changes[0].Unchanged || res.Changes[0].New != 1 {
+		t.Fatalf("setting the same limit again: %+v, want one unchanged change", res.Changes)
+	}
+	if n := f.count(`SELECT count(*) FROM flow_limit_events`); n != events {
+		t.Fatalf("setting the same limit again wrote %d audit rows", n-events)
+	}
 }
 
 // TestSetLimitRefusesBadInput: each bad request is refused with its
