@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -36,7 +37,9 @@ func RateWaitText(key string, limit int, per time.Duration) string {
 }
 
 // FlowKeyText is a flow-control key as a line shows it: terminal-safe,
-// cut to ShownFlowKeyRunes.
+// cut to ShownFlowKeyRunes. A tab is shown as \t, not as TerminalText's
+// space: a key is an identifier, and "a<tab>b" shown as "a b" named
+// another key to an operator who typed what they saw.
 func FlowKeyText(key string) string {
-	return cut(TerminalText(key), ShownFlowKeyRunes)
+	return cut(TerminalText(strings.ReplaceAll(key, "\t", `\t`)), ShownFlowKeyRunes)
 }

@@ -15,6 +15,7 @@ func TestFlowWaitTexts(t *testing.T) {
 		{ConcurrencyWaitText("k", 3, 1), "waiting: concurrency k (3/1)"},
 		{RateWaitText("stripe-api", 100, time.Minute), "waiting: rate limit stripe-api 100/1m0s"},
 		{RateWaitText("a\x1b[31mb", 1, time.Second), "waiting: rate limit " + TerminalText("a\x1b[31mb") + " 1/1s"},
+		{ConcurrencyWaitText("a\tb", 1, 1), `waiting: concurrency a\tb (1/1)`},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
