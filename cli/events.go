@@ -136,15 +136,19 @@ type streamFollower struct {
 	checkedAt time.Time // the last look (zero: none yet)
 }
 
-// check reads the setting once and follows it. A failed read is left to
-// the next look; a failed move of the tail is returned (events tail ends
+// check reads the setting once (waiting at most tailSettingEvery) and
+// follows it. A failed read is left to the next look; a failed move of the tail is returned (events tail ends
 // with it as a failure).
 func (f *streamFollower) check(ctx context.Context) error {
 	f.checkedAt = time.Now()
 	if f.s == nil {
 		return nil
 	}
-	st, err := f.s.StreamSetting(ctx)
+	// Bounded: the tail prints nothing while it looks, so a database that
+	// does not answer must not stop it for longer than a look's period.
+	lookCtx, cancel := context.WithTimeout(ctx, tailSettingEvery)
+	defer cancel()
+	st, err := f.s.StreamSetting(lookCtx)
 	switch {
 	case errors.Is(err, store.ErrStreamOff):
 		if !f.off {
