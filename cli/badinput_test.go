@@ -141,6 +141,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"an unknown long flag is named with two dashes", []string{"limits", "set", "k", "--limt", "3", "--reason", "r"}, "", 2, []string{"flag provided but not defined: --limt (see ffctl limits set --help)"}},
 		{"a bad value of a long flag is named with two dashes", []string{"limits", "set", "k", "--limit", "abc", "--reason", "r"}, "", 2, []string{`invalid value "abc" for flag --limit: parse error`}},
 		{"a long flag without its value is named with two dashes", []string{"run", "list", "--limit"}, "", 2, []string{"flag needs an argument: --limit"}},
+		{"an empty --queue", []string{"--queue", "", "status"}, "", 2, []string{"--queue (FLOWFORGE_QUEUE) is empty: name the dispatch queue, or leave it unset for flowforge.dispatch"}},
 		{"an empty --kind", []string{"limits", "set", "k", "--limit", "3", "--kind", "", "--reason", "r"}, "", 2, []string{"--kind is empty: want concurrency, rate or run"}},
 		{"limit with a leading zero (octal to Go)", []string{"run", "list", "--limit", "010"}, "", 2, []string{"--limit 010: write whole numbers in plain decimal"}},
 		{"limit in hexadecimal", []string{"limits", "set", "k", "--limit=0x10", "--kind", "concurrency", "--reason", "r"}, "", 2, []string{"--limit 0x10: write whole numbers in plain decimal"}},

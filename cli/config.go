@@ -24,7 +24,8 @@ func globalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "database-url", Usage: "PostgreSQL URL", Value: store.DatabaseURLDefault, EnvVars: []string{"FLOWFORGE_DATABASE_URL"}},
 		&cli.StringFlag{Name: "amqp-url", Usage: "RabbitMQ URL; several (cluster nodes) separated by commas", Value: AMQPURLDefault, EnvVars: []string{"FLOWFORGE_AMQP_URL"}},
-		&cli.StringFlag{Name: "queue", Usage: "dispatch queue name", Value: broker.QueueDefault, EnvVars: []string{"FLOWFORGE_QUEUE"}},
+		&cli.StringFlag{Name: "queue", Usage: "dispatch queue name", Value: broker.QueueDefault, EnvVars: []string{"FLOWFORGE_QUEUE"},
+			Action: func(_ *cli.Context, v string) error { return checkQueue(v) }},
 		&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: "info", EnvVars: []string{"FLOWFORGE_LOG_LEVEL"},
 			Action: func(_ *cli.Context, v string) error { return checkLogLevel(v) }},
 	}
@@ -49,6 +50,16 @@ func checkLogLevel(v string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(v)); err != nil {
 		return usageError("--log-level (FLOWFORGE_LOG_LEVEL): %q is not debug, info, warn or error", v)
+	}
+	return nil
+}
+
+// checkQueue refuses an empty --queue (FLOWFORGE_QUEUE=): set but empty,
+// `status` showed no queue while a daemon used the default one, shared
+// with every other stack that left it unset (a trial's workers joined it).
+func checkQueue(v string) error {
+	if v == "" {
+		return usageError("--queue (FLOWFORGE_QUEUE) is empty: name the dispatch queue, or leave it unset for %s", broker.QueueDefault)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ func TestParseDefinitionRefusesBadFlowControl(t *testing.T) {
 		{"{name: a, handler: h, priority: 0}", "priority must be between 1 (lowest) and 4 (highest), got 0"},
 		{"{name: a, handler: h, priority: 5}", "priority must be between 1 (lowest) and 4 (highest), got 5"},
 		{"{name: a, handler: h, priority: high}", `task "a": priority must be a whole number, got a string`},
-		{"{name: a, handler: h, concurrency: {key: 5, limit: 1}}", `task "a": concurrency.key must be a string, got a number (quote a number to use it as text: "5")`},
+		{"{name: a, handler: h, concurrency: {key: 5, limit: 1}}", `task "a": concurrency.key must be a string, got a number (quote the number to use it as text)`},
 		{"{name: a, handler: h, concurrency: {key: [a], limit: 1}}", `task "a": concurrency.key must be a string, got a list`},
 		{"{name: a, handler: h, concurrency: {key: k, limit: [1]}}", `task "a": concurrency.limit must be a whole number from 1 to 100000, got a list`},
 		{"{name: a, sleep: {for: 1s}, priority: 3}", "a sleep task runs no handler: priority applies to tasks that do"},

@@ -51,7 +51,7 @@ func fieldTypeError(err error) (field, msg string, ok bool) {
 	}
 	msg = field + " must be " + jsonWant(te.Type) + ", got " + jsonGot(te.Value)
 	if te.Type.Kind() == reflect.String && strings.HasPrefix(te.Value, "number") {
-		msg += ` (quote a number to use it as text: "5")`
+		msg += " (quote the number to use it as text)"
 	}
 	return field, msg, true
 }
