@@ -137,6 +137,8 @@ func TestParseDefinitionRejectsBadInput(t *testing.T) {
 		{"hexadecimal number", task(", retry: {max_attempts: 0x10}"), []string{"tasks[0].retry.max_attempts: 0x10: write whole numbers in plain decimal"}},
 		{"number with a separator", task(", retry: {max_attempts: 1_0}"), []string{"tasks[0].retry.max_attempts: 1_0: write whole numbers in plain decimal"}},
 		{"octal number in params", task(", params: {codes: [1, 0o17]}"), []string{"tasks[0].params.codes[1]: 0o17: write whole numbers in plain decimal"}},
+		{"whole number with an exponent", task(", retry: {max_attempts: 1e3}"), []string{"tasks[0].retry.max_attempts: 1e3: write whole numbers in plain decimal"}},
+		{"whole number with a fraction", "name: w\ntasks:\n  - {name: a, handler: noop, priority: 3.0}\n", []string{"line 3: tasks[0].priority: 3.0: write whole numbers in plain decimal"}},
 		{"bad retry field names the task", task(", retry: {max_attempts: many}"), []string{`task "a": retry.max_attempts must be a whole number, got a string`}},
 		{"unknown task field names the task", task(", retries: 3"), []string{`task "a": retries: unknown field "retries"`}},
 		{"nameless task with a bad field", "name: w\ntasks:\n  - {handler: noop, timeout: 10}\n", []string{"tasks[0]: timeout: "}},
