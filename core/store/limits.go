@@ -277,11 +277,7 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 	}
 	var res SetLimitResult
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var rows []struct {
-			Kind     string `db:"kind"`
-			Lim      int    `db:"lim"`
-			Operator *int   `db:"operator_limit"`
-		}
+		var rows []limitRow
 		if err := tx.SelectContext(ctx, &rows, qLockLimits, req.Key, req.Kind); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
@@ -299,31 +295,8 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 			if req.Limit == nil && r.Operator == nil {
 				continue // a reset: nothing to reset on this kind
 			}
-			old := r.Lim
-			if r.Operator != nil {
-				old = *r.Operator
-			}
-			c := LimitChange{Kind: r.Kind, Key: req.Key, Old: &old}
-			if req.Limit != nil && r.Operator != nil && *r.Operator == *req.Limit {
-				c.New, c.Unchanged = old, true
-				res.Changes = append(res.Changes, c)
-				continue
-			}
-			if req.Limit == nil && r.Kind != FlowRate { // a rate key keeps its window's starts
-				var used bool
-				if err := tx.GetContext(ctx, &used, qKeyInUse, r.Kind, req.Key); err != nil {
-					return fmt.Errorf("%s (%s): %w", what, r.Kind, err)
-				}
-				if !used {
-					if _, err := tx.ExecContext(ctx, qForgetLimit, r.Kind, req.Key, old, req.Actor, req.Reason); err != nil {
-						return fmt.Errorf("%s (%s): %w", what, r.Kind, err)
-					}
-					c.Forgotten = true
-					res.Changes = append(res.Changes, c)
-					continue
-				}
-			}
-			if err := tx.GetContext(ctx, &c.New, qSetLimit, r.Kind, req.Key, req.Limit, old, req.Actor, req.Reason); err != nil {
+			c, err := changeLimit(ctx, tx, req, r)
+			if err != nil {
 				return fmt.Errorf("%s (%s): %w", what, r.Kind, err)
 			}
 			res.Changes = append(res.Changes, c)
@@ -337,6 +310,47 @@ func (s *Store) SetLimit(ctx context.Context, req SetLimitRequest) (SetLimitResu
 		return SetLimitResult{}, err
 	}
 	return res, nil
+}
+
+// limitRow is a flow_limits row qLockLimits locked.
+type limitRow struct {
+	Kind     string `db:"kind"`
+	Lim      int    `db:"lim"`
+	Operator *int   `db:"operator_limit"`
+}
+
+// changeLimit sets (req.Limit) or resets (nil) the operator's limit of
+// the locked row r in tx, audited, and returns the change: unchanged (no
+// write, no audit) when the operator's limit already is req.Limit;
+// forgotten when a reset finds a concurrency or run key no task (or run)
+// holds or waits for. Errors: the database's.
+func changeLimit(ctx context.Context, tx *sqlx.Tx, req SetLimitRequest, r limitRow) (LimitChange, error) {
+	old := r.Lim
+	if r.Operator != nil {
+		old = *r.Operator
+	}
+	c := LimitChange{Kind: r.Kind, Key: req.Key, Old: &old}
+	if req.Limit != nil && r.Operator != nil && *r.Operator == *req.Limit {
+		c.New, c.Unchanged = old, true
+		return c, nil
+	}
+	if req.Limit == nil && r.Kind != FlowRate { // a rate key keeps its window's starts
+		var used bool
+		if err := tx.GetContext(ctx, &used, qKeyInUse, r.Kind, req.Key); err != nil {
+			return c, err
+		}
+		if !used {
+			if _, err := tx.ExecContext(ctx, qForgetLimit, r.Kind, req.Key, old, req.Actor, req.Reason); err != nil {
+				return c, err
+			}
+			c.Forgotten = true
+			return c, nil
+		}
+	}
+	if err := tx.GetContext(ctx, &c.New, qSetLimit, r.Kind, req.Key, req.Limit, old, req.Actor, req.Reason); err != nil {
+		return c, err
+	}
+	return c, nil
 }
 
 // createLimit creates the concurrency or run key req names with its limit, or
