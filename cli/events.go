@@ -71,7 +71,12 @@ func eventsTail(c *cli.Context, env *Env) error {
 			return usageError("--workflow: %s", strings.TrimPrefix(err.Error(), core.ErrBadWorkflow.Error()+": "))
 		}
 	}
-	setting, err := tailSetting(c, env, workflow)
+	s, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	setting, err := tailSetting(c, env, s, workflow)
 	if err != nil {
 		return err
 	}
@@ -87,10 +92,7 @@ func eventsTail(c *cli.Context, env *Env) error {
 		return failure(err)
 	}
 	defer tail.Close()
-	f := &streamFollower{env: env, tail: tail, exchange: setting.Exchange}
-	if f.s, err = openStore(c); err == nil {
-		defer f.s.Close()
-	}
+	f := &streamFollower{env: env, s: s, tail: tail, exchange: setting.Exchange}
 	for {
 		// Wait for an event at most until the next look at the setting.
 		next := time.Until(f.checkedAt.Add(tailSettingEvery))
@@ -125,8 +127,7 @@ const tailSettingEvery = 2 * time.Second
 // names when that changes (another publisher's --events-exchange), with a
 // note on standard error, and notes a stream turned off and on again. A
 // tail once stayed on the exchange it started on and went quiet without a
-// word (a trial found it). Without a store (it failed to open) it does
-// nothing: the tail stays where it started.
+// word (a trial found it).
 type streamFollower struct {
 	env       *Env
 	s         *store.Store
@@ -141,9 +142,6 @@ type streamFollower struct {
 // with it as a failure).
 func (f *streamFollower) check(ctx context.Context) error {
 	f.checkedAt = time.Now()
-	if f.s == nil {
-		return nil
-	}
 	// Bounded: the tail prints nothing while it looks, so a database that
 	// does not answer must not stop it for longer than a look's period.
 	lookCtx, cancel := context.WithTimeout(ctx, tailSettingEvery)
@@ -178,15 +176,9 @@ func (f *streamFollower) check(ctx context.Context) error {
 
 // tailSetting reads the stream's setting for events tail and, with
 // workflow set, notes on standard error a workflow not applied yet (it is
-// followed all the same: one applied later streams too). The store is
-// closed before the tail starts. Errors: a usage error when the stream is
-// off, a failure when the database fails.
-func tailSetting(c *cli.Context, env *Env, workflow string) (store.StreamSetting, error) {
-	s, err := openStore(c)
-	if err != nil {
-		return store.StreamSetting{}, err
-	}
-	defer s.Close()
+// followed all the same: one applied later streams too). Errors: a usage
+// error when the stream is off, a failure when the database fails.
+func tailSetting(c *cli.Context, env *Env, s *store.Store, workflow string) (store.StreamSetting, error) {
 	setting, err := s.StreamSetting(c.Context)
 	if errors.Is(err, store.ErrStreamOff) {
 		return setting, usageError("%v", err)

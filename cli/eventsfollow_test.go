@@ -1,12 +1,10 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +13,8 @@ import (
 
 	"github.com/flowforge/flowforge/cli"
 	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/daemon/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe to read while ffctl writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestEventsTailFollowsTheStreamToAnotherExchange: a running events tail
 // follows the stream when another publisher sends it to another exchange
@@ -79,7 +60,7 @@ func TestEventsTailFollowsTheStreamToAnotherExchange(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 60*time.Second)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut logtest.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- cli.Run(ctx, []string{"ffctl", "--database-url", h.url, "--amqp-url", amqpURL, "events", "tail", "-o", "json"},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -41,10 +42,7 @@ func flagErrorText(err error) string {
 		if len(m[4]) == 1 {
 			dashes = "-"
 		}
-		text = strings.Replace(text, m[0], m[3]+"="+quoteEnv(m[1])+" (for "+dashes+m[4]+"): want "+want, 1)
+		text = strings.Replace(text, m[0], m[3]+"="+strconv.Quote(m[1])+" (for "+dashes+m[4]+"): want "+want, 1)
 	}
 	return text
 }
-
-// quoteEnv quotes an environment variable's value for a message.
-func quoteEnv(v string) string { return `"` + v + `"` }

@@ -49,8 +49,9 @@ ON CONFLICT (task_run_id, attempt, seq) DO NOTHING`
 // statement, its own transaction, and returns how many rows it inserted:
 // lines already stored (same task run, attempt and seq) and lines of a
 // task run that does not exist are skipped, so a batch may be retried
-// whole. Each line's text is sanitised again (core.SanitizeLogLine, at
-// most core.MaxTaskLogLineBytes, a line the worker sanitised unchanged): PostgreSQL's text refuses NUL. It never
+// whole. Each line's text is sanitised again (core.SanitizeLogLine: at
+// most core.MaxTaskLogLineBytes; a line the worker sanitised comes through
+// unchanged): PostgreSQL's text refuses NUL. It never
 // touches task_runs: a late batch of an attempt whose lease was lost
 // writes that attempt's lines only. Errors: ErrBadTaskLog (nothing
 // written), or the database's.
