@@ -82,6 +82,68 @@ func (f *fixture) runChainWithRetry(run uuid.UUID) {
 	}
 }
 
+// lockSettledStream takes publishing batches of up to limit rows (mark
+// carried from one to the next, as the publisher does) until one holds
+// rows, or the mark has settled past every row written so far and the
+// batch is empty; it returns that batch, for the caller to end.
+func (f *fixture) lockSettledStream(limit int, mark *store.StreamMark) *store.StreamBatch {
+	f.t.Helper()
+	target := int64(f.count(`SELECT coalesce(max(id), 0) FROM transition_stream`))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := f.s.LockStream(f.ctx, limit, *mark)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		*mark = b.Mark
+		if len(b.Rows) > 0 || mark.Settled >= target {
+			return b
+		}
+		_ = b.Rollback()
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the stream mark did not settle past id %d in 10 s (settled at %d)", target, mark.Settled)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// publishStream publishes the whole stream in batches of up to limit
+// rows, as if the broker confirmed every row, and returns the events in
+// the order published.
+func (f *fixture) publishStream(limit int) []core.TransitionEvent {
+	f.t.Helper()
+	var out []core.TransitionEvent
+	for _, r := range f.publishStreamRows(limit) {
+		out = append(out, r.Event)
+	}
+	return out
+}
+
+// publishStreamRows is publishStream returning the rows published.
+func (f *fixture) publishStreamRows(limit int) []store.StreamRow {
+	f.t.Helper()
+	var mark store.StreamMark
+	var out []store.StreamRow
+	for {
+		b := f.lockSettledStream(limit, &mark)
+		if len(b.Rows) == 0 {
+			_ = b.Rollback()
+			return out
+		}
+		var ids []int64
+		for _, r := range b.Rows {
+			ids = append(ids, r.ID)
+			out = append(out, r)
+		}
+		if err := b.DeletePublished(f.ctx, ids); err != nil {
+			f.t.Fatal(err)
+		}
+		if err := b.Commit(f.ctx); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
 // TestTheStreamIsOffUntilEnabledAndWritesNothing: with no setting row no
 // transition writes a stream row, and StreamSetting says the stream is
 // off.
@@ -161,9 +223,9 @@ func TestEveryTransitionIsInTheStreamInItsTransaction(t *testing.T) {
 	}
 }
 
-// TestStreamSeqsAreGapFreePerRunInIDOrder (mode 122): numbered in
+// TestStreamSeqsAreGapFreePerRunInIDOrder (mode 122): published in
 // batches smaller than the backlog, each run's rows get 1..n in id order;
-// after its published rows are pruned, a run's next transition continues
+// after its published rows are deleted, a run's next transition continues
 // its numbering.
 func TestStreamSeqsAreGapFreePerRunInIDOrder(t *testing.T) {
 	t.Parallel()
@@ -172,50 +234,46 @@ func TestStreamSeqsAreGapFreePerRunInIDOrder(t *testing.T) {
 	for _, r := range runs {
 		f.runChainWithRetry(r)
 	}
-	for {
-		n, err := f.s.AssignStreamSeqs(f.ctx, 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
+	ids := map[string][]int64{}
+	for _, r := range runs {
+		for _, row := range f.streamRows(r) {
+			ids[r.String()] = append(ids[r.String()], row.id)
 		}
 	}
+	seqOf := map[int64]int64{}
+	for _, row := range f.publishStreamRows(4) {
+		seqOf[row.ID] = row.Event.Seq
+	}
 	for _, r := range runs {
-		rows := f.streamRows(r)
-		for i, row := range rows {
-			if !row.seq.Valid || row.seq.Int64 != int64(i+1) {
-				t.Fatalf("run %s row %d (id order) has seq %v, want %d", r, i, row.seq, i+1)
+		for i, id := range ids[r.String()] {
+			if seq, ok := seqOf[id]; !ok || seq != int64(i+1) {
+				t.Fatalf("run %s: row %d (%d in id order) published %v with seq %d, want seq %d", r, id, i+1, ok, seq, i+1)
 			}
 		}
 	}
-	// Publish and prune every row, then a new transition of runs[0].
-	perRun := len(f.streamRows(runs[0]))
-	if _, err := f.db.ExecContext(f.ctx, `UPDATE transition_stream SET published_at = now() - interval '1 hour'`); err != nil {
-		t.Fatal(err)
+	if n := f.count(`SELECT count(*) FROM transition_stream`); n != 0 {
+		t.Fatalf("%d rows left after publishing, want none", n)
 	}
-	if n, err := f.s.PruneStream(f.ctx, time.Minute, 0); err != nil || n != int64(3*perRun) {
-		t.Fatalf("PruneStream: %d, %v", n, err)
-	}
+	perRun := len(ids[runs[0].String()])
 	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, runs[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.AssignStreamSeqs(f.ctx, 10); err != nil {
-		t.Fatal(err)
-	}
-	rows := f.streamRows(runs[0])
-	if len(rows) != 1 || rows[0].seq.Int64 != int64(perRun+1) {
-		t.Fatalf("after pruning: %+v, want one row with seq %d", rows, perRun+1)
+	events := f.publishStream(10)
+	if len(events) != 1 || events[0].Seq != int64(perRun+1) {
+		t.Fatalf("after publishing: %+v, want one event with seq %d", events, perRun+1)
 	}
 }
 
-// TestStreamSeqAssignersWaitForEachOther (mode 122): an assigner waits
-// for the advisory lock another one holds (forced: the test holds it) and
-// numbers nothing until it is released; then it numbers every row.
+// TestStreamSeqAssignersWaitForEachOther (mode 122): a publishing batch
+// waits for the assigners' advisory lock another one holds (forced: the
+// test holds it, as an older publisher's numbering does) and reads nothing
+// until it is released; then it gets the rows.
 func TestStreamSeqAssignersWaitForEachOther(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
 	run := f.trigger("streamed", "")
+	var mark store.StreamMark
+	f.lockSettledStream(100, &mark).Rollback()
 	holder, err := f.db.BeginTx(f.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -224,29 +282,32 @@ func TestStreamSeqAssignersWaitForEachOther(t *testing.T) {
 	if _, err := holder.ExecContext(f.ctx, `SELECT pg_advisory_xact_lock(hashtext('flowforge.transition_stream.seq'))`); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
+	type result struct {
+		b   *store.StreamBatch
+		err error
+	}
+	done := make(chan result, 1)
 	go func() {
-		_, err := f.s.AssignStreamSeqs(context.WithoutCancel(f.ctx), 100)
-		done <- err
+		b, err := f.s.LockStream(context.WithoutCancel(f.ctx), 100, mark)
+		done <- result{b, err}
 	}()
-	f.waitDB("the assigner waits for the advisory lock",
+	f.waitDB("the batch waits for the advisory lock",
 		`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'advisory' AND query LIKE '%transition_stream.seq%'`)
 	select {
-	case err := <-done:
-		t.Fatalf("the assigner returned (%v) while another held the lock", err)
+	case r := <-done:
+		t.Fatalf("the batch returned (%d rows, %v) while another held the lock", len(r.b.Rows), r.err)
 	default:
-	}
-	if n := f.count(`SELECT count(*) FROM transition_stream WHERE seq IS NOT NULL`); n != 0 {
-		t.Fatalf("%d rows numbered while the lock was held", n)
 	}
 	if err := holder.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	if n, m := f.count(`SELECT count(*) FROM transition_stream WHERE seq IS NOT NULL AND run_id = $1`, run), len(f.streamRows(run)); n != m || n == 0 {
-		t.Fatalf("%d of %d rows numbered", n, m)
+	defer r.b.Rollback()
+	if n := len(f.streamRows(run)); len(r.b.Rows) != n || n == 0 {
+		t.Fatalf("the batch after the lock was released: %d rows, want the run's %d", len(r.b.Rows), n)
 	}
 }
 
@@ -257,13 +318,9 @@ func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
 	run := f.trigger("streamed", "")
-	if _, err := f.s.AssignStreamSeqs(f.ctx, 100); err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.s.LockStream(f.ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var mark store.StreamMark
+	b := f.lockSettledStream(100, &mark)
+	defer b.Rollback()
 	var keys []string
 	var ids []int64
 	for _, r := range b.Rows {
@@ -279,7 +336,7 @@ func TestLockStreamReturnsNumberedRowsAsEvents(t *testing.T) {
 	if err := b.DeletePublished(f.ctx, ids); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Commit(); err != nil {
+	if err := b.Commit(f.ctx); err != nil {
 		t.Fatal(err)
 	}
 	st, err := f.s.StreamStatus(f.ctx)
@@ -334,8 +391,8 @@ func TestOneStatementSettlingManyRunsStreamsEachRunOnce(t *testing.T) {
 
 // TestStreamScansWalkThePrimaryKeyWhateverTheStatistics (issue 28's
 // overhead): with statistics taken when the stream held two rows and a
-// backlog of 5,000 since (a queue's usual state), AssignStreamSeqs and
-// LockStream find their batches through the primary key: the table's
+// backlog of 5,000 since (a queue's usual state), LockStream finds its
+// batches through the primary key: the table's
 // sequential-scan counter does not move while its index-scan counter does
 // (PostgreSQL planned a sequential scan and a sort of the whole backlog).
 func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
@@ -364,18 +421,19 @@ func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if n, err := s.AssignStreamSeqs(f.ctx, 100); err != nil || n != 100 {
-		t.Fatalf("AssignStreamSeqs: %d, %v; want 100 numbered", n, err)
-	}
-	b, err := s.LockStream(f.ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Rows) != 100 {
-		t.Errorf("LockStream: %d rows, want the 100 numbered", len(b.Rows))
-	}
-	if err := b.Rollback(); err != nil {
-		t.Fatal(err)
+	var mark store.StreamMark
+	for i := range 2 { // the first batch takes the mark, the second is the batch
+		b, err := s.LockStream(f.ctx, 100, mark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mark = b.Mark
+		if want := []int{0, 100}[i]; len(b.Rows) != want {
+			t.Errorf("LockStream %d: %d rows, want %d", i+1, len(b.Rows), want)
+		}
+		if err := b.Rollback(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Close()
 	f.waitDB("both scans counted", `SELECT seq_scan + coalesce(idx_scan, 0) >= $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, seq0+idx0+2)
@@ -436,50 +494,175 @@ func TestStreamVacuumNeverTruncates(t *testing.T) {
 	}
 }
 
-// TestStreamNumberingKeepsEachRowOnItsPage (mode 142): numbering a backlog
-// (AssignStreamSeqs) updates each row where it lies, so the update can be
-// HOT: no row moves to another page, and the primary key gains no entry.
-// The backlog is 2,000 rows inserted as the triggers insert them; with
-// pages the inserts filled, most numbered rows moved (a new version on
-// another page and a new index entry each, 60 % more WAL a run under W2).
-func TestStreamNumberingKeepsEachRowOnItsPage(t *testing.T) {
+// TestPublishingTheStreamUpdatesNoRow (mode 142): numbering is computed
+// in the publishing transaction, so publishing a backlog of 2,000 rows (as
+// the triggers insert them) in batches deletes each row and updates none:
+// the table's update counter does not move. When a separate step numbered
+// every row before it was published, each row was written twice more than
+// its insert and delete (an update, and on pages the inserts had filled a
+// new version elsewhere with a new index entry: 60 % more WAL a run under
+// W2).
+func TestPublishingTheStreamUpdatesNoRow(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
 	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO transition_stream (run_id, workflow, kind, task_run_id, task, from_state, to_state, attempt, actor, reason)
 SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY', 'RUNNING', 1, 'worker-0123456789abcdef', 'claimed' FROM generate_series(1, 2000)`); err != nil {
 		t.Fatal(err)
 	}
-	pages := func() map[int64]int64 {
-		rows, err := f.db.QueryContext(f.ctx, `SELECT id, (ctid::text::point)[0]::bigint FROM transition_stream`)
+	const counters = `SELECT n_tup_upd, n_tup_del FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`
+	var upd0, del0 int64
+	if err := f.db.QueryRowContext(f.ctx, counters).Scan(&upd0, &del0); err != nil {
+		t.Fatal(err)
+	}
+	// A store of its own, closed before the counters are read: a session
+	// reports its writes to pg_stat_user_tables when it ends.
+	s, err := store.Open(f.ctx, f.url, store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mark store.StreamMark
+	published := 0
+	for tries := 0; published < 2000 && tries < 100; tries++ {
+		b, err := s.LockStream(f.ctx, 300, mark)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
-		out := map[int64]int64{}
-		for rows.Next() {
-			var id, page int64
-			if err := rows.Scan(&id, &page); err != nil {
-				t.Fatal(err)
-			}
-			out[id] = page
+		mark = b.Mark
+		var ids []int64
+		for _, r := range b.Rows {
+			ids = append(ids, r.ID)
 		}
-		if err := rows.Err(); err != nil {
+		if err := b.DeletePublished(f.ctx, ids); err != nil {
 			t.Fatal(err)
 		}
-		return out
+		if err := b.Commit(f.ctx); err != nil {
+			t.Fatal(err)
+		}
+		published += len(ids)
 	}
-	before := pages()
-	if n, err := f.s.AssignStreamSeqs(f.ctx, 5000); err != nil || n != int64(len(before)) {
-		t.Fatalf("AssignStreamSeqs: %d, %v; want %d numbered", n, err, len(before))
+	if published != 2000 {
+		t.Fatalf("%d rows published, want 2000", published)
 	}
-	moved := 0
-	for id, page := range pages() {
-		if page != before[id] {
-			moved++
+	s.Close()
+	f.waitDB("the deletes counted", `SELECT n_tup_del >= $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, del0+2000)
+	var upd1, del1 int64
+	if err := f.db.QueryRowContext(f.ctx, counters).Scan(&upd1, &del1); err != nil {
+		t.Fatal(err)
+	}
+	if upd1 != upd0 {
+		t.Fatalf("publishing 2,000 rows updated %d rows of transition_stream, want none (a row's seq is computed in its batch, not stored)", upd1-upd0)
+	}
+}
+
+// TestAStreamRowCommittedLateIsNumberedInIDOrder (mode 122): numbers are
+// computed in the publishing transaction, so a batch that ends without
+// its commit (a crash after the broker's confirm) leaves its rows to be
+// numbered again, and they must get the same numbers. The interleaving is
+// forced: a transaction takes a stream id for a run and stays open while a
+// later id of the same run commits. No batch may number the later row
+// while the earlier one can still commit (the stream mark does not settle
+// past the open transaction's id); once it has committed, both are
+// numbered in id order, and a batch rolled back after numbering them is
+// followed by one that gives them the same seqs and event ids. Without the
+// mark the later row took the run's next number first, and a batch
+// numbered after the earlier row committed gave that number to another
+// event.
+func TestAStreamRowCommittedLateIsNumberedInIDOrder(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	created := len(f.publishStream(100))
+	a := f.taskID(run, "a")
+
+	open, err := f.db.BeginTx(f.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = open.Rollback() })
+	if _, err := open.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO task_events (task_run_id, run_id, from_state, to_state, actor, reason)
+VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, a, run); err != nil {
+		t.Fatal(err)
+	}
+	later := f.count(`SELECT max(id) FROM transition_stream WHERE run_id = $1`, run)
+
+	var mark store.StreamMark
+	for i := range 3 {
+		b, err := f.s.LockStream(f.ctx, 100, mark)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mark = b.Mark
+		n := len(b.Rows)
+		_ = b.Rollback()
+		if n != 0 || mark.Settled >= int64(later) {
+			t.Fatalf("batch %d while an earlier stream id is uncommitted: %d rows, mark settled at %d; want none, below id %d", i+1, n, mark.Settled, later)
 		}
 	}
-	if moved > 0 {
-		t.Fatalf("%d of %d rows moved to another page when numbered, want none (their pages had no room for the update: transition_stream's fillfactor)", moved, len(before))
+	if err := open.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	first := f.lockSettledStream(100, &mark)
+	var got []core.TransitionEvent
+	for _, r := range first.Rows {
+		got = append(got, r.Event)
+	}
+	if err := first.Rollback(); err != nil { // the crash: nothing recorded
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Kind != core.TransitionRun || got[0].To != "FAILED" || got[0].Seq != int64(created+1) ||
+		got[1].Kind != core.TransitionTask || got[1].To != "CANCELLED" || got[1].Seq != int64(created+2) {
+		t.Fatalf("after the commit: %+v; want the run's FAILED with seq %d, then task a's CANCELLED with seq %d", got, created+1, created+2)
+	}
+	again := f.publishStream(100)
+	if len(again) != 2 {
+		t.Fatalf("republished %d events, want the 2", len(again))
+	}
+	for i := range again {
+		if again[i].EventID != got[i].EventID || again[i].Seq != got[i].Seq {
+			t.Errorf("republished event %d: id %s seq %d, want id %s seq %d as first published", i, again[i].EventID, again[i].Seq, got[i].EventID, got[i].Seq)
+		}
+	}
+}
+
+// TestAFailedStreamPublishKeepsItsNumbers (mode 122): a batch whose
+// publish failed (StreamBatch.MarkFailed) records the seqs it gave, so the
+// next batch publishes the rows with the same seqs and event ids, counting
+// the attempt; the run's next transition takes the next number.
+func TestAFailedStreamPublishKeepsItsNumbers(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	var mark store.StreamMark
+	b := f.lockSettledStream(100, &mark)
+	var ids []int64
+	var first []core.TransitionEvent
+	for _, r := range b.Rows {
+		ids, first = append(ids, r.ID), append(first, r.Event)
+	}
+	if err := b.MarkFailed(f.ctx, ids, "unconfirmed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, run); err != nil {
+		t.Fatal(err)
+	}
+	again := f.publishStream(100)
+	if len(again) != len(first)+1 {
+		t.Fatalf("%d events after the failed publish, want its %d and the run's FAILED", len(again), len(first))
+	}
+	for i, e := range first {
+		if again[i].EventID != e.EventID || again[i].Seq != e.Seq {
+			t.Errorf("republished event %d: id %s seq %d, want id %s seq %d", i, again[i].EventID, again[i].Seq, e.EventID, e.Seq)
+		}
+	}
+	if last := again[len(again)-1]; last.To != "FAILED" || last.Seq != int64(len(first)+1) {
+		t.Errorf("the next transition: %s with seq %d, want FAILED with seq %d", last.To, last.Seq, len(first)+1)
 	}
 }
 
@@ -493,19 +676,16 @@ func TestOnePublisherPublishesTheStreamAtATime(t *testing.T) {
 	f := newStreamFixture(t)
 	f.trigger("streamed", "")
 	f.trigger("streamed", "")
-	n, err := f.s.AssignStreamSeqs(f.ctx, 100)
-	if err != nil || n == 0 {
-		t.Fatalf("AssignStreamSeqs: %d, %v; want rows numbered", n, err)
-	}
-	first, err := f.s.LockStream(f.ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := int64(f.count(`SELECT count(*) FROM transition_stream`))
+	var mark store.StreamMark
+	first := f.lockSettledStream(100, &mark)
 	defer first.Rollback()
 	if int64(len(first.Rows)) != n {
 		t.Fatalf("first batch: %d rows, want the %d numbered", len(first.Rows), n)
 	}
-	second, err := f.s.LockStream(f.ctx, 100)
+	bounded, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	second, err := f.s.LockStream(bounded, 100, mark)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +698,7 @@ func TestOnePublisherPublishesTheStreamAtATime(t *testing.T) {
 	if err := first.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	third, err := f.s.LockStream(f.ctx, 100)
+	third, err := f.s.LockStream(f.ctx, 100, mark)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,13 +721,8 @@ func TestLockStreamTakesNoRowLocks(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
 	f.trigger("streamed", "")
-	if _, err := f.s.AssignStreamSeqs(f.ctx, 100); err != nil {
-		t.Fatal(err)
-	}
-	b, err := f.s.LockStream(f.ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var mark store.StreamMark
+	b := f.lockSettledStream(100, &mark)
 	defer b.Rollback()
 	if len(b.Rows) == 0 {
 		t.Fatal("LockStream: no rows, want the run's numbered rows")

@@ -17,20 +17,18 @@ import (
 
 // The transition stream (Config.EventsExchange): one more loop beside the
 // lanes, on a broker connection of its own. It turns the stream on in the
-// database (store.EnableStream), then each cycle
+// database (store.EnableStream), then each cycle takes the stream's
+// publishing lock (store.LockStream: one publisher at a time, the others'
+// cycles find an empty batch), reads a batch of unpublished rows, oldest
+// first, numbered in that transaction (up to the stream mark it passes
+// from cycle to cycle: store.StreamMark), publishes each to the exchange
+// with its routing key and waits for the confirms, deletes the confirmed
+// ones and commits, recording the numbers given.
 //
-//  1. numbers the unnumbered stream rows (store.AssignStreamSeqs: one
-//     assigner at a time across every publisher, id order, committed
-//     before anything is published), then
-//  2. takes the stream's publishing lock (store.LockStream: one publisher
-//     at a time, the others' cycles find an empty batch), reads a batch of
-//     numbered, unpublished rows, oldest first, publishes each to the
-//     exchange with its routing key and waits for the confirms, deletes
-//     the confirmed ones and commits.
-//
-// A crash between 2's confirm and its commit leaves the rows unpublished:
-// the next cycle (of this or another publisher) publishes them again with
-// the same seq and event id, which consumers de-duplicate by.
+// A crash between the confirm and the commit leaves the rows unpublished
+// and unnumbered: the next cycle (of this or another publisher) numbers
+// them the same way and publishes them again with the same seq and event
+// id, which consumers de-duplicate by.
 
 // StreamPollIntervalDefault is the period of the stream loop's cycle when
 // no outbox NOTIFY wakes it: a transition that dispatches nothing (a run
@@ -80,6 +78,8 @@ type streamLoop struct {
 	// vacuum, vacuumAt is when that was (streamVacuumEvery).
 	deleted  int
 	vacuumAt time.Time
+	// mark is the stream mark the last batch took (store.StreamMark).
+	mark store.StreamMark
 }
 
 // runStream runs the stream loop until ctx ends, then closes its
@@ -184,10 +184,7 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 		s.pub = pub
 		s.brokerBO.Succeeded()
 	}
-	if _, err := p.cfg.Store.AssignStreamSeqs(ctx, p.streamBatch()); err != nil {
-		return false, err
-	}
-	n, err := p.streamCycle(ctx, s.pub, s.exchange)
+	n, err := p.streamCycle(ctx, s)
 	if err == nil {
 		s.dbBO.Succeeded()
 		s.deleted += n
@@ -242,14 +239,16 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 	return nil
 }
 
-// streamCycle publishes one batch of numbered stream rows through pub to
-// exchange and returns how many rows it held.
-func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher, exchange string) (int, error) {
-	batch, err := p.cfg.Store.LockStream(ctx, p.streamBatch())
+// streamCycle publishes one batch of stream rows through s.pub to
+// s.exchange and returns how many rows it held.
+func (p *Publisher) streamCycle(ctx context.Context, s *streamLoop) (int, error) {
+	pub, exchange := s.pub, s.exchange
+	batch, err := p.cfg.Store.LockStream(ctx, p.streamBatch(), s.mark)
 	if err != nil {
 		return 0, err
 	}
 	defer batch.Rollback()
+	s.mark = batch.Mark
 	if len(batch.Rows) == 0 {
 		return 0, nil
 	}
@@ -285,7 +284,7 @@ func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher, exch
 	if err := batch.MarkFailed(wctx, failed, reason); err != nil {
 		return 0, err
 	}
-	if err := batch.Commit(); err != nil {
+	if err := batch.Commit(wctx); err != nil {
 		return 0, err
 	}
 	if pubErr != nil {
@@ -302,8 +301,7 @@ func (p *Publisher) streamCycle(ctx context.Context, pub *broker.Publisher, exch
 type streamStore interface {
 	EnableStream(ctx context.Context, exchange, actor string) error
 	StreamSetting(ctx context.Context) (store.StreamSetting, error)
-	AssignStreamSeqs(ctx context.Context, limit int) (int64, error)
-	LockStream(ctx context.Context, limit int) (*store.StreamBatch, error)
+	LockStream(ctx context.Context, limit int, mark store.StreamMark) (*store.StreamBatch, error)
 	StreamStatus(ctx context.Context) (store.StreamStatus, error)
 	VacuumStream(ctx context.Context) error
 }
