@@ -45,3 +45,7 @@ func (s *Store) ReapExpired(ctx context.Context, limit int, backoff BackoffFunc,
 // SetAdmitBatch makes each admission round admit at most n task runs per
 // key (AdmitBatchMax in production).
 func (s *Store) SetAdmitBatch(n int) { s.admitBatch = n }
+
+// AgeStreamMark makes a pending stream mark look taken d earlier (the
+// patience of LockStream's fallback).
+func AgeStreamMark(m *StreamMark, d time.Duration) { m.takenAt = m.takenAt.Add(-d) }

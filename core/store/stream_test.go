@@ -144,6 +144,22 @@ func (f *fixture) publishStreamRows(limit int) []store.StreamRow {
 	}
 }
 
+// failRunUncommitted sets run FAILED in a transaction it leaves open
+// (rolled back at the test's end): its stream row is written and not
+// committed.
+func (f *fixture) failRunUncommitted(run uuid.UUID) *sql.Tx {
+	f.t.Helper()
+	open, err := f.db.BeginTx(f.ctx, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = open.Rollback() })
+	if _, err := open.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, run); err != nil {
+		f.t.Fatal(err)
+	}
+	return open
+}
+
 // TestTheStreamIsOffUntilEnabledAndWritesNothing: with no setting row no
 // transition writes a stream row, and StreamSetting says the stream is
 // off.
@@ -422,14 +438,14 @@ func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
 	}
 	defer s.Close()
 	var mark store.StreamMark
-	for i := range 2 { // the first batch takes the mark, the second is the batch
+	for i := range 2 { // no transition is in flight: the first mark settles at once
 		b, err := s.LockStream(f.ctx, 100, mark)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mark = b.Mark
-		if want := []int{0, 100}[i]; len(b.Rows) != want {
-			t.Errorf("LockStream %d: %d rows, want %d", i+1, len(b.Rows), want)
+		if len(b.Rows) != 100 {
+			t.Errorf("LockStream %d: %d rows, want 100", i+1, len(b.Rows))
 		}
 		if err := b.Rollback(); err != nil {
 			t.Fatal(err)
@@ -575,14 +591,7 @@ func TestAStreamRowCommittedLateIsNumberedInIDOrder(t *testing.T) {
 	created := len(f.publishStream(100))
 	a := f.taskID(run, "a")
 
-	open, err := f.db.BeginTx(f.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = open.Rollback() })
-	if _, err := open.ExecContext(f.ctx, `UPDATE workflow_runs SET state = 'FAILED' WHERE id = $1`, run); err != nil {
-		t.Fatal(err)
-	}
+	open := f.failRunUncommitted(run)
 	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO task_events (task_run_id, run_id, from_state, to_state, actor, reason)
 VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, a, run); err != nil {
 		t.Fatal(err)
@@ -628,6 +637,45 @@ VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, a, run); err 
 	}
 }
 
+// TestAQuietStreamIsPublishedByTheFirstBatch: with no transaction
+// writing to the stream, the mark a batch takes settles at once, so a
+// publisher's first batch already holds the committed rows (in id order,
+// numbered 1..n); while a transaction holds an uncommitted stream row the
+// mark waits for it, and the rows stay for a later batch.
+func TestAQuietStreamIsPublishedByTheFirstBatch(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	rows := f.streamRows(run)
+	b, err := f.s.LockStream(f.ctx, 100, store.StreamMark{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != len(rows) || len(rows) == 0 {
+		t.Fatalf("a quiet stream's first batch: %d rows, want the run's %d", len(b.Rows), len(rows))
+	}
+	for i, r := range b.Rows {
+		if r.ID != rows[i].id || r.Event.Seq != int64(i+1) {
+			t.Fatalf("row %d: id %d seq %d, want id %d seq %d", i, r.ID, r.Event.Seq, rows[i].id, i+1)
+		}
+	}
+
+	f.failRunUncommitted(run)
+	b, err = f.s.LockStream(f.ctx, 100, store.StreamMark{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 0 {
+		t.Fatalf("a first batch while a transition is uncommitted: %d rows, want none (its mark waits for that transaction)", len(b.Rows))
+	}
+}
+
 // TestAFailedStreamPublishKeepsItsNumbers (mode 122): a batch whose
 // publish failed (StreamBatch.MarkFailed) records the seqs it gave, so the
 // next batch publishes the rows with the same seqs and event ids, counting
@@ -663,6 +711,106 @@ func TestAFailedStreamPublishKeepsItsNumbers(t *testing.T) {
 	}
 	if last := again[len(again)-1]; last.To != "FAILED" || last.Seq != int64(len(first)+1) {
 		t.Errorf("the next transition: %s with seq %d, want FAILED with seq %d", last.To, last.Seq, len(first)+1)
+	}
+}
+
+// TestStreamNumberingKeepsEachRowOnItsPage (mode 142): the stored
+// numbering of a backlog (AssignStreamSeqs, LockStream's fallback while a
+// mark is stalled) updates each row where it lies, so the update can be
+// HOT: no row moves to another page, and the primary key gains no entry.
+// The backlog is 2,000 rows inserted as the triggers insert them; with
+// pages the inserts filled, most numbered rows moved (a new version on
+// another page and a new index entry each, 60 % more WAL a run under W2).
+func TestStreamNumberingKeepsEachRowOnItsPage(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO transition_stream (run_id, workflow, kind, task_run_id, task, from_state, to_state, attempt, actor, reason)
+SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY', 'RUNNING', 1, 'worker-0123456789abcdef', 'claimed' FROM generate_series(1, 2000)`); err != nil {
+		t.Fatal(err)
+	}
+	pages := func() map[int64]int64 {
+		rows, err := f.db.QueryContext(f.ctx, `SELECT id, (ctid::text::point)[0]::bigint FROM transition_stream`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[int64]int64{}
+		for rows.Next() {
+			var id, page int64
+			if err := rows.Scan(&id, &page); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = page
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := pages()
+	if n, err := f.s.AssignStreamSeqs(f.ctx, 5000); err != nil || n != int64(len(before)) {
+		t.Fatalf("AssignStreamSeqs: %d, %v; want %d numbered", n, err, len(before))
+	}
+	moved := 0
+	for id, page := range pages() {
+		if page != before[id] {
+			moved++
+		}
+	}
+	if moved > 0 {
+		t.Fatalf("%d of %d rows moved to another page when numbered, want none (their pages had no room for the update: transition_stream's fillfactor)", moved, len(before))
+	}
+}
+
+// TestAStalledStreamMarkFallsBackToStoredNumbers (mode 122): a
+// transaction that wrote a transition and stays open keeps the stream
+// mark from settling; once the mark has waited streamMarkPatience (forced:
+// the test ages it), LockStream stores the numbers of the rows visible
+// past it (AssignStreamSeqs, committed before anything is published) and
+// publishes them. The open transaction's row, committed later, takes the
+// run's next number. Without the fallback the committed row waited for
+// the open transaction however long it stayed open.
+func TestAStalledStreamMarkFallsBackToStoredNumbers(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	run := f.trigger("streamed", "")
+	created := len(f.publishStream(100))
+	open := f.failRunUncommitted(run)
+	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO task_events (task_run_id, run_id, from_state, to_state, actor, reason)
+VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, f.taskID(run, "a"), run); err != nil {
+		t.Fatal(err)
+	}
+	var mark store.StreamMark
+	b, err := f.s.LockStream(f.ctx, 100, mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark = b.Mark
+	_ = b.Rollback()
+	if len(b.Rows) != 0 {
+		t.Fatalf("a batch while a transition is uncommitted: %d rows, want none", len(b.Rows))
+	}
+	store.AgeStreamMark(&mark, 2*time.Second)
+	b, err = f.s.LockStream(f.ctx, 100, mark)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 1 || b.Rows[0].Event.To != "CANCELLED" || b.Rows[0].Event.Seq != int64(created+1) {
+		_ = b.Rollback()
+		t.Fatalf("the batch after the mark's patience: %+v, want task a's CANCELLED with seq %d", b.Rows, created+1)
+	}
+	if err := b.DeletePublished(f.ctx, []int64{b.Rows[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rest := f.publishStream(100)
+	if len(rest) != 1 || rest[0].To != "FAILED" || rest[0].Seq != int64(created+2) {
+		t.Fatalf("after the open transaction committed: %+v, want the run's FAILED with seq %d", rest, created+2)
 	}
 }
 

@@ -46,9 +46,13 @@ import (
 // was taken by a transaction holding the table's ROW EXCLUSIVE lock (a
 // trigger's INSERT takes it before it calls nextval, and keeps it to the
 // end of its transaction), so once they have ended no row at or below upto
-// can still appear. The zero mark settles nothing: the first batch of a
-// publisher publishes only rows numbered before (an older publisher's, or
-// rows whose publish failed) and takes the first mark. Pass each batch's
+// can still appear; a mark taken with no writer is settled at once (the
+// usual case on a quiet system). A mark still pending after
+// streamMarkPatience (a writer stays open) makes LockStream number the
+// rows visible past it the way a crash cannot change, by storing their
+// numbers first (AssignStreamSeqs). The zero mark settles nothing: the first
+// batch of a publisher publishes only rows numbered before (an older
+// publisher's, or rows whose publish failed) and takes the first mark. Pass each batch's
 // Mark to the next LockStream; a mark lost with its publisher only delays
 // the stream by a batch.
 type StreamMark struct {
@@ -58,9 +62,18 @@ type StreamMark struct {
 	upto int64
 	// writers are the virtual transaction ids (pg_locks'
 	// virtualtransaction) that held transition_stream's ROW EXCLUSIVE lock
-	// when the pending mark was taken.
+	// when the pending mark was taken, at takenAt (this process's clock).
 	writers []string
+	takenAt time.Time
 }
+
+// streamMarkPatience is how long a mark may wait for its writers before
+// LockStream stores the numbers of the rows visible past it
+// (AssignStreamSeqs): a transaction that wrote a transition and stays open
+// (an application's transaction around a TriggerTx, a session idle in
+// transaction) would otherwise hold back every later transition of every
+// run until it ends.
+const streamMarkPatience = time.Second
 
 // streamLocks takes, without waiting, the transaction-level advisory lock
 // of the stream's publishing and turns sequential scans off for the rest
@@ -204,8 +217,10 @@ type StreamBatch struct {
 
 // LockStream begins a transaction, takes the stream's publishing lock
 // without waiting (streamPublishLock) and then the assigners' (waiting
-// for an older publisher's numbering), settles mark if it can (StreamMark)
-// and takes the next one, and reads up to limit unpublished rows (over the
+// for an older publisher's numbering), settles mark if it can (StreamMark;
+// one pending for longer than streamMarkPatience makes it store the
+// numbers of the visible rows first, AssignStreamSeqs) and takes the next
+// one, and reads up to limit unpublished rows (over the
 // primary key: streamIndexScans), numbering those not numbered yet. While
 // another publisher's batch holds the lock it returns an empty batch at
 // once (that publisher publishes the rows), with mark as its Mark. The
@@ -215,6 +230,11 @@ type StreamBatch struct {
 func (s *Store) LockStream(ctx context.Context, limit int, mark StreamMark) (*StreamBatch, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("lock stream: limit %d is below 1", limit)
+	}
+	if mark.upto != 0 && time.Since(mark.takenAt) > streamMarkPatience {
+		if _, err := s.AssignStreamSeqs(ctx, limit); err != nil {
+			return nil, fmt.Errorf("lock stream: a mark pending for %s: %w", time.Since(mark.takenAt).Round(time.Millisecond), err)
+		}
 	}
 	h, err := s.beginHeld(ctx)
 	if err != nil {
@@ -252,9 +272,11 @@ func (b *StreamBatch) lock(ctx context.Context, limit int) error {
 		if err := b.tx.QueryRowContext(ctx, qStreamWriters).Scan(&writers); err != nil {
 			return err
 		}
-		b.Mark.upto, b.Mark.writers = upto, nil
+		b.Mark.upto, b.Mark.writers, b.Mark.takenAt = upto, nil, time.Now()
 		if writers != "" {
 			b.Mark.writers = strings.Split(writers, ",")
+		} else if upto > b.Mark.Settled {
+			b.Mark.Settled, b.Mark.upto = upto, 0 // no writer: settled already
 		}
 	}
 	var rows []streamRowScan

@@ -38,14 +38,16 @@ const StreamPollIntervalDefault = 100 * time.Millisecond
 // streamGather is the least time between two stream cycles when the
 // first did not fill its batch: transitions come with nearly every outbox
 // NOTIFY, so without it each cycle would number, lock, publish and delete
-// a handful of rows, paying its six statements for each handful. Waiting
+// a handful of rows, paying its nine statements for each handful. Waiting
 // lets a busy system's rows gather into batches (issue 28's overhead
 // budget); a transition is published within about streamGather plus
-// StreamPollIntervalDefault.
+// StreamPollIntervalDefault, or two cycles while other transactions write
+// transitions (the stream mark settles in the cycle after it is taken:
+// store.StreamMark).
 const streamGather = 50 * time.Millisecond
 
 // streamBatchFactor is the stream cycle's batch in publisher batches
-// (Config.BatchSize; 1,000 rows by default): a cycle's six statements and
+// (Config.BatchSize; 1,000 rows by default): a cycle's nine statements and
 // its wait for confirms cost about the same for a handful of rows or a
 // thousand, and a run makes about five transitions per dispatch. With
 // the dispatches' batch the stream's cycles could not keep up with W2's
