@@ -87,7 +87,9 @@
 //	settled.go         | SettledRun: a run a finish or a pass settled (run duration)     | settled_test.go
 //	store.go           | Open, Options, the sentinels, inTx                              | store_smoke_test.go
 //	suspect.go         | MarkAlone: a crash suspect's attempt runs alone                 | crash_suspect_test.go
-//	stream.go          | the transition stream: on/off, seq numbering, locked batches    | stream_test.go
+//	stream.go          | the transition stream: on/off, status, vacuum, prune            | stream_test.go
+//	streambatch.go     | LockStream, StreamMark: a publishing batch numbers its rows     | stream_test.go
+//	streamseqs.go      | AssignStreamSeqs: stored numbering (a stalled mark's fallback)  | stream_test.go
 //	sweep.go           | SweepCandidates: the runs a sweep must advance                  | sweep_test.go, sweep_plan_test.go, sweep_export_test.go
 //	targeted.go        | AdvanceRuns: the targeted pass over named runs                  | targeted_test.go
 //	tasklogs.go        | InsertTaskLogs, TaskLogs, TaskLogTail: per-task logs (task_logs) | tasklogs_test.go

@@ -62,7 +62,7 @@ type StreamMark struct {
 	upto int64
 	// writers are the virtual transaction ids (pg_locks'
 	// virtualtransaction) that held transition_stream's ROW EXCLUSIVE lock
-	// when the pending mark was taken, at takenAt (this process's clock).
+	// when the pending mark was taken, at takenAt (the database's clock).
 	writers []string
 	takenAt time.Time
 }
@@ -110,7 +110,8 @@ const streamSeqLock = `SELECT pg_advisory_xact_lock(hashtext('flowforge.transiti
 const streamIndexScans = `set_config('enable_seqscan', 'off', true)`
 
 // qStreamMarkSettled takes the assigners' lock, says whether the pending
-// mark's writers ($1) have all ended, and reads the highest id the
+// mark's writers ($1) have all ended and whether the mark (taken at $2)
+// has been pending for longer than $3 ms, and reads the highest id the
 // stream's sequence has handed out (the next mark's upto; last_value is
 // not handed out until is_called). The sequence must not cache values per
 // session (CACHE 1, bigserial's default): a cached id is handed out
@@ -118,6 +119,7 @@ const streamIndexScans = `set_config('enable_seqscan', 'off', true)`
 const qStreamMarkSettled = streamSeqLock + `,
        NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = 'transition_stream'::regclass
                       AND virtualtransaction = ANY ($1::text[])),
+       coalesce(clock_timestamp() - $2::timestamptz > $3::bigint * interval '1 millisecond', false),
        (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM transition_stream_id_seq)`
 
 // qStreamWriters lists the transactions (virtual transaction ids,
@@ -126,7 +128,7 @@ const qStreamMarkSettled = streamSeqLock + `,
 // qStreamMarkSettled, so every id at or below that statement's upto was
 // taken by one of these or by a transaction that has ended.
 const qStreamWriters = `
-SELECT coalesce(string_agg(DISTINCT virtualtransaction, ','), '') FROM pg_locks
+SELECT coalesce(string_agg(DISTINCT virtualtransaction, ','), ''), clock_timestamp() FROM pg_locks
  WHERE locktype = 'relation' AND relation = 'transition_stream'::regclass AND mode = 'RowExclusiveLock'
    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
    AND pid IS DISTINCT FROM pg_backend_pid()`
@@ -231,48 +233,69 @@ func (s *Store) LockStream(ctx context.Context, limit int, mark StreamMark) (*St
 	if limit < 1 {
 		return nil, fmt.Errorf("lock stream: limit %d is below 1", limit)
 	}
-	if mark.upto != 0 && time.Since(mark.takenAt) > streamMarkPatience {
-		if _, err := s.AssignStreamSeqs(ctx, limit); err != nil {
-			return nil, fmt.Errorf("lock stream: a mark pending for %s: %w", time.Since(mark.takenAt).Round(time.Millisecond), err)
-		}
+	b, stalled, err := s.lockStream(ctx, limit, mark, true)
+	if err != nil || !stalled {
+		return b, err
 	}
-	h, err := s.beginHeld(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("lock stream: %w", err)
+	_ = b.Rollback()
+	if _, err := s.AssignStreamSeqs(ctx, limit); err != nil {
+		return nil, fmt.Errorf("lock stream: a stalled mark's fallback: %w", err)
 	}
-	b := &StreamBatch{heldTx: *h, Mark: mark}
-	if err := b.lock(ctx, limit); err != nil {
-		_ = b.Rollback()
-		return nil, fmt.Errorf("lock stream: %w", err)
-	}
-	return b, nil
+	b, _, err = s.lockStream(ctx, limit, mark, false)
+	return b, err
 }
 
-// lock is LockStream's work in the batch's transaction.
-func (b *StreamBatch) lock(ctx context.Context, limit int) error {
+// lockStream is LockStream's transaction: with fallback it stops early
+// and reports a stalled mark (pending past streamMarkPatience) instead.
+func (s *Store) lockStream(ctx context.Context, limit int, mark StreamMark, fallback bool) (*StreamBatch, bool, error) {
+	h, err := s.beginHeld(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("lock stream: %w", err)
+	}
+	b := &StreamBatch{heldTx: *h, Mark: mark}
+	stalled, err := b.lock(ctx, limit, fallback)
+	if err != nil {
+		_ = b.Rollback()
+		return nil, false, fmt.Errorf("lock stream: %w", err)
+	}
+	return b, stalled, nil
+}
+
+// lock is LockStream's work in the batch's transaction; with fallback it
+// returns stalled (and reads nothing) for a mark pending past
+// streamMarkPatience.
+func (b *StreamBatch) lock(ctx context.Context, limit int, fallback bool) (stalled bool, err error) {
 	var mine bool
 	var setting string
 	if err := b.tx.QueryRowContext(ctx, streamPublishLock).Scan(&mine, &setting); err != nil {
-		return err
+		return false, err
 	}
 	if !mine {
-		return nil
+		return false, nil
 	}
 	var lock any
 	var settled bool
 	var upto int64
-	if err := b.tx.QueryRowContext(ctx, qStreamMarkSettled, b.Mark.writers).Scan(&lock, &settled, &upto); err != nil {
-		return err
+	var takenAt *time.Time
+	if b.Mark.upto != 0 {
+		takenAt = &b.Mark.takenAt
+	}
+	if err := b.tx.QueryRowContext(ctx, qStreamMarkSettled, b.Mark.writers, takenAt, streamMarkPatience.Milliseconds()).Scan(&lock, &settled, &stalled, &upto); err != nil {
+		return false, err
+	}
+	if !settled && stalled && fallback {
+		return true, nil
 	}
 	if settled || b.Mark.upto == 0 {
 		if b.Mark.upto > b.Mark.Settled {
 			b.Mark.Settled = b.Mark.upto
 		}
 		var writers string
-		if err := b.tx.QueryRowContext(ctx, qStreamWriters).Scan(&writers); err != nil {
-			return err
+		var at time.Time
+		if err := b.tx.QueryRowContext(ctx, qStreamWriters).Scan(&writers, &at); err != nil {
+			return false, err
 		}
-		b.Mark.upto, b.Mark.writers, b.Mark.takenAt = upto, nil, time.Now()
+		b.Mark.upto, b.Mark.writers, b.Mark.takenAt = upto, nil, at
 		if writers != "" {
 			b.Mark.writers = strings.Split(writers, ",")
 		} else if upto > b.Mark.Settled {
@@ -281,12 +304,12 @@ func (b *StreamBatch) lock(ctx context.Context, limit int) error {
 	}
 	var rows []streamRowScan
 	if err := b.tx.SelectContext(ctx, &rows, qLockStream, limit, b.Mark.Settled); err != nil {
-		return err
+		return false, err
 	}
 	for _, r := range rows {
 		b.Rows = append(b.Rows, r.row())
 	}
-	return b.number(ctx, rows)
+	return false, b.number(ctx, rows)
 }
 
 // number gives the batch's unnumbered rows their runs' next numbers in id
