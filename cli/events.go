@@ -169,7 +169,7 @@ func (f *streamFollower) check(ctx context.Context) error {
 	if err := f.tail.Follow(st.Exchange); err != nil {
 		return failure(fmt.Errorf("follow the stream to exchange %s: %w", st.Exchange, err))
 	}
-	fmt.Fprintf(f.env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it\n", st.Exchange, f.exchange)
+	fmt.Fprintf(f.env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it (events published there in the 2 s before this note are not shown)\n", st.Exchange, f.exchange)
 	f.exchange = st.Exchange
 	return nil
 }

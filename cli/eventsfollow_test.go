@@ -87,7 +87,7 @@ func TestEventsTailFollowsTheStreamToAnotherExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the note of the new exchange", func() bool {
-		return strings.Contains(errOut.String(), "note: the transition stream now goes to exchange "+second+" (it went to "+first+"); following it")
+		return strings.Contains(errOut.String(), "note: the transition stream now goes to exchange "+second+" (it went to "+first+"); following it (events published there in the 2 s before this note are not shown)")
 	}, nil)
 	publish(second, "b-1")
 	waitFor("the event of the second exchange", func() bool { return strings.Contains(out.String(), `"run_id":"b-1"`) }, nil)

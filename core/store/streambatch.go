@@ -88,7 +88,8 @@ const streamMarkPatience = time.Second
 // publisher older than migration 29's change that numbers rows in a
 // transaction of its own under the assigners' lock (streamSeqLock), which
 // the holder of this lock takes too.
-const streamPublishLock = `SELECT pg_try_advisory_xact_lock(hashtext('flowforge.transition_stream.publish')), ` + streamIndexScans
+const streamPublishLock = `SELECT pg_try_advisory_xact_lock(hashtext('flowforge.transition_stream.publish')), ` + streamIndexScans +
+	`, coalesce((SELECT exchange FROM transition_stream_setting), '')`
 
 // streamSeqLock is the transaction-level advisory lock every assigner of
 // stream seqs holds until it commits: this publisher's batch, and an older
@@ -209,6 +210,13 @@ type StreamBatch struct {
 	Rows []StreamRow
 	// Mark is the mark to pass to the next LockStream.
 	Mark StreamMark
+	// Exchange is the exchange the database's setting names, read in the
+	// batch's transaction under the publishing lock ("" with the stream
+	// off): a publisher publishes the batch only there, so a change of
+	// exchange moves the stream between two batches, never within one,
+	// and no publisher still following the old setting sends a later
+	// batch to the old exchange.
+	Exchange string
 	// fresh are the indexes in Rows of the rows this batch numbered;
 	// last is each of their runs' last number after the batch.
 	fresh []int
@@ -267,7 +275,7 @@ func (s *Store) lockStream(ctx context.Context, limit int, mark StreamMark, fall
 func (b *StreamBatch) lock(ctx context.Context, limit int, fallback bool) (stalled bool, err error) {
 	var mine bool
 	var setting string
-	if err := b.tx.QueryRowContext(ctx, streamPublishLock).Scan(&mine, &setting); err != nil {
+	if err := b.tx.QueryRowContext(ctx, streamPublishLock).Scan(&mine, &setting, &b.Exchange); err != nil {
 		return false, err
 	}
 	if !mine {

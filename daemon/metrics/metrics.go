@@ -309,7 +309,7 @@ func NewBounded(maxLabelValues int) *Metrics {
 		PublishOutcomes:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_publish_total", Help: labelHelp("Outbox publishes by outcome", "outcome", publishOutcomes())}, []string{"outcome"}),
 		OutboxPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_pending", Help: "Outbox rows not yet confirmed by the broker."}),
 		OutboxOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_oldest_pending_seconds", Help: "Age of the oldest pending outbox row (database clock)."}),
-		StreamPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_stream_pending", Help: "Transition stream rows not yet published (publisher with --events-exchange)."}),
+		StreamPending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_stream_pending", Help: "Transition stream rows not yet published (every publisher reads it while the stream is on)."}),
 		StreamOldestSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_stream_oldest_pending_seconds", Help: "Age of the oldest unpublished transition stream row (database clock)."}),
 		OutboxQuarantined:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "flowforge_outbox_quarantined", Help: "Outbox rows the broker refuses permanently, set aside until ffctl outbox retry or drop (alert when > 0)."}),
 		Reconnects:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowforge_reconnects_total", Help: "Connections re-established after a failure, by dependency."}, []string{"dependency"}),

@@ -31,6 +31,14 @@ func publisherAMQPURL(t testing.TB) string {
 	return brokertest.URL(t)
 }
 
+// testQueueName is a fresh dispatch queue name for a test (fftest. and
+// ten hex digits).
+func testQueueName() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "fftest." + hex.EncodeToString(b)
+}
+
 // publisherChannel opens a raw channel for the test's own observations.
 func publisherChannel(t testing.TB, url string) *amqp.Channel {
 	t.Helper()
@@ -97,9 +105,7 @@ func TestAReturnedAndConfirmedPublishStaysPendingThenTheQueueIsRedeclared(t *tes
 	st, db, _ := storetest.NewWithDB(t)
 	ctx := t.Context()
 
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	queue := "fftest." + hex.EncodeToString(b)
+	queue := testQueueName()
 	raw := publisherChannel(t, amqpURL)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -210,9 +216,7 @@ func publisherFixture(t testing.TB) (*store.Store, *sql.DB, string, string) {
 	t.Helper()
 	amqpURL := publisherAMQPURL(t)
 	st, db, _ := storetest.NewWithDB(t)
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	queue := "fftest." + hex.EncodeToString(b)
+	queue := testQueueName()
 	_ = publisherChannel(t, amqpURL) // checks the broker answers
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

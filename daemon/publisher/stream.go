@@ -254,6 +254,12 @@ func (p *Publisher) streamCycle(ctx context.Context, s *streamLoop) (int, error)
 	if len(batch.Rows) == 0 {
 		return 0, nil
 	}
+	if batch.Exchange != "" && batch.Exchange != exchange {
+		// The setting moved since this loop last read it: publish
+		// nothing, read it again and re-dial (streamExchange).
+		s.settingAt = time.Time{}
+		return 0, nil
+	}
 	msgs := make([]broker.Message, len(batch.Rows))
 	for i, r := range batch.Rows {
 		body, err := json.Marshal(r.Event)

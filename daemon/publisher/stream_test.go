@@ -1,0 +1,115 @@
+package publisher
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/flowforge/flowforge/core"
+	"github.com/flowforge/flowforge/core/broker"
+	"github.com/flowforge/flowforge/core/store"
+	"github.com/flowforge/flowforge/core/store/storetest"
+	"github.com/flowforge/flowforge/daemon/metrics"
+)
+
+// TestAStreamBatchGoesOnlyToTheExchangeItsTransactionReads (mode 122):
+// a publisher follows the database's exchange setting, reading it every
+// second; a batch it publishes between a change of the setting and its
+// next read must not go to the old exchange. The interleaving is forced:
+// the publisher's loop has just read X, the test sets Y in the database
+// and writes a run's transitions, and the loop's next cycle runs before
+// it reads the setting again. Nothing reaches X and the rows stay; the
+// next step reads Y and publishes them there. A trial saw a switch of
+// exchange split one run's events between the two for 0.4 s, consecutive
+// seqs alternating.
+func TestAStreamBatchGoesOnlyToTheExchangeItsTransactionReads(t *testing.T) {
+	amqpURL := publisherAMQPURL(t)
+	st, db, _ := storetest.NewWithDB(t)
+	ctx := t.Context()
+	queue := testQueueName()
+	x, y := queue+".events-x", queue+".events-y"
+	cfg := broker.Config{URLs: []string{amqpURL}, Queue: queue}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteExchange(ctx, cfg, x)
+		_ = broker.DeleteExchange(ctx, cfg, y)
+		_ = broker.DeleteTopology(ctx, cfg)
+	})
+	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New(), EventsExchange: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.stream
+	t.Cleanup(func() {
+		if s.pub != nil {
+			s.pub.Close()
+		}
+	})
+	if _, err := p.streamStep(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.exchange != x || s.pub == nil {
+		t.Fatalf("after the first step: exchange %q, connected %v; want %q, connected", s.exchange, s.pub != nil, x)
+	}
+	raw := publisherChannel(t, amqpURL)
+	onX, err := raw.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueueBind(onX.Name, "#", x, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := st.EnableStream(ctx, y, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM transition_stream`).Scan(&rows); err != nil || rows == 0 {
+		t.Fatalf("stream rows: %d, %v; want the run's", rows, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.mark.Settled == 0 && time.Now().Before(deadline) { // the mark settles in a cycle or two
+		if _, err := p.streamCycle(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := queueLength(t, raw, onX.Name); n != 0 {
+		t.Fatalf("%d events reached %s after the database's setting moved to %s, want none", n, x, y)
+	}
+	var left int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM transition_stream`).Scan(&left); err != nil || left != rows {
+		t.Fatalf("stream rows after the cycles: %d, %v; want the %d unpublished", left, err, rows)
+	}
+	if _, err := p.streamStep(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if s.exchange != y {
+		t.Fatalf("the step after: exchange %q, want %q", s.exchange, y)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM transition_stream`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("stream rows after the step on %s: %d, %v; want every row published", y, left, err)
+	}
+}
+
+// queueLength reads how many messages the queue holds.
+func queueLength(t *testing.T, ch *amqp.Channel, name string) int {
+	t.Helper()
+	q, err := ch.QueueDeclarePassive(name, false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
