@@ -160,6 +160,44 @@ func (f *fixture) failRunUncommitted(run uuid.UUID) *sql.Tx {
 	return open
 }
 
+// laterRowPastAnOpenOne publishes a new run's creation (created events),
+// then leaves the run's FAILED uncommitted in open (failRunUncommitted)
+// while a later stream id of the same run, task a's CANCELLED, commits.
+func (f *fixture) laterRowPastAnOpenOne() (run uuid.UUID, created int, open *sql.Tx) {
+	f.t.Helper()
+	run = f.trigger("streamed", "")
+	created = len(f.publishStream(100))
+	open = f.failRunUncommitted(run)
+	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO task_events (task_run_id, run_id, from_state, to_state, actor, reason)
+VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, f.taskID(run, "a"), run); err != nil {
+		f.t.Fatal(err)
+	}
+	return run, created, open
+}
+
+// streamStats reads two counters of transition_stream from
+// pg_stat_user_tables (cols: two expressions over its columns).
+func (f *fixture) streamStats(cols string) (a, b int64) {
+	f.t.Helper()
+	if err := f.db.QueryRowContext(f.ctx, `SELECT `+cols+` FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`).Scan(&a, &b); err != nil {
+		f.t.Fatal(err)
+	}
+	return a, b
+}
+
+// sessionStore opens a store of the test's own, for the test to close
+// before it reads pg_stat_user_tables: a session reports its scans and
+// writes there when it ends (an idle one only every ten seconds).
+func (f *fixture) sessionStore() *store.Store {
+	f.t.Helper()
+	s, err := store.Open(f.ctx, f.url, store.Options{MaxConns: 2})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // TestTheStreamIsOffUntilEnabledAndWritesNothing: with no setting row no
 // transition writes a stream row, and StreamSetting says the stream is
 // off.
@@ -427,19 +465,9 @@ func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	const scans = `SELECT seq_scan, coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`
-	var seq0, idx0 int64
-	if err := f.db.QueryRowContext(f.ctx, scans).Scan(&seq0, &idx0); err != nil {
-		t.Fatal(err)
-	}
-	// A store of its own, closed before the counters are read: a session
-	// reports its scans to pg_stat_user_tables when it ends (an idle one
-	// only every ten seconds).
-	s, err := store.Open(f.ctx, f.url, store.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	const scans = `seq_scan, coalesce(idx_scan, 0)`
+	seq0, idx0 := f.streamStats(scans)
+	s := f.sessionStore()
 	if n, err := s.AssignStreamSeqs(f.ctx, 100); err != nil || n != 100 {
 		t.Fatalf("AssignStreamSeqs: %d, %v; want 100 numbered", n, err)
 	}
@@ -459,10 +487,7 @@ func TestStreamScansWalkThePrimaryKeyWhateverTheStatistics(t *testing.T) {
 	}
 	s.Close()
 	f.waitDB("the scans counted", `SELECT seq_scan + coalesce(idx_scan, 0) >= $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, seq0+idx0+3)
-	var seq1, idx1 int64
-	if err := f.db.QueryRowContext(f.ctx, scans).Scan(&seq1, &idx1); err != nil {
-		t.Fatal(err)
-	}
+	seq1, idx1 := f.streamStats(scans)
 	if seq1 != seq0 {
 		t.Fatalf("%d sequential scans of transition_stream (index scans %d), want none", seq1-seq0, idx1-idx0)
 	}
@@ -531,18 +556,9 @@ func TestPublishingTheStreamUpdatesNoRow(t *testing.T) {
 SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY', 'RUNNING', 1, 'worker-0123456789abcdef', 'claimed' FROM generate_series(1, 2000)`); err != nil {
 		t.Fatal(err)
 	}
-	const counters = `SELECT n_tup_upd, n_tup_del FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`
-	var upd0, del0 int64
-	if err := f.db.QueryRowContext(f.ctx, counters).Scan(&upd0, &del0); err != nil {
-		t.Fatal(err)
-	}
-	// A store of its own, closed before the counters are read: a session
-	// reports its writes to pg_stat_user_tables when it ends.
-	s, err := store.Open(f.ctx, f.url, store.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	const counters = `n_tup_upd, n_tup_del`
+	upd0, del0 := f.streamStats(counters)
+	s := f.sessionStore()
 	var mark store.StreamMark
 	published := 0
 	for tries := 0; published < 2000 && tries < 100; tries++ {
@@ -568,10 +584,7 @@ SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY'
 	}
 	s.Close()
 	f.waitDB("the deletes counted", `SELECT n_tup_del >= $1 FROM pg_stat_user_tables WHERE relid = 'transition_stream'::regclass`, del0+2000)
-	var upd1, del1 int64
-	if err := f.db.QueryRowContext(f.ctx, counters).Scan(&upd1, &del1); err != nil {
-		t.Fatal(err)
-	}
+	upd1, _ := f.streamStats(counters)
 	if upd1 != upd0 {
 		t.Fatalf("publishing 2,000 rows updated %d rows of transition_stream, want none (a row's seq is computed in its batch, not stored)", upd1-upd0)
 	}
@@ -593,15 +606,7 @@ SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY'
 func TestAStreamRowCommittedLateIsNumberedInIDOrder(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
-	run := f.trigger("streamed", "")
-	created := len(f.publishStream(100))
-	a := f.taskID(run, "a")
-
-	open := f.failRunUncommitted(run)
-	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO task_events (task_run_id, run_id, from_state, to_state, actor, reason)
-VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, a, run); err != nil {
-		t.Fatal(err)
-	}
+	run, created, open := f.laterRowPastAnOpenOne()
 	later := f.count(`SELECT max(id) FROM transition_stream WHERE run_id = $1`, run)
 
 	var mark store.StreamMark
@@ -779,13 +784,7 @@ SELECT gen_random_uuid(), 'workflow', 'task', gen_random_uuid(), 'task', 'READY'
 func TestAStalledStreamMarkFallsBackToStoredNumbers(t *testing.T) {
 	t.Parallel()
 	f := newStreamFixture(t)
-	run := f.trigger("streamed", "")
-	created := len(f.publishStream(100))
-	open := f.failRunUncommitted(run)
-	if _, err := f.db.ExecContext(f.ctx, `INSERT INTO task_events (task_run_id, run_id, from_state, to_state, actor, reason)
-VALUES ($1, $2, 'READY', 'CANCELLED', 'test', 'committed first')`, f.taskID(run, "a"), run); err != nil {
-		t.Fatal(err)
-	}
+	_, created, open := f.laterRowPastAnOpenOne()
 	var mark store.StreamMark
 	b, err := f.s.LockStream(f.ctx, 100, mark)
 	if err != nil {
@@ -889,5 +888,24 @@ func TestLockStreamTakesNoRowLocks(t *testing.T) {
 	var id int64
 	if err := tx.QueryRowContext(f.ctx, `SELECT id FROM transition_stream WHERE id = $1 FOR UPDATE NOWAIT`, b.Rows[0].ID).Scan(&id); err != nil {
 		t.Fatalf("lock row %d of a held stream batch from another transaction: %v, want no conflict (the batch locks no row)", b.Rows[0].ID, err)
+	}
+}
+
+// TestStreamBatchesRefuseALimitBelowOne: LockStream and AssignStreamSeqs
+// refuse a batch limit below 1 with an error naming it, and take no row.
+func TestStreamBatchesRefuseALimitBelowOne(t *testing.T) {
+	t.Parallel()
+	f := newStreamFixture(t)
+	f.trigger("streamed", "")
+	for _, limit := range []int{0, -1} {
+		if b, err := f.s.LockStream(f.ctx, limit, store.StreamMark{}); err == nil || b != nil || !strings.Contains(err.Error(), "is below 1") {
+			t.Errorf("LockStream(limit %d): %v, %v; want an error naming the limit", limit, b, err)
+		}
+		if n, err := f.s.AssignStreamSeqs(f.ctx, limit); err == nil || n != 0 || !strings.Contains(err.Error(), "is below 1") {
+			t.Errorf("AssignStreamSeqs(limit %d): %d, %v; want an error naming the limit", limit, n, err)
+		}
+	}
+	if n := f.count(`SELECT count(*) FROM transition_stream WHERE seq IS NOT NULL`); n != 0 {
+		t.Fatalf("%d rows numbered by refused calls, want none", n)
 	}
 }

@@ -50,11 +50,11 @@ import (
 // usual case on a quiet system). A mark still pending after
 // streamMarkPatience (a writer stays open) makes LockStream number the
 // rows visible past it the way a crash cannot change, by storing their
-// numbers first (AssignStreamSeqs). The zero mark settles nothing: the first
-// batch of a publisher publishes only rows numbered before (an older
-// publisher's, or rows whose publish failed) and takes the first mark. Pass each batch's
-// Mark to the next LockStream; a mark lost with its publisher only delays
-// the stream by a batch.
+// numbers first (AssignStreamSeqs). The zero mark settles nothing: the
+// first batch of a publisher publishes only rows numbered before (an
+// older publisher's, or rows whose publish failed) and takes the first
+// mark. Pass each batch's Mark to the next LockStream; a mark lost with
+// its publisher only delays the stream by a batch.
 type StreamMark struct {
 	// Settled is the highest id known settled (0: none).
 	Settled int64
@@ -338,20 +338,7 @@ func (b *StreamBatch) number(ctx context.Context, rows []streamRowScan) error {
 	if len(runs) == 0 {
 		return nil
 	}
-	given, err := b.tx.QueryxContext(ctx, qStreamSeqs, runs)
-	if err != nil {
-		return err
-	}
-	defer given.Close()
-	for given.Next() {
-		var run string
-		var seq int64
-		if err := given.Scan(&run, &seq); err != nil {
-			return err
-		}
-		b.last[run] = seq
-	}
-	if err := given.Err(); err != nil {
+	if err := readRunSeqs(ctx, b.tx, b.last, qStreamSeqs, runs); err != nil {
 		return err
 	}
 	for _, i := range b.fresh {
@@ -373,7 +360,7 @@ func (b *StreamBatch) DeletePublished(ctx context.Context, ids []int64) error {
 	if err != nil {
 		return fmt.Errorf("delete published stream rows: %w", err)
 	}
-	b.kept(ids)
+	b.markDone(ids)
 	return nil
 }
 
@@ -401,13 +388,13 @@ UPDATE transition_stream t SET publish_attempts = publish_attempts + 1, last_err
 	if err != nil {
 		return fmt.Errorf("record failed stream publishes: %w", err)
 	}
-	b.kept(ids)
+	b.markDone(ids)
 	return nil
 }
 
-// kept records rows whose seq no longer needs recording at Commit
+// markDone records rows whose seq no longer needs recording at Commit
 // (deleted, or kept by MarkFailed).
-func (b *StreamBatch) kept(ids []int64) {
+func (b *StreamBatch) markDone(ids []int64) {
 	if b.done == nil {
 		b.done = map[int64]bool{}
 	}

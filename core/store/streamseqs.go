@@ -60,20 +60,7 @@ func (s *Store) AssignStreamSeqs(ctx context.Context, limit int) (int64, error) 
 		}
 		p := planStreamSeqs(rows)
 		last := make(map[string]int64, len(p.runs))
-		bumped, err := tx.QueryxContext(ctx, qBumpStreamSeqs, p.runs, p.counts)
-		if err != nil {
-			return err
-		}
-		defer bumped.Close()
-		for bumped.Next() {
-			var run string
-			var seq int64
-			if err := bumped.Scan(&run, &seq); err != nil {
-				return err
-			}
-			last[run] = seq
-		}
-		if err := bumped.Err(); err != nil {
+		if err := readRunSeqs(ctx, tx, last, qBumpStreamSeqs, p.runs, p.counts); err != nil {
 			return err
 		}
 		ids, seqs := p.seqs(last)
@@ -88,6 +75,25 @@ func (s *Store) AssignStreamSeqs(ctx context.Context, limit int) (int64, error) 
 		return 0, fmt.Errorf("assign stream seqs: %w", err)
 	}
 	return n, nil
+}
+
+// readRunSeqs runs query (which returns run ids and last numbers) and
+// sets each run's number in into.
+func readRunSeqs(ctx context.Context, tx *sqlx.Tx, into map[string]int64, query string, args ...any) error {
+	rows, err := tx.QueryxContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var run string
+		var seq int64
+		if err := rows.Scan(&run, &seq); err != nil {
+			return err
+		}
+		into[run] = seq
+	}
+	return rows.Err()
 }
 
 // qStreamUnnumbered reads up to $1 unnumbered rows, oldest id first; run
