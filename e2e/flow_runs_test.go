@@ -123,12 +123,18 @@ tasks:
 // task succeeded), and that finish names the run to the schedulers
 // because it gave back a run slot, so the next run is admitted at once,
 // not at the next sweep. The runs never overlap, and all succeed.
+//
+// The five are triggered before the scheduler starts: a trigger asks for
+// an admission round too, so triggers spread out in time (a loaded
+// machine starts each `ffctl run trigger` slowly) could admit each run
+// after the one before had ended, and the finish's wake-up would go
+// untested. The scheduler's first sweep admits the first run; each of
+// the other four can only be admitted by the finish before it.
 func TestARunLevelQueueKeyStartsTheNextRunAsOneEnds(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
 	s.Daemon(t, "publisher", "publisher")
 	s.Daemon(t, "worker", "worker", "--concurrency", "4")
-	s.Daemon(t, "scheduler", "scheduler", "--sweep-interval", "1m", "--full-sweep-interval", "10m")
 	s.Apply(t, `name: serial
 concurrency: {key: one-at-a-time, limit: 1}
 tasks:
@@ -139,6 +145,7 @@ tasks:
 	for i := range ids {
 		ids[i] = s.Trigger(t, "serial")
 	}
+	s.Daemon(t, "scheduler", "scheduler", "--sweep-interval", "1m", "--full-sweep-interval", "10m")
 	for _, id := range ids {
 		heldWaitSettled(t, db, id, "SUCCEEDED", 30*time.Second)
 	}
