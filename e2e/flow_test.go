@@ -332,9 +332,9 @@ func flowWindows(t *testing.T, what string, starts []time.Time, limit int, per, 
 // rate limit of 50 per 10 s: from the admissions the database recorded
 // (its clock) no 10 s window holds more than 50 starts, and the 200 are
 // admitted within 10 % of the ideal 30.3 s (50 at once, then 50 after
-// each window of 10 s plus its 100 ms guard); each of the 200 handlers
-// (by its own start time) ran once and started after its task's
-// admission, and at most 10 s after it.
+// each window of 10 s plus its 100 ms guard); the 200 handler executions
+// (by their own start times) are each of an admitted task, and each
+// started after that task's admission and at most 10 s after it.
 func TestARateLimitKeepsEveryWindowToItsLimit(t *testing.T) {
 	t.Parallel()
 	s := harness.NewStack(t, harness.StackOptions{})
