@@ -22,7 +22,7 @@ func eventsCommand(env *Env) *cli.Command {
 	return &cli.Command{
 		Name:  "events",
 		Usage: "follow the transition stream: every run and task transition (not `ffctl event`, the events wait_for tasks wait for)",
-		UsageText: "ffctl events tail|off [command options] [arguments...]\n\n" +
+		UsageText: "ffctl events tail|status|off [command options] [arguments...]\n\n" +
 			"The stream is on while a publisher runs with --events-exchange NAME (FLOWFORGE_EVENTS_EXCHANGE).\n\n" +
 			"Example:\n  ffctl events tail --workflow nightly-report\n  ffctl events tail -o json | jq .",
 		Subcommands: []*cli.Command{
@@ -42,6 +42,19 @@ func eventsCommand(env *Env) *cli.Command {
 					&cli.StringFlag{Name: "workflow", Usage: "only the transitions of this workflow's runs and tasks"},
 				},
 				Action: func(c *cli.Context) error { return eventsTail(c, env) },
+			},
+			{
+				Name:  "status",
+				Usage: "whether the stream is on, where it goes, and its backlog: pending rows, the oldest one's age, failing publishes",
+				UsageText: "ffctl events status [-o json]\n\n" +
+					"on: the stream's setting row exists (a publisher with --events-exchange wrote it; `ffctl events\n" +
+					"off` deletes it); exchange, on since and by whom. pending: transitions written and not yet\n" +
+					"confirmed by RabbitMQ (still published after the stream is turned off, by a publisher with\n" +
+					"--events-exchange); oldest pending age on the database clock; failing: pending rows a publish\n" +
+					"already failed for, with the newest one's error. Exit 0 whether the stream is on or off.\n\n" +
+					"Example:\n  ffctl events status\n  ffctl events status -o json | jq .pending",
+				Flags:  []cli.Flag{outputFlag()},
+				Action: func(c *cli.Context) error { return eventsStatus(c, env) },
 			},
 			{
 				Name:  "off",
@@ -239,6 +252,58 @@ func transitionLine(e core.TransitionEvent) string {
 		line += fmt.Sprintf("  #%d", e.Attempt)
 	}
 	return core.TerminalText(line)
+}
+
+// eventsStatusResult is the JSON of `events status -o json`: the setting
+// (exchange, enabled_at and enabled_by empty or null while off) and the
+// backlog (store.StreamStatus).
+type eventsStatusResult struct {
+	On        bool       `json:"on"`
+	Exchange  string     `json:"exchange"`
+	EnabledAt *time.Time `json:"enabled_at"`
+	EnabledBy string     `json:"enabled_by"`
+	store.StreamStatus
+}
+
+// eventsStatus is `ffctl events status`.
+func eventsStatus(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() > 0 {
+		return usageError("events status takes no arguments (got %q)", c.Args().First())
+	}
+	r, err := query(c, func(ctx context.Context, s *store.Store) (eventsStatusResult, error) {
+		var r eventsStatusResult
+		setting, err := s.StreamSetting(ctx)
+		switch {
+		case errors.Is(err, store.ErrStreamOff):
+		case err != nil:
+			return r, err
+		default:
+			at := setting.EnabledAt.UTC()
+			r.On, r.Exchange, r.EnabledAt, r.EnabledBy = true, setting.Exchange, &at, setting.EnabledBy
+		}
+		r.StreamStatus, err = s.StreamStatus(ctx)
+		return r, err
+	})
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return writeJSON(env.Stdout, r)
+	}
+	state := "off"
+	if r.On {
+		state = fmt.Sprintf("on, to exchange %s since %s (by %s)", core.TerminalText(r.Exchange), fmtTime(r.EnabledAt), core.TerminalText(r.EnabledBy))
+	}
+	fmt.Fprintf(env.Stdout, "stream                %s\npending               %d\noldest pending age    %.1fs\nfailing               %d\n",
+		state, r.Pending, r.OldestPendingSeconds, r.Failing)
+	if r.Failing > 0 {
+		fmt.Fprintf(env.Stdout, "last error            %s\n", firstLine(&r.LastError, 100))
+	}
+	return nil
 }
 
 // eventsOff is `ffctl events off`.

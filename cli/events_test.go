@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowforge/flowforge/cli"
+	"github.com/flowforge/flowforge/core/store"
 )
 
 // TestEventsTailRefusesBadInput: every bad input of `events tail` and
@@ -28,6 +29,8 @@ func TestEventsTailRefusesBadInput(t *testing.T) {
 		{"an argument", []string{"events", "tail", "nightly"}, "ffctl: events tail takes no arguments (got \"nightly\"); use --workflow W\n"},
 		{"bad output", []string{"events", "tail", "-o", "yaml"}, "ffctl: -o \"yaml\": want table or json\n"},
 		{"off with an argument", []string{"events", "off", "now"}, "ffctl: events off takes no arguments (got \"now\")\n"},
+		{"status with an argument", []string{"events", "status", "now"}, "ffctl: events status takes no arguments (got \"now\")\n"},
+		{"status, bad output", []string{"events", "status", "-o", "yaml"}, "ffctl: -o \"yaml\": want table or json\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := h.ff(c.args...)
@@ -81,5 +84,81 @@ func TestEventsTailOfAWorkflowNotAppliedSaysSoAndFollows(t *testing.T) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 0, nothing printed and stderr %q", code, out.String(), errOut.String(), c.stderr)
 			}
 		})
+	}
+}
+
+// TestEventsStatusShowsTheSettingAndTheBacklog: `events status` says
+// whether the stream is on and where it goes, and counts the rows written
+// and not yet published, and those a publish failed for with the newest
+// one's error; off, it says off and still counts what is left to publish.
+func TestEventsStatusShowsTheSettingAndTheBacklog(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	type status struct {
+		On        bool       `json:"on"`
+		Exchange  string     `json:"exchange"`
+		EnabledAt *time.Time `json:"enabled_at"`
+		EnabledBy string     `json:"enabled_by"`
+		Pending   int64      `json:"pending"`
+		Oldest    float64    `json:"oldest_pending_seconds"`
+		Failing   int64      `json:"failing"`
+		LastError string     `json:"last_error"`
+	}
+	st := decode[status](t, h.must("events", "status", "-o", "json").stdout)
+	if st != (status{}) {
+		t.Fatalf("a stream never on: %+v, want all zero", st)
+	}
+	if r := h.must("events", "status"); r.stdout != "stream                off\npending               0\noldest pending age    0.0s\nfailing               0\n" {
+		t.Fatalf("off, table:\n%s", r.stdout)
+	}
+
+	if err := h.s.EnableStream(h.ctx, "flowforge.events.statustest", "test"); err != nil {
+		t.Fatal(err)
+	}
+	h.apply("name: one\ntasks:\n  - {name: a, handler: noop}\n")
+	h.trigger("one") // the run's creation and its task's: two rows
+	st = decode[status](t, h.must("events", "status", "-o", "json").stdout)
+	if !st.On || st.Exchange != "flowforge.events.statustest" || st.EnabledBy != "test" || st.EnabledAt == nil ||
+		time.Since(*st.EnabledAt) > time.Minute || st.Pending != 2 || st.Oldest < 0 || st.Failing != 0 || st.LastError != "" {
+		t.Fatalf("on, two rows written: %+v", st)
+	}
+
+	// A publisher's batch whose publish failed: the rows stay, counted as
+	// failing, with the error recorded.
+	b, err := h.s.LockStream(h.ctx, 100, store.StreamMark{}) // takes the first mark
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := b.Mark
+	if err := b.Commit(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = h.s.LockStream(h.ctx, 100, mark); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Rows) != 2 {
+		_ = b.Rollback()
+		t.Fatalf("batch of %d rows, want the 2 written", len(b.Rows))
+	}
+	if err := b.MarkFailed(h.ctx, []int64{b.Rows[0].ID, b.Rows[1].ID}, "NOT_FOUND - no exchange 'flowforge.events.statustest'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.s.DisableStream(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	st = decode[status](t, h.must("events", "status", "-o", "json").stdout)
+	if st.On || st.Exchange != "" || st.EnabledAt != nil || st.Pending != 2 || st.Failing != 2 ||
+		st.LastError != "NOT_FOUND - no exchange 'flowforge.events.statustest'" {
+		t.Fatalf("off, two rows failing: %+v", st)
+	}
+	out := h.must("events", "status").stdout
+	for _, want := range []string{"stream                off\n", "pending               2\n", "failing               2\n",
+		"last error            NOT_FOUND - no exchange 'flowforge.events.statustest'\n"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("off, failing, table lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -113,16 +113,36 @@ type StreamStatus struct {
 	// OldestPendingSeconds is the age of the oldest unpublished row on the
 	// database clock, 0 when none is.
 	OldestPendingSeconds float64 `db:"oldest_pending_seconds" json:"oldest_pending_seconds"`
+	// Failing counts the pending rows a publish has already failed for
+	// (publish_attempts above 0: the broker refused them or did not
+	// confirm them); they are published again with the same seq.
+	Failing int64 `db:"failing" json:"failing"`
+	// LastError is the error recorded for the newest failing row, "" when
+	// none is failing.
+	LastError string `db:"-" json:"last_error"`
 }
 
-// StreamStatus reads the stream's backlog (every row not yet published).
-// Errors: the database's.
+// qStreamStatus counts the backlog in one scan and reads the oldest
+// pending row's age over the primary key.
+const qStreamStatus = `
+SELECT count(*) AS pending, count(*) FILTER (WHERE publish_attempts > 0) AS failing,
+       coalesce((SELECT extract(epoch FROM now() - at)::float8 FROM transition_stream WHERE published_at IS NULL ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds
+  FROM transition_stream WHERE published_at IS NULL`
+
+// StreamStatus reads the stream's backlog (every row not yet published)
+// and, when some rows are failing, the newest one's error. Errors: the
+// database's.
 func (s *Store) StreamStatus(ctx context.Context) (StreamStatus, error) {
 	var st StreamStatus
-	err := s.db.GetContext(ctx, &st, `
-SELECT (SELECT count(*) FROM transition_stream WHERE published_at IS NULL) AS pending,
-       coalesce((SELECT extract(epoch FROM now() - at)::float8 FROM transition_stream WHERE published_at IS NULL ORDER BY id LIMIT 1), 0) AS oldest_pending_seconds`)
-	if err != nil {
+	if err := s.db.GetContext(ctx, &st, qStreamStatus); err != nil {
+		return StreamStatus{}, fmt.Errorf("transition stream status: %w", err)
+	}
+	if st.Failing == 0 {
+		return st, nil
+	}
+	err := s.db.GetContext(ctx, &st.LastError, `
+SELECT coalesce(last_error, '') FROM transition_stream WHERE published_at IS NULL AND publish_attempts > 0 ORDER BY id DESC LIMIT 1`)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) { // published in between: nothing failing any more
 		return StreamStatus{}, fmt.Errorf("transition stream status: %w", err)
 	}
 	return st, nil

@@ -67,6 +67,11 @@ type StreamMark struct {
 	takenAt time.Time
 }
 
+// Pending says the mark waits for writers: ids above Settled were handed
+// out when it was taken, and transactions then writing stream rows may
+// still commit rows with them, for a later batch to publish.
+func (m StreamMark) Pending() bool { return m.upto > m.Settled }
+
 // streamMarkPatience is how long a mark may wait for its writers before
 // LockStream stores the numbers of the rows visible past it
 // (AssignStreamSeqs): a transaction that wrote a transition and stays open

@@ -64,6 +64,19 @@ const streamVacuumEvery = 2 * time.Second
 // turned on or off by another process, is followed within it.
 const streamSettingEvery = time.Second
 
+// streamIdle: with the stream off (`ffctl events off`, or another
+// process), a publisher given --events-exchange still publishes the rows
+// written before, to its own exchange. Once a cycle finds none left and
+// its stream mark waits for no writer (store.StreamMark.Pending: a
+// transaction that read the setting before it went off may still commit
+// rows), the loop runs no cycle until its next read of the setting
+// (streamSettingEvery), where it either finds the stream on again or
+// looks once more: a row committed later than that last cycle (its
+// transaction read the setting before it went off) is published after
+// the next read, at most about a second later. It ran a cycle (nine
+// statements) every wake-up and every StreamPollIntervalDefault
+// instead, with nothing to publish.
+
 // streamLoop is the state of the stream loop between cycles.
 type streamLoop struct {
 	brokerBO, dbBO daemon.Recovery
@@ -76,6 +89,10 @@ type streamLoop struct {
 	// before it was turned off are still published); "" idles the loop.
 	exchange  string
 	settingAt time.Time // when the setting was last read
+	// off says the setting was off at the last read; idle says that, off,
+	// a cycle found nothing left to publish: no cycle runs until the next
+	// read of the setting (streamIdle).
+	off, idle bool
 	// deleted counts the rows published (hence deleted) since the last
 	// vacuum, vacuumAt is when that was (streamVacuumEvery).
 	deleted  int
@@ -165,7 +182,7 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 			p.cfg.Metrics.StreamOldestSeconds.Set(st.OldestPendingSeconds)
 		}
 	}
-	if s.exchange == "" {
+	if s.exchange == "" || s.idle {
 		return false, nil
 	}
 	if s.pub != nil {
@@ -190,6 +207,7 @@ func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, e
 	if err == nil {
 		s.dbBO.Succeeded()
 		s.deleted += n
+		s.idle = s.off && n == 0 && !s.mark.Pending()
 	}
 	if s.deleted > 0 && time.Since(s.vacuumAt) >= streamVacuumEvery {
 		s.vacuumAt, s.deleted = time.Now(), 0
@@ -221,7 +239,7 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 	case err != nil:
 		return err
 	}
-	s.settingAt = time.Now()
+	s.settingAt, s.off, s.idle = time.Now(), off, false
 	if st.Exchange == s.exchange {
 		return nil
 	}

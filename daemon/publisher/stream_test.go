@@ -113,3 +113,96 @@ func queueLength(t *testing.T, ch *amqp.Channel, name string) int {
 	}
 	return q.Messages
 }
+
+// countingStore counts the stream batches a publisher takes.
+type countingStore struct {
+	Store
+	batches int
+}
+
+func (c *countingStore) LockStream(ctx context.Context, limit int, mark store.StreamMark) (*store.StreamBatch, error) {
+	c.batches++
+	return c.Store.LockStream(ctx, limit, mark)
+}
+
+// TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft: with the stream
+// turned off by another process (`ffctl events off`), a publisher given
+// --events-exchange publishes the rows written before, then runs no
+// stream batch until its next read of the setting, where it looks once
+// more. It ran a batch on every step, with nothing to publish, for as
+// long as it ran.
+func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
+	amqpURL := publisherAMQPURL(t)
+	real, db, _ := storetest.NewWithDB(t)
+	st := &countingStore{Store: real}
+	ctx := t.Context()
+	queue := testQueueName()
+	x := queue + ".events"
+	cfg := broker.Config{URLs: []string{amqpURL}, Queue: queue}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteExchange(ctx, cfg, x)
+		_ = broker.DeleteTopology(ctx, cfg)
+	})
+	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := real.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New(), EventsExchange: x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.stream
+	t.Cleanup(func() {
+		if s.pub != nil {
+			s.pub.Close()
+		}
+	})
+	if _, err := p.streamStep(ctx, s); err != nil { // turns the stream on
+		t.Fatal(err)
+	}
+	if _, err := real.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := real.DisableStream(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.settingAt = time.Time{} // the next step reads the setting: off
+	st.batches = 0
+	left := func() (n int) {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM transition_stream`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for left() > 0 && time.Now().Before(deadline) { // the rows written while on
+		if _, err := p.streamStep(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := left(); n != 0 {
+		t.Fatalf("%d rows written before the stream went off are unpublished, want none", n)
+	}
+	published := st.batches
+	for range 5 {
+		if _, err := p.streamStep(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if extra := st.batches - published; extra > 1 {
+		t.Fatalf("%d stream batches in 5 steps after the last row went, with the stream off; want at most the one that found nothing", extra)
+	}
+	before := st.batches
+	s.settingAt = time.Now().Add(-2 * streamSettingEvery) // the next read is due: it looks once more
+	if _, err := p.streamStep(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if st.batches != before+1 {
+		t.Fatalf("the step after the next read of the setting ran %d batches, want 1", st.batches-before)
+	}
+}
