@@ -50,8 +50,9 @@ func eventsCommand(env *Env) *cli.Command {
 					"on: the stream's setting row exists (a publisher with --events-exchange wrote it; `ffctl events\n" +
 					"off` deletes it); exchange, on since and by whom. pending: transitions written and not yet\n" +
 					"confirmed by RabbitMQ (still published after the stream is turned off, by a publisher with\n" +
-					"--events-exchange); oldest pending age on the database clock; failing: pending rows a publish\n" +
-					"already failed for, with the newest one's error. Exit 0 whether the stream is on or off.\n\n" +
+					"--events-exchange); oldest pending age on the database clock; pending with errors (JSON: failing):\n" +
+					"pending rows a publish already failed for, with the newest one's error. Exit 0 whether the\n" +
+					"stream is on or off.\n\n" +
 					"Example:\n  ffctl events status\n  ffctl events status -o json | jq .pending",
 				Flags:  []cli.Flag{outputFlag()},
 				Action: func(c *cli.Context) error { return eventsStatus(c, env) },
@@ -298,10 +299,14 @@ func eventsStatus(c *cli.Context, env *Env) error {
 	if r.On {
 		state = fmt.Sprintf("on, to exchange %s since %s (by %s)", core.TerminalText(r.Exchange), fmtTime(r.EnabledAt), core.TerminalText(r.EnabledBy))
 	}
-	fmt.Fprintf(env.Stdout, "stream                %s\npending               %d\noldest pending age    %.1fs\nfailing               %d\n",
+	fmt.Fprintf(env.Stdout, "stream                %s\npending               %d\noldest pending age    %.1fs\npending with errors   %d\n",
 		state, r.Pending, r.OldestPendingSeconds, r.Failing)
 	if r.Failing > 0 {
 		fmt.Fprintf(env.Stdout, "last error            %s\n", firstLine(&r.LastError, 100))
+	}
+	if !r.On && r.Pending > 0 {
+		fmt.Fprintln(env.Stdout, "note: these rows were written before the stream went off; only a running publisher started\n"+
+			"with --events-exchange publishes them (to that exchange); one without the flag does not")
 	}
 	return nil
 }

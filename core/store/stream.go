@@ -18,7 +18,7 @@ import (
 
 // ErrStreamOff is returned by StreamSetting when the stream is off (no
 // setting row).
-var ErrStreamOff = errors.New("the transition stream is off (start a publisher with --events-exchange NAME)")
+var ErrStreamOff = errors.New("the transition stream is off (start or restart a publisher with --events-exchange NAME: it turns the stream on when it starts)")
 
 // StreamSetting is the stream's setting row: the exchange it is published
 // to, since when and by whom it is on.

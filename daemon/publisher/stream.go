@@ -88,7 +88,10 @@ type streamLoop struct {
 	// the stream off this publisher's own --events-exchange (rows written
 	// before it was turned off are still published); "" idles the loop.
 	exchange  string
-	settingAt time.Time // when the setting was last read
+	settingAt time.Time // when the setting was last read (zero: read it at the next step)
+	// settingRead says the setting has been read once (off then is a
+	// turn off, which streamExchange logs).
+	settingRead bool
 	// off says the setting was off at the last read; idle says that, off,
 	// a cycle found nothing left to publish: no cycle runs until the next
 	// read of the setting (streamIdle).
@@ -239,12 +242,16 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 	case err != nil:
 		return err
 	}
-	s.settingAt, s.off, s.idle = time.Now(), off, false
+	turnedOff := off && !s.off && s.settingRead
+	s.settingAt, s.settingRead, s.off, s.idle = time.Now(), true, off, false
 	if st.Exchange == s.exchange {
+		if turnedOff {
+			p.logStreamOff(st.Exchange)
+		}
 		return nil
 	}
-	if off && st.Exchange != "" {
-		p.log.Info("publisher: transition stream: the stream is off; events written before it was turned off still go to this publisher's --events-exchange", "exchange", st.Exchange)
+	if off && st.Exchange != "" || turnedOff {
+		p.logStreamOff(st.Exchange)
 	} else if p.cfg.EventsExchange != "" && st.Exchange != p.cfg.EventsExchange {
 		p.log.Warn("publisher: transition stream: the database's stream goes to another exchange than this publisher's --events-exchange (another publisher set it); following the database",
 			"exchange", st.Exchange, "events_exchange", p.cfg.EventsExchange)
@@ -257,6 +264,17 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 		s.pub = nil
 	}
 	return nil
+}
+
+// logStreamOff says, once the stream is off (exchange: where this
+// publisher still sends the rows written before, its --events-exchange, or
+// "" without one), what becomes of those rows.
+func (p *Publisher) logStreamOff(exchange string) {
+	if exchange != "" {
+		p.log.Info("publisher: transition stream: the stream is off; events written before it was turned off still go to this publisher's --events-exchange", "exchange", exchange)
+		return
+	}
+	p.log.Warn("publisher: transition stream: the stream is off; this publisher has no --events-exchange and publishes none of the events written before it was turned off (`ffctl events status` counts them; a publisher with --events-exchange publishes them)")
 }
 
 // streamCycle publishes one batch of stream rows through s.pub to

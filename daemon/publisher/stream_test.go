@@ -1,7 +1,10 @@
 package publisher
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,7 +155,9 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 	if _, _, err := real.ApplyWorkflow(ctx, def); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New(), EventsExchange: x})
+	var logs bytes.Buffer
+	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New(), EventsExchange: x,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +209,9 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 	}
 	if st.batches != before+1 {
 		t.Fatalf("the step after the next read of the setting ran %d batches, want 1", st.batches-before)
+	}
+	// The turn off is logged once, with where the rows left still go.
+	if n := strings.Count(logs.String(), "the stream is off; events written before it was turned off still go to this publisher's --events-exchange"); n != 1 {
+		t.Fatalf("the stream turned off was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
