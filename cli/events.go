@@ -48,9 +48,9 @@ func eventsCommand(env *Env) *cli.Command {
 				Usage: "whether the stream is on, where it goes, and its backlog: pending rows, the oldest one's age, failing publishes",
 				UsageText: "ffctl events status [-o json]\n\n" +
 					"on: the stream's setting row exists (a publisher with --events-exchange wrote it; `ffctl events\n" +
-					"off` deletes it); exchange, on since and by whom. pending: transitions written and not yet\n" +
-					"confirmed by RabbitMQ (still published after the stream is turned off, by a publisher with\n" +
-					"--events-exchange); oldest pending age on the database clock; pending with errors (JSON: failing):\n" +
+					"off` deletes it); exchange, on since and by whom; off: since when, by whom, and the exchange the\n" +
+					"rows left still go to (every publisher sends them there). pending: transitions written and not\n" +
+					"yet confirmed by RabbitMQ; oldest pending age on the database clock; pending with errors (JSON: failing):\n" +
 					"pending rows a publish already failed for, with the newest one's error. Exit 0 whether the\n" +
 					"stream is on or off.\n\n" +
 					"Example:\n  ffctl events status\n  ffctl events status -o json | jq .pending",
@@ -61,8 +61,10 @@ func eventsCommand(env *Env) *cli.Command {
 				Name:  "off",
 				Usage: "turn the transition stream off: no transition is written to it from then on",
 				UsageText: "ffctl events off\n\n" +
-					"Rows already written are still published. A publisher started with --events-exchange turns\n" +
-					"the stream on again: remove the flag (FLOWFORGE_EVENTS_EXCHANGE) from every publisher first.\n\n" +
+					"Rows already written are still published, by every publisher, to the exchange the stream went\n" +
+					"to (`ffctl events status` counts them). A publisher started with --events-exchange turns the\n" +
+					"stream on again when it starts: remove the flag (FLOWFORGE_EVENTS_EXCHANGE) from the publishers\n" +
+					"before they next restart.\n\n" +
 					"Example:\n  ffctl events off",
 				Action: func(c *cli.Context) error { return eventsOff(c, env) },
 			},
@@ -256,13 +258,16 @@ func transitionLine(e core.TransitionEvent) string {
 }
 
 // eventsStatusResult is the JSON of `events status -o json`: the setting
-// (exchange, enabled_at and enabled_by empty or null while off) and the
-// backlog (store.StreamStatus).
+// (exchange, enabled_at and enabled_by empty or null while off), where
+// the rows left go while it is off (drain: null while on, or when it has
+// not been turned off since migration 29) and the backlog
+// (store.StreamStatus).
 type eventsStatusResult struct {
-	On        bool       `json:"on"`
-	Exchange  string     `json:"exchange"`
-	EnabledAt *time.Time `json:"enabled_at"`
-	EnabledBy string     `json:"enabled_by"`
+	On        bool               `json:"on"`
+	Exchange  string             `json:"exchange"`
+	EnabledAt *time.Time         `json:"enabled_at"`
+	EnabledBy string             `json:"enabled_by"`
+	Drain     *store.StreamDrain `json:"drain"`
 	store.StreamStatus
 }
 
@@ -280,6 +285,14 @@ func eventsStatus(c *cli.Context, env *Env) error {
 		setting, err := s.StreamSetting(ctx)
 		switch {
 		case errors.Is(err, store.ErrStreamOff):
+			d, err := s.StreamDrain(ctx)
+			switch {
+			case err == nil:
+				d.OffAt = d.OffAt.UTC()
+				r.Drain = &d
+			case !errors.Is(err, store.ErrNotFound):
+				return r, err
+			}
 		case err != nil:
 			return r, err
 		default:
@@ -296,17 +309,20 @@ func eventsStatus(c *cli.Context, env *Env) error {
 		return writeJSON(env.Stdout, r)
 	}
 	state := "off"
-	if r.On {
+	switch {
+	case r.On:
 		state = fmt.Sprintf("on, to exchange %s since %s (by %s)", core.TerminalText(r.Exchange), fmtTime(r.EnabledAt), core.TerminalText(r.EnabledBy))
+	case r.Drain != nil:
+		state = fmt.Sprintf("off since %s (by %s); rows left go to exchange %s", fmtTime(&r.Drain.OffAt), core.TerminalText(r.Drain.OffBy), core.TerminalText(r.Drain.Exchange))
 	}
 	fmt.Fprintf(env.Stdout, "stream                %s\npending               %d\noldest pending age    %.1fs\npending with errors   %d\n",
 		state, r.Pending, r.OldestPendingSeconds, r.Failing)
 	if r.Failing > 0 {
 		fmt.Fprintf(env.Stdout, "last error            %s\n", firstLine(&r.LastError, 100))
 	}
-	if !r.On && r.Pending > 0 {
-		fmt.Fprintln(env.Stdout, "note: these rows were written before the stream went off; only a running publisher started\n"+
-			"with --events-exchange publishes them (to that exchange); one without the flag does not")
+	if !r.On && r.Drain == nil && r.Pending > 0 {
+		fmt.Fprintln(env.Stdout, "note: these rows were written before the stream went off (by an older release, which recorded no\n"+
+			"exchange for them); only a running publisher started with --events-exchange publishes them")
 	}
 	return nil
 }
@@ -321,7 +337,7 @@ func eventsOff(c *cli.Context, env *Env) error {
 		return err
 	}
 	defer s.Close()
-	was, err := s.DisableStream(c.Context)
+	was, err := s.DisableStream(c.Context, actor())
 	if err != nil {
 		return failure(err)
 	}
@@ -329,6 +345,11 @@ func eventsOff(c *cli.Context, env *Env) error {
 		_, err = fmt.Fprintln(env.Stdout, "the transition stream was already off")
 		return err
 	}
-	_, err = fmt.Fprintln(env.Stdout, "the transition stream is off (a publisher started with --events-exchange turns it on again)")
+	d, err := s.StreamDrain(c.Context)
+	if err != nil {
+		return failure(err)
+	}
+	_, err = fmt.Fprintf(env.Stdout, "the transition stream is off; rows already written still go to exchange %s (a publisher started with --events-exchange turns it on again)\n",
+		core.TerminalText(d.Exchange))
 	return err
 }

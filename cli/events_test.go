@@ -50,7 +50,7 @@ func TestEventsOffTurnsTheStreamOff(t *testing.T) {
 	if err := h.s.EnableStream(h.ctx, "flowforge.events", "test"); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.must("events", "off"); r.stdout != "the transition stream is off (a publisher started with --events-exchange turns it on again)\n" {
+	if r := h.must("events", "off"); r.stdout != "the transition stream is off; rows already written still go to exchange flowforge.events (a publisher started with --events-exchange turns it on again)\n" {
 		t.Fatalf("first off: %s", r)
 	}
 	if r := h.must("events", "off"); r.stdout != "the transition stream was already off\n" {
@@ -103,10 +103,15 @@ func TestEventsStatusShowsTheSettingAndTheBacklog(t *testing.T) {
 		Oldest    float64    `json:"oldest_pending_seconds"`
 		Failing   int64      `json:"failing"`
 		LastError string     `json:"last_error"`
+		Drain     *struct {
+			Exchange string    `json:"exchange"`
+			OffAt    time.Time `json:"off_at"`
+			OffBy    string    `json:"off_by"`
+		} `json:"drain"`
 	}
 	st := decode[status](t, h.must("events", "status", "-o", "json").stdout)
 	if st != (status{}) {
-		t.Fatalf("a stream never on: %+v, want all zero", st)
+		t.Fatalf("a stream never on: %+v, want all zero (drain null)", st)
 	}
 	if r := h.must("events", "status"); r.stdout != "stream                off\npending               0\noldest pending age    0.0s\npending with errors   0\n" {
 		t.Fatalf("off, table:\n%s", r.stdout)
@@ -146,20 +151,31 @@ func TestEventsStatusShowsTheSettingAndTheBacklog(t *testing.T) {
 	if err := b.Commit(h.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.s.DisableStream(h.ctx); err != nil {
+	if _, err := h.s.DisableStream(h.ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	st = decode[status](t, h.must("events", "status", "-o", "json").stdout)
 	if st.On || st.Exchange != "" || st.EnabledAt != nil || st.Pending != 2 || st.Failing != 2 ||
-		st.LastError != "NOT_FOUND - no exchange 'flowforge.events.statustest'" {
-		t.Fatalf("off, two rows failing: %+v", st)
+		st.LastError != "NOT_FOUND - no exchange 'flowforge.events.statustest'" ||
+		st.Drain == nil || st.Drain.Exchange != "flowforge.events.statustest" || st.Drain.OffBy != "test" || time.Since(st.Drain.OffAt) > time.Minute {
+		t.Fatalf("off, two rows failing: %+v (drain %+v)", st, st.Drain)
 	}
 	out := h.must("events", "status").stdout
-	for _, want := range []string{"stream                off\n", "pending               2\n", "pending with errors   2\n",
-		"last error            NOT_FOUND - no exchange 'flowforge.events.statustest'\n",
-		"note: these rows were written before the stream went off; only a running publisher started\nwith --events-exchange publishes them (to that exchange); one without the flag does not\n"} {
+	for _, want := range []string{"stream                off since ", " (by test); rows left go to exchange flowforge.events.statustest\n",
+		"pending               2\n", "pending with errors   2\n",
+		"last error            NOT_FOUND - no exchange 'flowforge.events.statustest'\n"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("off, failing, table lacks %q:\n%s", want, out)
 		}
+	}
+	// Rows left by an older release's turn off, which recorded no
+	// exchange for them: the note says who publishes them.
+	if _, err := h.db.ExecContext(h.ctx, `DELETE FROM transition_stream_drain`); err != nil {
+		t.Fatal(err)
+	}
+	out = h.must("events", "status").stdout
+	if want := "stream                off\n"; !strings.Contains(out, want) ||
+		!strings.Contains(out, "note: these rows were written before the stream went off (by an older release, which recorded no\nexchange for them); only a running publisher started with --events-exchange publishes them\n") {
+		t.Fatalf("off, no drain recorded, table:\n%s", out)
 	}
 }

@@ -91,7 +91,7 @@ func TestEventsTailFollowsTheStreamToAnotherExchange(t *testing.T) {
 	}, nil)
 	publish(second, "b-1")
 	waitFor("the event of the second exchange", func() bool { return strings.Contains(out.String(), `"run_id":"b-1"`) }, nil)
-	if _, err := h.s.DisableStream(h.ctx); err != nil {
+	if _, err := h.s.DisableStream(h.ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("the note of the stream turned off", func() bool {

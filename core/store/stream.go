@@ -47,11 +47,17 @@ ON CONFLICT (one_row) DO UPDATE SET exchange = excluded.exchange, enabled_by = e
 }
 
 // DisableStream turns the stream off (deletes the setting row): from the
-// commit on no transition writes a stream row; rows already written are
-// still published. It reports whether the stream was on. Errors: the
-// database's.
-func (s *Store) DisableStream(ctx context.Context) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM transition_stream_setting`)
+// commit on no transition writes a stream row. The rows already written
+// are still published, to the exchange the stream went to: the same
+// statement records it in transition_stream_drain (migration 29), with
+// actor as off_by, and every publisher publishes the rows left there
+// while the stream is off (StreamDrain). It reports whether the stream was
+// on. Errors: the database's.
+func (s *Store) DisableStream(ctx context.Context, actor string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `
+WITH off AS (DELETE FROM transition_stream_setting RETURNING exchange)
+INSERT INTO transition_stream_drain (exchange, off_by) SELECT exchange, $1 FROM off
+ON CONFLICT (one_row) DO UPDATE SET exchange = excluded.exchange, off_at = now(), off_by = excluded.off_by`, actor)
 	if err != nil {
 		return false, fmt.Errorf("disable transition stream: %w", err)
 	}
@@ -60,6 +66,30 @@ func (s *Store) DisableStream(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("disable transition stream: %w", err)
 	}
 	return n > 0, nil
+}
+
+// StreamDrain is where the rows left in the stream go while it is off:
+// the exchange it went to when it was last turned off (DisableStream),
+// when and by whom.
+type StreamDrain struct {
+	Exchange string    `db:"exchange" json:"exchange"`
+	OffAt    time.Time `db:"off_at" json:"off_at"`
+	OffBy    string    `db:"off_by" json:"off_by"`
+}
+
+// StreamDrain reads where the rows left go while the stream is off.
+// Errors: ErrNotFound when the stream has not been turned off since
+// migration 29 (no drain row), or the database's.
+func (s *Store) StreamDrain(ctx context.Context) (StreamDrain, error) {
+	var d StreamDrain
+	err := s.db.GetContext(ctx, &d, `SELECT exchange, off_at, off_by FROM transition_stream_drain`)
+	if errors.Is(err, sql.ErrNoRows) {
+		return StreamDrain{}, ErrNotFound
+	}
+	if err != nil {
+		return StreamDrain{}, fmt.Errorf("read transition stream drain: %w", err)
+	}
+	return d, nil
 }
 
 // StreamSetting reads the setting row. Errors: ErrStreamOff when the

@@ -215,6 +215,49 @@ func TestTheStreamIsOffUntilEnabledAndWritesNothing(t *testing.T) {
 	}
 }
 
+// TestTurningTheStreamOffRecordsWhereTheRowsLeftGo: DisableStream
+// deletes the setting and, in the same statement, records the exchange
+// the stream went to, when and by whom (StreamDrain), which every
+// publisher sends the rows left to; turning it off again changes nothing;
+// before any turn off there is no drain.
+func TestTurningTheStreamOffRecordsWhereTheRowsLeftGo(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, err := f.s.StreamDrain(f.ctx); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("StreamDrain before any turn off: %v, want ErrNotFound", err)
+	}
+	if err := f.s.EnableStream(f.ctx, "flowforge.events.a", "publisher"); err != nil {
+		t.Fatal(err)
+	}
+	was, err := f.s.DisableStream(f.ctx, "cli:alice")
+	if err != nil || !was {
+		t.Fatalf("DisableStream: %v, %v; want it was on", was, err)
+	}
+	if _, err := f.s.StreamSetting(f.ctx); !errors.Is(err, store.ErrStreamOff) {
+		t.Fatalf("StreamSetting after off: %v, want ErrStreamOff", err)
+	}
+	d, err := f.s.StreamDrain(f.ctx)
+	if err != nil || d.Exchange != "flowforge.events.a" || d.OffBy != "cli:alice" || time.Since(d.OffAt) > time.Minute {
+		t.Fatalf("StreamDrain: %+v, %v; want flowforge.events.a, off by cli:alice just now", d, err)
+	}
+	if was, err := f.s.DisableStream(f.ctx, "cli:bob"); err != nil || was {
+		t.Fatalf("DisableStream again: %v, %v; want it was off", was, err)
+	}
+	if d2, err := f.s.StreamDrain(f.ctx); err != nil || d2 != d {
+		t.Fatalf("StreamDrain after a second off: %+v, %v; want it unchanged (%+v)", d2, err, d)
+	}
+	// On again to another exchange and off: the drain follows.
+	if err := f.s.EnableStream(f.ctx, "flowforge.events.b", "publisher"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.DisableStream(f.ctx, "cli:bob"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := f.s.StreamDrain(f.ctx); err != nil || d.Exchange != "flowforge.events.b" || d.OffBy != "cli:bob" {
+		t.Fatalf("StreamDrain after the second turn off: %+v, %v; want flowforge.events.b by cli:bob", d, err)
+	}
+}
+
 // TestEveryTransitionIsInTheStreamInItsTransaction (mode 121): with the
 // stream on, a run taken through a retry writes, per task, its creation
 // and then exactly its task_events transitions in order, and per run its

@@ -94,7 +94,7 @@ const streamMarkPatience = time.Second
 // transaction of its own under the assigners' lock (streamSeqLock), which
 // the holder of this lock takes too.
 const streamPublishLock = `SELECT pg_try_advisory_xact_lock(hashtext('flowforge.transition_stream.publish')), ` + streamIndexScans +
-	`, coalesce((SELECT exchange FROM transition_stream_setting), '')`
+	`, coalesce((SELECT exchange FROM transition_stream_setting), (SELECT exchange FROM transition_stream_drain), '')`
 
 // streamSeqLock is the transaction-level advisory lock every assigner of
 // stream seqs holds until it commits: this publisher's batch, and an older
@@ -216,8 +216,9 @@ type StreamBatch struct {
 	// Mark is the mark to pass to the next LockStream.
 	Mark StreamMark
 	// Exchange is the exchange the database's setting names, read in the
-	// batch's transaction under the publishing lock ("" with the stream
-	// off): a publisher publishes the batch only there, so a change of
+	// batch's transaction under the publishing lock (with the stream off,
+	// the drain's, where the rows left go: DisableStream; "" with neither):
+	// a publisher publishes the batch only there, so a change of
 	// exchange moves the stream between two batches, never within one,
 	// and no publisher still following the old setting sends a later
 	// batch to the old exchange.

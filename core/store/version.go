@@ -10,7 +10,7 @@ import (
 // Raise it in the release whose code starts to need a migration; it may stay
 // below the newest embedded migration while the code tolerates the schema
 // both with and without it. See SchemaWindow and sql/migrations/README.md.
-const SchemaVersionMin int64 = 25
+const SchemaVersionMin int64 = 29
 
 // SchemaWindow is the range of schema versions a binary runs against. Min
 // is the oldest database version it can use (SchemaVersionMin); Latest is

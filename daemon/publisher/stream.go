@@ -65,8 +65,10 @@ const streamVacuumEvery = 2 * time.Second
 const streamSettingEvery = time.Second
 
 // streamIdle: with the stream off (`ffctl events off`, or another
-// process), a publisher given --events-exchange still publishes the rows
-// written before, to its own exchange. Once a cycle finds none left and
+// process), every publisher still publishes the rows written before, to
+// the exchange the stream went to (store.StreamDrain; a publisher given
+// --events-exchange sends them to its own when none is recorded, as
+// before migration 29). Once a cycle finds none left and
 // its stream mark waits for no writer (store.StreamMark.Pending: a
 // transaction that read the setting before it went off may still commit
 // rows), the loop runs no cycle until its next read of the setting
@@ -85,8 +87,8 @@ type streamLoop struct {
 	wake           chan struct{}
 	lastStatus     time.Time
 	// exchange is where the stream goes: the database's setting, or with
-	// the stream off this publisher's own --events-exchange (rows written
-	// before it was turned off are still published); "" idles the loop.
+	// the stream off where the rows written before go (store.StreamDrain,
+	// else this publisher's own --events-exchange); "" idles the loop.
 	exchange  string
 	settingAt time.Time // when the setting was last read (zero: read it at the next step)
 	// settingRead says the setting has been read once (off then is a
@@ -227,7 +229,9 @@ func (p *Publisher) streamBatch() int { return streamBatchFactor * p.cfg.BatchSi
 
 // streamExchange reads the database's setting (every streamSettingEvery)
 // and sets s.exchange from it: the setting's exchange, or with the stream
-// off this publisher's --events-exchange ("" without one). A change drops
+// off the drain's (store.StreamDrain: where the stream went when it was
+// turned off), else this publisher's --events-exchange ("" without one);
+// a turn off is logged (logStreamOff). A change drops
 // the connection, whose re-dial declares the new exchange; one that is
 // not this publisher's own flag is logged (another publisher set it).
 func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
@@ -235,10 +239,17 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 		return nil
 	}
 	st, err := p.cfg.Store.StreamSetting(ctx)
-	off := errors.Is(err, store.ErrStreamOff)
+	off, drained := errors.Is(err, store.ErrStreamOff), false
 	switch {
 	case off:
 		st.Exchange = p.cfg.EventsExchange
+		d, err := p.cfg.Store.StreamDrain(ctx)
+		switch {
+		case err == nil:
+			st.Exchange, drained = d.Exchange, true
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
 	case err != nil:
 		return err
 	}
@@ -246,12 +257,12 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 	s.settingAt, s.settingRead, s.off, s.idle = time.Now(), true, off, false
 	if st.Exchange == s.exchange {
 		if turnedOff {
-			p.logStreamOff(st.Exchange)
+			p.logStreamOff(st.Exchange, drained)
 		}
 		return nil
 	}
 	if off && st.Exchange != "" || turnedOff {
-		p.logStreamOff(st.Exchange)
+		p.logStreamOff(st.Exchange, drained)
 	} else if p.cfg.EventsExchange != "" && st.Exchange != p.cfg.EventsExchange {
 		p.log.Warn("publisher: transition stream: the database's stream goes to another exchange than this publisher's --events-exchange (another publisher set it); following the database",
 			"exchange", st.Exchange, "events_exchange", p.cfg.EventsExchange)
@@ -266,15 +277,20 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 	return nil
 }
 
-// logStreamOff says, once the stream is off (exchange: where this
-// publisher still sends the rows written before, its --events-exchange, or
-// "" without one), what becomes of those rows.
-func (p *Publisher) logStreamOff(exchange string) {
-	if exchange != "" {
+// logStreamOff says, once the stream is off, what becomes of the rows
+// written before: exchange is where this publisher sends them, the
+// exchange the stream went to when it was turned off (drained, recorded
+// by store.DisableStream), else its own --events-exchange, else "" (it
+// publishes none).
+func (p *Publisher) logStreamOff(exchange string, drained bool) {
+	switch {
+	case drained:
+		p.log.Info("publisher: transition stream: the stream is off; events written before it was turned off still go to the exchange it went to", "exchange", exchange)
+	case exchange != "":
 		p.log.Info("publisher: transition stream: the stream is off; events written before it was turned off still go to this publisher's --events-exchange", "exchange", exchange)
-		return
+	default:
+		p.log.Warn("publisher: transition stream: the stream is off and no exchange is recorded for the events written before it (it was turned off by an older release); this publisher has no --events-exchange and publishes none of them (`ffctl events status` counts them; a publisher with --events-exchange publishes them)")
 	}
-	p.log.Warn("publisher: transition stream: the stream is off; this publisher has no --events-exchange and publishes none of the events written before it was turned off (`ffctl events status` counts them; a publisher with --events-exchange publishes them)")
 }
 
 // streamCycle publishes one batch of stream rows through s.pub to
@@ -345,6 +361,7 @@ func (p *Publisher) streamCycle(ctx context.Context, s *streamLoop) (int, error)
 type streamStore interface {
 	EnableStream(ctx context.Context, exchange, actor string) error
 	StreamSetting(ctx context.Context) (store.StreamSetting, error)
+	StreamDrain(ctx context.Context) (store.StreamDrain, error)
 	LockStream(ctx context.Context, limit int, mark store.StreamMark) (*store.StreamBatch, error)
 	StreamStatus(ctx context.Context) (store.StreamStatus, error)
 	VacuumStream(ctx context.Context) error

@@ -173,7 +173,7 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 	if _, err := real.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := real.DisableStream(ctx); err != nil {
+	if _, err := real.DisableStream(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	s.settingAt = time.Time{} // the next step reads the setting: off
@@ -211,7 +211,90 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 		t.Fatalf("the step after the next read of the setting ran %d batches, want 1", st.batches-before)
 	}
 	// The turn off is logged once, with where the rows left still go.
-	if n := strings.Count(logs.String(), "the stream is off; events written before it was turned off still go to this publisher's --events-exchange"); n != 1 {
+	if n := strings.Count(logs.String(), "the stream is off; events written before it was turned off still go to the exchange it went to"); n != 1 {
 		t.Fatalf("the stream turned off was logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestRowsLeftWhenTheStreamGoesOffArePublishedWithoutTheFlag: the rows
+// written before `ffctl events off` go to the exchange the stream went to,
+// published by a publisher started later without --events-exchange (the
+// procedure the docs gave: remove every publisher's flag, then turn the
+// stream off). A new user's trial found them left unpublished for good (no
+// publisher had the flag), the stream's oldest age rising.
+func TestRowsLeftWhenTheStreamGoesOffArePublishedWithoutTheFlag(t *testing.T) {
+	amqpURL := publisherAMQPURL(t)
+	st, db, _ := storetest.NewWithDB(t)
+	ctx := t.Context()
+	queue := testQueueName()
+	x := queue + ".events"
+	cfg := broker.Config{URLs: []string{amqpURL}, Queue: queue}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteExchange(ctx, cfg, x)
+		_ = broker.DeleteTopology(ctx, cfg)
+	})
+	raw := publisherChannel(t, amqpURL)
+	if err := raw.ExchangeDeclare(x, "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	onX, err := raw.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.QueueBind(onX.Name, "#", x, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ApplyWorkflow(ctx, def); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EnableStream(ctx, x, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := st.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM transition_stream`).Scan(&rows); err != nil || rows != 6 {
+		t.Fatalf("stream rows: %d, %v; want the 3 runs' and tasks' creations", rows, err)
+	}
+	if _, err := st.DisableStream(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New()}) // no --events-exchange
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.stream
+	t.Cleanup(func() {
+		if s.pub != nil {
+			s.pub.Close()
+		}
+	})
+	left := rows
+	for deadline := time.Now().Add(10 * time.Second); left > 0 && time.Now().Before(deadline); {
+		if _, err := p.streamStep(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM transition_stream`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left != 0 || s.exchange != x {
+		t.Fatalf("%d of %d rows left unpublished, the loop's exchange %q; want all published to %s", left, rows, s.exchange, x)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for queueLength(t, raw, onX.Name) < rows && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := queueLength(t, raw, onX.Name); n != rows {
+		t.Fatalf("%d events reached %s, want the %d rows left", n, x, rows)
 	}
 }
