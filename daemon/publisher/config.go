@@ -71,6 +71,10 @@ type Config struct {
 	// Failpoints arms test-only faults (see package failpoint); nil, the
 	// normal case, arms none.
 	Failpoints *failpoint.Failpoints
+	// ID is the daemon's id (the supervisor's --id, such as
+	// publisher-ops1-4242-1a2b), recorded as who turned the transition
+	// stream on (`ffctl events status`); "" records "publisher".
+	ID string
 	// EventsExchange, when not empty, turns the transition stream on (in
 	// the database, at start) and publishes it to this durable topic
 	// exchange (see stream.go). Checked by broker.CheckExchangeName.

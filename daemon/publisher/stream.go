@@ -171,7 +171,11 @@ func (p *Publisher) streamFailed(s *streamLoop, err error) time.Duration {
 // sets it; the others follow it and say so).
 func (p *Publisher) streamStep(ctx context.Context, s *streamLoop) (full bool, err error) {
 	if !s.enabled && p.cfg.EventsExchange != "" {
-		if err := p.cfg.Store.EnableStream(ctx, p.cfg.EventsExchange, "publisher"); err != nil {
+		by := p.cfg.ID
+		if by == "" {
+			by = "publisher"
+		}
+		if err := p.cfg.Store.EnableStream(ctx, p.cfg.EventsExchange, by); err != nil {
 			return false, err
 		}
 		s.enabled = true

@@ -157,7 +157,7 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New(), EventsExchange: x,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), ID: "publisher-ops1-4242-1a2b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +169,9 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 	})
 	if _, err := p.streamStep(ctx, s); err != nil { // turns the stream on
 		t.Fatal(err)
+	}
+	if on, err := real.StreamSetting(ctx); err != nil || on.EnabledBy != "publisher-ops1-4242-1a2b" {
+		t.Fatalf("the stream's setting: %+v, %v; want it turned on by the publisher's id", on, err)
 	}
 	if _, err := real.Trigger(ctx, store.TriggerRequest{Workflow: "one", Actor: "test"}); err != nil {
 		t.Fatal(err)

@@ -248,7 +248,7 @@ func (p *process) buildPruner(st *store.Store) error {
 func (p *process) buildPublisher(ctx context.Context, st *store.Store) error {
 	cfg := p.cfg.Publisher
 	cfg.Store, cfg.DatabaseURL, cfg.Broker, cfg.Logger, cfg.Metrics = st, p.dbURL, p.cfg.Broker, p.log, p.m
-	cfg.TracerProvider = p.cfg.TracerProvider
+	cfg.TracerProvider, cfg.ID = p.cfg.TracerProvider, p.cfg.ID
 	pub, err := publisher.New(cfg)
 	if err != nil {
 		return err
