@@ -60,12 +60,14 @@ func eventsCommand(env *Env) *cli.Command {
 			{
 				Name:  "off",
 				Usage: "turn the transition stream off: no transition is written to it from then on",
-				UsageText: "ffctl events off\n\n" +
+				UsageText: "ffctl events off [-o json]\n\n" +
 					"Rows already written are still published, by every publisher, to the exchange the stream went\n" +
 					"to (`ffctl events status` counts them). A publisher started with --events-exchange turns the\n" +
 					"stream on again when it starts: remove the flag (FLOWFORGE_EVENTS_EXCHANGE) from the publishers\n" +
-					"before they next restart.\n\n" +
+					"before they next restart. A stream turned on again, to any exchange, takes the rows left with\n" +
+					"it there, as any move of the stream does. -o json: was_on, and drain (exchange, off_at, off_by).\n\n" +
 					"Example:\n  ffctl events off",
+				Flags:  []cli.Flag{outputFlag()},
 				Action: func(c *cli.Context) error { return eventsOff(c, env) },
 			},
 		},
@@ -327,8 +329,20 @@ func eventsStatus(c *cli.Context, env *Env) error {
 	return nil
 }
 
+// eventsOffResult is the JSON of `events off -o json`: whether the stream
+// was on, and where the rows left go (drain: null when it was already off
+// and no turn off is recorded).
+type eventsOffResult struct {
+	WasOn bool               `json:"was_on"`
+	Drain *store.StreamDrain `json:"drain"`
+}
+
 // eventsOff is `ffctl events off`.
 func eventsOff(c *cli.Context, env *Env) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
 	if c.NArg() > 0 {
 		return usageError("events off takes no arguments (got %q)", c.Args().First())
 	}
@@ -341,15 +355,23 @@ func eventsOff(c *cli.Context, env *Env) error {
 	if err != nil {
 		return failure(err)
 	}
-	if !was {
-		_, err = fmt.Fprintln(env.Stdout, "the transition stream was already off")
-		return err
-	}
+	r := eventsOffResult{WasOn: was}
 	d, err := s.StreamDrain(c.Context)
-	if err != nil {
+	switch {
+	case err == nil:
+		d.OffAt = d.OffAt.UTC()
+		r.Drain = &d
+	case !errors.Is(err, store.ErrNotFound):
 		return failure(err)
 	}
-	_, err = fmt.Fprintf(env.Stdout, "the transition stream is off; rows already written still go to exchange %s (a publisher started with --events-exchange turns it on again)\n",
-		core.TerminalText(d.Exchange))
+	switch {
+	case format == "json":
+		return writeJSON(env.Stdout, r)
+	case !was:
+		_, err = fmt.Fprintln(env.Stdout, "the transition stream was already off")
+	default:
+		_, err = fmt.Fprintf(env.Stdout, "the transition stream is off; rows already written still go to exchange %s (a publisher started with --events-exchange turns it on again)\n",
+			core.TerminalText(d.Exchange))
+	}
 	return err
 }

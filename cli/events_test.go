@@ -56,6 +56,22 @@ func TestEventsOffTurnsTheStreamOff(t *testing.T) {
 	if r := h.must("events", "off"); r.stdout != "the transition stream was already off\n" {
 		t.Fatalf("second off: %s", r)
 	}
+	type offResult struct {
+		WasOn bool `json:"was_on"`
+		Drain *struct {
+			Exchange string `json:"exchange"`
+			OffBy    string `json:"off_by"`
+		} `json:"drain"`
+	}
+	if err := h.s.EnableStream(h.ctx, "flowforge.events.b", "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i, wantOn := range []bool{true, false} {
+		r := decode[offResult](t, h.must("events", "off", "-o", "json").stdout)
+		if r.WasOn != wantOn || r.Drain == nil || r.Drain.Exchange != "flowforge.events.b" || !strings.HasPrefix(r.Drain.OffBy, "cli:") {
+			t.Fatalf("off -o json, call %d: %+v (drain %+v); want was_on %v, rows left going to flowforge.events.b, off by the cli", i+1, r, r.Drain, wantOn)
+		}
+	}
 }
 
 // TestEventsTailOfAWorkflowNotAppliedSaysSoAndFollows: `events tail

@@ -258,6 +258,12 @@ func (p *Publisher) streamExchange(ctx context.Context, s *streamLoop) error {
 		return err
 	}
 	turnedOff := off && !s.off && s.settingRead
+	if !off && s.off && s.exchange != "" && st.Exchange != s.exchange {
+		// A stream turned on again elsewhere takes the rows left with it,
+		// as any move of the stream does (docs/operating.md).
+		p.log.Warn("publisher: transition stream: the stream is on again, to another exchange than the rows left from before it was turned off went to; those not yet published go to the new one",
+			"exchange", st.Exchange, "rows_left_went_to", s.exchange)
+	}
 	s.settingAt, s.settingRead, s.off, s.idle = time.Now(), true, off, false
 	if st.Exchange == s.exchange {
 		if turnedOff {
