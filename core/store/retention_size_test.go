@@ -57,7 +57,11 @@ func TestRetentionKeepsTableSizesFlatUnderADayOfLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a day of simulated load")
 	}
-	t.Parallel()
+	// Not parallel: it runs alone, before the package's parallel tests.
+	// Beside them (make test, stop 47) the day's second half crept by
+	// 2,248 kB, against 272 kB alone the same hour, on the same tree; why
+	// VACUUM reclaimed less with other databases busy is not established.
+	// What the test measures is retention's slope, not the server's load.
 	// A database of its own: VACUUM's horizon is per database, and the
 	// other tests' schemas share theirs.
 	s, url := storetest.Open(t, storetest.NewPrivateDatabase(t))
