@@ -287,12 +287,7 @@ func eventsStatus(c *cli.Context, env *Env) error {
 		setting, err := s.StreamSetting(ctx)
 		switch {
 		case errors.Is(err, store.ErrStreamOff):
-			d, err := s.StreamDrain(ctx)
-			switch {
-			case err == nil:
-				d.OffAt = d.OffAt.UTC()
-				r.Drain = &d
-			case !errors.Is(err, store.ErrNotFound):
+			if r.Drain, err = recordedDrain(ctx, s); err != nil {
 				return r, err
 			}
 		case err != nil:
@@ -356,22 +351,31 @@ func eventsOff(c *cli.Context, env *Env) error {
 		return failure(err)
 	}
 	r := eventsOffResult{WasOn: was}
-	d, err := s.StreamDrain(c.Context)
-	switch {
-	case err == nil:
-		d.OffAt = d.OffAt.UTC()
-		r.Drain = &d
-	case !errors.Is(err, store.ErrNotFound):
+	if r.Drain, err = recordedDrain(c.Context, s); err != nil {
 		return failure(err)
 	}
 	switch {
 	case format == "json":
 		return writeJSON(env.Stdout, r)
-	case !was:
+	case !was || r.Drain == nil:
 		_, err = fmt.Fprintln(env.Stdout, "the transition stream was already off")
 	default:
 		_, err = fmt.Fprintf(env.Stdout, "the transition stream is off; rows already written still go to exchange %s (a publisher started with --events-exchange turns it on again)\n",
-			core.TerminalText(d.Exchange))
+			core.TerminalText(r.Drain.Exchange))
 	}
 	return err
+}
+
+// recordedDrain reads where the rows left go while the stream is off
+// (store.StreamDrain, its time in UTC), nil when no turn off is recorded.
+func recordedDrain(ctx context.Context, s *store.Store) (*store.StreamDrain, error) {
+	d, err := s.StreamDrain(ctx)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	d.OffAt = d.OffAt.UTC()
+	return &d, nil
 }

@@ -3,6 +3,7 @@ package publisher
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"log/slog"
 	"strings"
 	"testing"
@@ -135,26 +136,9 @@ func (c *countingStore) LockStream(ctx context.Context, limit int, mark store.St
 // more. It ran a batch on every step, with nothing to publish, for as
 // long as it ran.
 func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
-	amqpURL := publisherAMQPURL(t)
-	real, db, _ := storetest.NewWithDB(t)
+	f := newStreamOffFixture(t)
+	real, db, ctx, cfg, x := f.st, f.db, t.Context(), f.cfg, f.x
 	st := &countingStore{Store: real}
-	ctx := t.Context()
-	queue := testQueueName()
-	x := queue + ".events"
-	cfg := broker.Config{URLs: []string{amqpURL}, Queue: queue}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = broker.DeleteExchange(ctx, cfg, x)
-		_ = broker.DeleteTopology(ctx, cfg)
-	})
-	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := real.ApplyWorkflow(ctx, def); err != nil {
-		t.Fatal(err)
-	}
 	var logs bytes.Buffer
 	p, err := New(Config{Store: st, Broker: cfg, PollInterval: 50 * time.Millisecond, Metrics: metrics.New(), EventsExchange: x,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), ID: "publisher-ops1-4242-1a2b"})
@@ -226,19 +210,9 @@ func TestAPublisherIdlesWithTheStreamOffOnceNothingIsLeft(t *testing.T) {
 // stream off). A new user's trial found them left unpublished for good (no
 // publisher had the flag), the stream's oldest age rising.
 func TestRowsLeftWhenTheStreamGoesOffArePublishedWithoutTheFlag(t *testing.T) {
-	amqpURL := publisherAMQPURL(t)
-	st, db, _ := storetest.NewWithDB(t)
-	ctx := t.Context()
-	queue := testQueueName()
-	x := queue + ".events"
-	cfg := broker.Config{URLs: []string{amqpURL}, Queue: queue}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = broker.DeleteExchange(ctx, cfg, x)
-		_ = broker.DeleteTopology(ctx, cfg)
-	})
-	raw := publisherChannel(t, amqpURL)
+	f := newStreamOffFixture(t)
+	st, db, ctx, cfg, x := f.st, f.db, t.Context(), f.cfg, f.x
+	raw := publisherChannel(t, f.amqpURL)
 	if err := raw.ExchangeDeclare(x, "topic", true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -247,13 +221,6 @@ func TestRowsLeftWhenTheStreamGoesOffArePublishedWithoutTheFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := raw.QueueBind(onX.Name, "#", x, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := st.ApplyWorkflow(ctx, def); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.EnableStream(ctx, x, "test"); err != nil {
@@ -300,4 +267,39 @@ func TestRowsLeftWhenTheStreamGoesOffArePublishedWithoutTheFlag(t *testing.T) {
 	if n := queueLength(t, raw, onX.Name); n != rows {
 		t.Fatalf("%d events reached %s, want the %d rows left", n, x, rows)
 	}
+}
+
+// streamOffFixture is the setup of the stream-off tests: a database with
+// the one-task workflow "one" applied, and a broker configuration with a
+// dispatch queue and an events exchange (x) of the test's own, deleted
+// when it ends.
+type streamOffFixture struct {
+	st      *store.Store
+	db      *sql.DB
+	amqpURL string
+	cfg     broker.Config
+	x       string
+}
+
+func newStreamOffFixture(t *testing.T) streamOffFixture {
+	t.Helper()
+	f := streamOffFixture{amqpURL: publisherAMQPURL(t)}
+	f.st, f.db, _ = storetest.NewWithDB(t)
+	queue := testQueueName()
+	f.x = queue + ".events"
+	f.cfg = broker.Config{URLs: []string{f.amqpURL}, Queue: queue}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteExchange(ctx, f.cfg, f.x)
+		_ = broker.DeleteTopology(ctx, f.cfg)
+	})
+	def, err := core.ParseDefinition([]byte("name: one\ntasks:\n  - {name: a, handler: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.st.ApplyWorkflow(t.Context(), def); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
