@@ -47,8 +47,13 @@ func main() {
 	only := flag.String("only", "", "comma-separated systems or workloads to run (development aid), e.g. river,W1")
 	out := flag.String("out", "", "results file (default results/<date>-<host>.json; with -quick under the work directory)")
 	keep := flag.Bool("keep", false, "keep the work directory (logs) after the run")
+	jobs := flag.String("jobs", "", "regular expression a job's name (workload · variant) must match to run (development aid), e.g. -only flowforge,W2 -jobs '^W2 · daemon all(, transition stream)?$'")
 	flag.Parse()
-	p := planFor(*quick)
+	p, err := planFor(*quick).withJobs(*jobs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if *rounds > 0 {
 		p.Rounds = *rounds
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
 	"slices"
 	"time"
 )
@@ -35,6 +37,37 @@ type plan struct {
 	// "separate"); W1 runs both.
 	FFMode string   `json:"ff_mode"`
 	Only   []string `json:"only,omitempty"`
+	// Jobs is -jobs: a regular expression a job's name (jobName, e.g.
+	// "W2 · daemon all, transition stream") must match to run; "" runs
+	// every job -only lets through.
+	Jobs   string `json:"jobs,omitempty"`
+	jobsRE *regexp.Regexp
+}
+
+// withJobs returns p filtered to the jobs whose name matches expr (see
+// plan.Jobs). Errors: expr is not a regular expression (regexp syntax).
+func (p plan) withJobs(expr string) (plan, error) {
+	if expr == "" {
+		return p, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return p, fmt.Errorf("-jobs: %w", err)
+	}
+	p.Jobs, p.jobsRE = expr, re
+	return p, nil
+}
+
+// jobName is a job's name as -jobs matches it and as the results table
+// labels its rows: workload, a middle dot, variant.
+func jobName(j job) string { return j.Workload + " · " + j.Variant }
+
+// wantsJob reports whether -jobs lets j run (always, without -jobs). The
+// paired rows (÷ off, ÷ unlimited) need their base job in the same
+// round, so a filter for a variant names its base too, e.g.
+// '^W2 · daemon all(, transition stream)?$'.
+func (p plan) wantsJob(j job) bool {
+	return p.jobsRE == nil || p.jobsRE.MatchString(jobName(j))
 }
 
 // w1NRiverMW100 keys plan.W1N's first backlog of River at MaxWorkers 100

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,6 +101,36 @@ func TestPlanWants(t *testing.T) {
 		if got := p.wants(tt.system, tt.workload); got != tt.want {
 			t.Errorf("only %v: wants(%s, %s) = %v, want %v", tt.only, tt.system, tt.workload, got, tt.want)
 		}
+	}
+}
+
+func TestJobsFilterMatchesWorkloadAndVariant(t *testing.T) {
+	pair := `^W2 · daemon all(, transition stream)?$`
+	tests := []struct {
+		expr     string
+		workload string
+		variant  string
+		want     bool
+	}{
+		{"", "W1", "daemon separate", true},
+		{pair, "W2", "daemon all", true},
+		{pair, "W2", "daemon all, transition stream", true},
+		{pair, "W2", "daemon all, tracing 100%", false},
+		{pair, "W5", "daemon all", false},
+		{"tracing", "W2", "daemon all, tracing 100%", true},
+	}
+	for _, tt := range tests {
+		p, err := planFor(true).withJobs(tt.expr)
+		if err != nil {
+			t.Fatalf("withJobs(%q): %v", tt.expr, err)
+		}
+		j := job{System: sysFF, Workload: tt.workload, Variant: tt.variant}
+		if got := p.wantsJob(j); got != tt.want {
+			t.Errorf("-jobs %q: wantsJob(%q) = %v, want %v", tt.expr, jobName(j), got, tt.want)
+		}
+	}
+	if _, err := planFor(true).withJobs("W2 (daemon"); err == nil || !strings.Contains(err.Error(), "-jobs: error parsing regexp") {
+		t.Errorf("withJobs of an unbalanced parenthesis: err %v, want the flag named and regexp's error", err)
 	}
 }
 

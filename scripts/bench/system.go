@@ -116,7 +116,7 @@ func setupSystems(ctx context.Context, env *benchEnv, systems []system, unavaila
 		default:
 			keys = append(keys, s.key())
 			for _, j := range s.jobs() {
-				if env.plan.wants(j.System, j.Workload) {
+				if env.plan.wants(j.System, j.Workload) && env.plan.wantsJob(j) {
 					jobs = append(jobs, j)
 				}
 			}
