@@ -64,6 +64,9 @@ func runAll(ctx context.Context, env *benchEnv) (results, error) {
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("interrupted: %w", ctx.Err())
 	}
+	if env.plan.Jobs != "" && len(jobs) == 0 {
+		return res, fmt.Errorf("-jobs %q matches no job that -only and the builds let run (a job's name is its workload, \" · \", its variant, as the table's rows)", env.plan.Jobs)
+	}
 	res.Samples = runSteps(ctx, env, schedule(env.plan.Rounds, keys, jobs))
 	addFlowRatios(res.Samples)
 	res.Rows = computeRows(tableRows(env.plan), res.Samples, unavailable)
