@@ -80,7 +80,7 @@ func Setup(ctx context.Context, service string, stdout io.Writer, getenv func(st
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	for _, name := range names {
-		exp, err := newExporter(ctx, name, stdout)
+		exp, err := newExporter(ctx, name, stdout, getenv)
 		if err != nil {
 			return nil, err
 		}
@@ -122,9 +122,37 @@ func contains(names []string, n string) bool {
 	return false
 }
 
+// otlpSecurityEnv are the variables that say where and how OTLP connects:
+// with none of them set, the exporter sends to the specification's default,
+// http://localhost:4318 (otlpDefaults).
+var otlpSecurityEnv = []string{
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+	"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+	"OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+}
+
+// otlpDefaults are the options the OTLP exporter gets beyond what it reads
+// from the environment. The OpenTelemetry specification's default endpoint
+// for OTLP/HTTP is http://localhost:4318, and a collector listens there
+// without TLS; otlptracehttp's own default is the same host and port over
+// HTTPS, whose TLS handshake a plain collector resets, so every span was
+// dropped (a new user's trial). With no endpoint, no insecure flag and no
+// certificate set (otlpSecurityEnv, read through getenv), it is told to use
+// plain HTTP; any of them set, it follows them as it documents.
+func otlpDefaults(getenv func(string) string) []otlptracehttp.Option {
+	for _, k := range otlpSecurityEnv {
+		if getenv(k) != "" {
+			return nil
+		}
+	}
+	return []otlptracehttp.Option{otlptracehttp.WithInsecure()}
+}
+
 // newExporter builds the exporter called name (ExporterConsole or
-// ExporterOTLP).
-func newExporter(ctx context.Context, name string, stdout io.Writer) (sdktrace.SpanExporter, error) {
+// ExporterOTLP); getenv is Setup's.
+func newExporter(ctx context.Context, name string, stdout io.Writer, getenv func(string) string) (sdktrace.SpanExporter, error) {
 	if name == ExporterConsole {
 		exp, err := stdouttrace.New(stdouttrace.WithWriter(stdout))
 		if err != nil {
@@ -135,7 +163,7 @@ func newExporter(ctx context.Context, name string, stdout io.Writer) (sdktrace.S
 	// otlptracehttp reads OTEL_EXPORTER_OTLP_ENDPOINT, _HEADERS, _TIMEOUT
 	// and the rest itself; it connects lazily, so a collector that is
 	// down delays nothing here.
-	exp, err := otlptracehttp.New(ctx)
+	exp, err := otlptracehttp.New(ctx, otlpDefaults(getenv)...)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: otlp exporter: %w", err)
 	}

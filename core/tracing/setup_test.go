@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -180,9 +181,13 @@ func TestAFailingExportIsLoggedOnceOnTheProcesssLogger(t *testing.T) {
 	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{
-		tracing.EnvExporter: "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + refused, "OTEL_EXPORTER_OTLP_TIMEOUT": "2000",
-	}), log)
+	// The exporter reads its OTEL_EXPORTER_OTLP_* from the process's
+	// environment, Setup through its getenv: both are given them.
+	vars := map[string]string{tracing.EnvExporter: "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + refused, "OTEL_EXPORTER_OTLP_TIMEOUT": "2000"}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(vars), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,5 +207,45 @@ func TestAFailingExportIsLoggedOnceOnTheProcesssLogger(t *testing.T) {
 	}
 	if len(global) != 0 {
 		t.Fatalf("the global error handler got %v, want nothing", global)
+	}
+}
+
+// TestOTLPSendsPlainHTTPToTheDefaultEndpoint: with OTEL_TRACES_EXPORTER=otlp
+// and no OTEL_EXPORTER_OTLP_* set, spans go to the specification's default,
+// http://localhost:4318/v1/traces, without TLS, where a collector listens
+// by default. The SDK's own default is HTTPS there, whose handshake a plain
+// collector resets: every span was dropped (a new user's trial).
+func TestOTLPSendsPlainHTTPToTheDefaultEndpoint(t *testing.T) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_TRACES_INSECURE"} {
+		t.Setenv(k, "") // the exporter reads the process's environment
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:4318")
+	if err != nil {
+		t.Fatalf("the test needs the default OTLP/HTTP port, 127.0.0.1:4318: %v", err)
+	}
+	got := make(chan string, 10)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	p, err := tracing.Setup(context.Background(), "s", &bytes.Buffer{}, env(map[string]string{tracing.EnvExporter: "otlp"}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tracing.Tracer(p.TracerProvider()).Start(context.Background(), "s")
+	span.End()
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown (exports the span): %v", err)
+	}
+	select {
+	case req := <-got:
+		if req != "POST /v1/traces" {
+			t.Fatalf("the collector got %q, want POST /v1/traces", req)
+		}
+	default:
+		t.Fatal("the collector on http://localhost:4318 got nothing")
 	}
 }
