@@ -152,6 +152,7 @@ type streamFollower struct {
 	tail      *broker.EventTail
 	exchange  string    // the exchange the tail is bound to
 	off       bool      // the stream was off at the last look
+	gone      bool      // the exchange did not exist at the last look
 	checkedAt time.Time // the last look (zero: none yet)
 }
 
@@ -181,6 +182,9 @@ func (f *streamFollower) check(ctx context.Context) error {
 			fmt.Fprintf(f.env.Stderr, "note: the transition stream is on again (exchange %s)\n", f.exchange)
 		}
 	}
+	if err := f.keepBound(st.Exchange); err != nil {
+		return err
+	}
 	if st.Exchange == f.exchange {
 		return nil
 	}
@@ -189,6 +193,34 @@ func (f *streamFollower) check(ctx context.Context) error {
 	}
 	fmt.Fprintf(f.env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it (events published there in the 2 s before this note are not shown)\n", st.Exchange, f.exchange)
 	f.exchange = st.Exchange
+	return nil
+}
+
+// keepBound binds the tail to its exchange again when the setting still
+// names it (exchange; a move binds to the new one itself): an exchange
+// deleted on the broker takes the tail's binding with it, and a publisher
+// declares it again with none. It notes on standard error the exchange
+// gone, once, and back. Errors: a failure when the broker's connection is
+// lost or the bind is refused for another reason than a missing exchange.
+func (f *streamFollower) keepBound(exchange string) error {
+	if exchange != f.exchange {
+		return nil
+	}
+	err := f.tail.Rebind()
+	switch {
+	case errors.Is(err, broker.ErrExchangeGone):
+		if !f.gone {
+			f.gone = true
+			fmt.Fprintf(f.env.Stderr, "note: exchange %s no longer exists on the broker (deleted); nothing is shown until a publisher declares it again\n", f.exchange)
+		}
+		return nil
+	case err != nil:
+		return failure(err)
+	}
+	if f.gone {
+		f.gone = false
+		fmt.Fprintf(f.env.Stderr, "note: exchange %s exists again; following it (events published there in the 2 s before this note are not shown)\n", f.exchange)
+	}
 	return nil
 }
 

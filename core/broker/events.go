@@ -161,6 +161,40 @@ func (t *EventTail) Follow(exchange string) error {
 	return nil
 }
 
+// ErrExchangeGone is wrapped by Rebind's error when the exchange the tail
+// follows does not exist on the broker (deleted; a publisher declares it
+// again before it next publishes).
+var ErrExchangeGone = errors.New("the events exchange does not exist")
+
+// Rebind binds the tail's queue to the exchange it follows again, with
+// its keys, on a channel of its own (a refused bind closes that channel,
+// not the one the tail consumes on). Binding what is bound is a no-op. An
+// exchange deleted on the broker takes its bindings with it, and one
+// declared again under the same name has none: a tail that never bound
+// again went quiet for good without a word (a new user's trial), so events
+// tail calls Rebind at each look at the stream's setting. Errors: wrapping
+// ErrExchangeGone when the exchange does not exist; the broker's (wrapping
+// ErrConnectionLost when the connection is gone).
+func (t *EventTail) Rebind() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := onChannel(t.conn, func(ch *amqp.Channel) error {
+		for _, k := range t.keys {
+			if err := ch.QueueBind(t.queue, k, t.exchange, false, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case isAMQPCode(err, amqp.NotFound) && !t.conn.IsClosed():
+		return fmt.Errorf("bind tail queue to %s again: %w", t.exchange, ErrExchangeGone)
+	case err != nil:
+		return lost(fmt.Errorf("bind tail queue to %s again: %w", t.exchange, err))
+	}
+	return nil
+}
+
 // Next returns the body of the next event. Errors: ctx ended (ctx.Err()),
 // or the connection closed (wraps ErrConnectionLost).
 func (t *EventTail) Next(ctx context.Context) ([]byte, error) {
