@@ -31,7 +31,7 @@ func taskLogsCommand(env *Env) *cli.Command {
 		Usage: "print a task run's log: its handler's log lines and a shell command's stdout and stderr, per attempt",
 		UsageText: "ffctl task logs TASK_RUN_ID [--attempt N] [--follow] [-o json]\n\n" +
 			"Each line: time, attempt, stream (log, stdout, stderr), the level of a log line, the text.\n" +
-			"--attempt N prints attempt N's lines only (exit 1 if the task has not reached attempt N). --follow keeps printing new lines until the task\n" +
+			"--attempt N prints attempt N's lines only (exit 1 if the task has not reached attempt N; with --follow, if it ends without reaching it). --follow keeps printing new lines until the task\n" +
 			"is in a final state (SUCCEEDED, DEAD, CANCELLED, UPSTREAM_FAILED, SKIPPED), then exits 0.\n" +
 			"-o json prints an array of lines; with --follow, one JSON object per line as it comes.\n" +
 			"An attempt over the worker's --task-log-max-bytes ends with a line saying what was dropped.\n" +
