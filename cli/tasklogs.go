@@ -137,7 +137,12 @@ func noLinesNote(c *cli.Context, target *idTarget, attempt int) (string, error) 
 	if attempt > 0 {
 		of = fmt.Sprintf("attempt %d of task %s", attempt, id)
 	}
-	return "ffctl: no log lines for " + of + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)", nil
+	// "yet" only while the task can still log: an ended one will not.
+	yet := " yet"
+	if t.State.Terminal() {
+		yet = ""
+	}
+	return "ffctl: no log lines for " + of + " (its handler logged nothing" + yet + ", the worker runs with --task-log-max-bytes 0, or retention removed them)", nil
 }
 
 // printTaskLogLine prints l as a text line (terminal-safe), or with

@@ -84,10 +84,18 @@ func TestTaskLogsPrintsEveryAttemptsLinesAndFiltersByAttempt(t *testing.T) {
 			t.Fatalf("%v: stdout %q, want none", args, r.stdout)
 		}
 	}
-	_, quiet := h.retriedTask()
+	quietClaim, quiet := h.retriedTask()
 	none := h.must("task", "logs", quiet.String(), "--attempt", "2")
 	if wantErr := "ffctl: no log lines for attempt 2 of task " + quiet.String() + " (its handler logged nothing yet, the worker runs with --task-log-max-bytes 0, or retention removed them)\n"; none.stdout != "" || none.stderr != wantErr {
 		t.Fatalf("--attempt 2 of a task that logged nothing: %s\nwant no stdout and stderr %q", none, wantErr)
+	}
+	// Once the task has ended it will log nothing more: no "yet".
+	if st := h.finish(quietClaim, store.OutcomeSucceeded, "", false); st != core.TaskSucceeded {
+		t.Fatalf("attempt 2 left %s, want SUCCEEDED", st)
+	}
+	ended := h.must("task", "logs", quiet.String())
+	if wantErr := "ffctl: no log lines for task " + quiet.String() + " (its handler logged nothing, the worker runs with --task-log-max-bytes 0, or retention removed them)\n"; ended.stdout != "" || ended.stderr != wantErr {
+		t.Fatalf("a SUCCEEDED task that logged nothing: %s\nwant no stdout and stderr %q", ended, wantErr)
 	}
 	lines := decode[[]store.TaskLogLine](t, h.must("task", "logs", id.String(), "-o", "json").stdout)
 	if len(lines) != 4 || lines[0].Level != "ERROR" || lines[3].Stream != core.LogStreamStderr || lines[2].Seq != 2 || lines[2].Attempt != 2 {
