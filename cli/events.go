@@ -182,30 +182,25 @@ func (f *streamFollower) check(ctx context.Context) error {
 			fmt.Fprintf(f.env.Stderr, "note: the transition stream is on again (exchange %s)\n", f.exchange)
 		}
 	}
-	if err := f.keepBound(st.Exchange); err != nil {
-		return err
-	}
 	if st.Exchange == f.exchange {
-		return nil
+		return f.keepBound()
 	}
 	if err := f.tail.Follow(st.Exchange); err != nil {
 		return failure(fmt.Errorf("follow the stream to exchange %s: %w", st.Exchange, err))
 	}
 	fmt.Fprintf(f.env.Stderr, "note: the transition stream now goes to exchange %s (it went to %s); following it (events published there in the 2 s before this note are not shown)\n", st.Exchange, f.exchange)
 	f.exchange = st.Exchange
+	f.gone = false // a note of the old exchange's return would name the new one
 	return nil
 }
 
-// keepBound binds the tail to its exchange again when the setting still
-// names it (exchange; a move binds to the new one itself): an exchange
-// deleted on the broker takes the tail's binding with it, and a publisher
-// declares it again with none. It notes on standard error the exchange
-// gone, once, and back. Errors: a failure when the broker's connection is
-// lost or the bind is refused for another reason than a missing exchange.
-func (f *streamFollower) keepBound(exchange string) error {
-	if exchange != f.exchange {
-		return nil
-	}
+// keepBound binds the tail to its exchange again, while the setting still
+// names it (a move binds to the new one itself): an exchange deleted on
+// the broker takes the tail's binding with it, and a publisher declares it
+// again with none. It notes on standard error the exchange gone, once, and
+// back. Errors: a failure when the broker's connection is lost or the bind
+// is refused for another reason than a missing exchange.
+func (f *streamFollower) keepBound() error {
 	err := f.tail.Rebind()
 	switch {
 	case errors.Is(err, broker.ErrExchangeGone):
